@@ -1,0 +1,184 @@
+/*
+ * oea.h - the C ABI of liboea, the Opportunistic Expert Activation router.
+ *
+ * The specification of what is computed is shared/design/oea-semantics.md
+ * (summarised in docs/native-abi.md). This header is the contract between the
+ * library and its two callers: the Python binding that oeapatch inserts into
+ * the target framework (it mirrors `oea_problem` with ctypes) and the tests.
+ *
+ * ABI rules
+ *  - OEA_ABI_VERSION is bumped on any incompatible change of this header.
+ *    `oea_abi_version()` returns the version the library was built with; a
+ *    caller compares it with the version it was written for before any call.
+ *  - `oea_problem.struct_size` must be sizeof(oea_problem) as the caller knows
+ *    it; fields are only ever appended, so a larger library can serve an older
+ *    caller. A size smaller than version 1's struct is refused.
+ *  - No global mutable state: any number of models, threads and streams may
+ *    call concurrently. Nothing is allocated, nothing is cached.
+ *
+ * Memory
+ *  - oea_route_host: every pointer is host memory.
+ *  - oea_route_cuda: every pointer (logits, bias, ids, weights, num_valid_rows,
+ *    stats) is device memory (or managed/host-mapped memory the device can
+ *    read); the call is one kernel launch on `stream`, performs no allocation,
+ *    no synchronisation and never reads device data from the host, so it may
+ *    be captured in a CUDA graph. Argument errors are detected on the host
+ *    from the scalar fields before the launch.
+ *
+ * Row validity (both paths, identical): row i is processed when
+ *   i < *num_valid_rows (when num_valid_rows is non-NULL; read on the device
+ *   for the CUDA path) and its R routed ids are all in [0, E) and distinct.
+ * Any other row is left untouched byte for byte and contributes nothing to
+ * the loaded set U. (Rows with a negative id are the framework's padding;
+ * rows with ids >= E or duplicates are counted in stats->invalid_rows.)
+ *
+ * Non-finite logits: NaN keys rank below every other key (ties, NaN with NaN
+ * included, go to the lower expert index); -inf is an ordinary, very low key.
+ * The computation is always defined and identical on both paths. Rows that
+ * met a non-finite key are counted in stats->nonfinite_rows. With
+ * OEA_FLAG_REJECT_NONFINITE the host path instead refuses the whole call with
+ * OEA_ERR_NONFINITE before writing anything (the CUDA path cannot inspect
+ * device data from the host and returns OEA_ERR_INVALID_ARGUMENT for that
+ * flag).
+ */
+#ifndef OEA_H
+#define OEA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define OEA_API __declspec(dllexport)
+#else
+#define OEA_API __attribute__((visibility("default")))
+#endif
+
+#define OEA_ABI_VERSION 1
+
+/* Limits of one call (the CUDA kernel runs one thread block over all rows). */
+#define OEA_MAX_ROWS 1024
+#define OEA_MAX_EXPERTS 512
+#define OEA_MAX_TOPK 16
+
+typedef enum oea_status {
+	OEA_OK = 0,
+	OEA_ERR_NULL_ARGUMENT = 1,    /* a required pointer is NULL */
+	OEA_ERR_STRUCT_SIZE = 2,      /* struct_size too small for this ABI */
+	OEA_ERR_SHAPE = 3,            /* n, E, K or S out of range */
+	OEA_ERR_K0 = 4,               /* k0 < 1 */
+	OEA_ERR_DTYPE = 5,            /* unsupported dtype code */
+	OEA_ERR_STRIDE = 6,           /* a row stride shorter than its row */
+	OEA_ERR_ALIGNMENT = 7,        /* a pointer not aligned to its element */
+	OEA_ERR_SCORING = 8,          /* unknown scoring function */
+	OEA_ERR_GROUPS = 9,           /* bad num_expert_group / topk_group */
+	OEA_ERR_NONFINITE = 10,       /* NaN/-inf logits with OEA_FLAG_REJECT_NONFINITE */
+	OEA_ERR_INVALID_ARGUMENT = 11,/* any other bad field (unknown flag ...) */
+	OEA_ERR_NO_CUDA = 12,         /* library built without CUDA */
+	OEA_ERR_CUDA = 13,            /* the CUDA launch failed */
+} oea_status;
+
+typedef enum oea_dtype {
+	OEA_DTYPE_F32 = 0,
+	OEA_DTYPE_BF16 = 1,
+	OEA_DTYPE_F16 = 2,
+	OEA_DTYPE_I32 = 3,
+	OEA_DTYPE_I64 = 4,
+} oea_dtype;
+
+typedef enum oea_scoring {
+	OEA_SCORING_SOFTMAX = 0,
+	OEA_SCORING_SIGMOID = 1,
+} oea_scoring;
+
+/* Flags (oea_problem.flags). */
+#define OEA_FLAG_REJECT_NONFINITE 0x1u /* host path only, see above */
+
+/*
+ * Per-call statistics, written (not accumulated) by the call when
+ * oea_problem.stats is non-NULL. On the CUDA path this is device memory the
+ * caller reads whenever it likes (no host sync is implied).
+ */
+typedef struct oea_stats {
+	uint32_t t_before;       /* distinct experts in the valid rows' routed ids */
+	uint32_t t_after;        /* distinct experts after re-routing (= |U|) */
+	uint32_t valid_rows;     /* rows processed */
+	uint32_t invalid_rows;   /* rows < num_valid_rows skipped for bad ids */
+	uint32_t nonfinite_rows; /* processed rows that met a NaN or -inf key */
+	uint32_t reserved[3];
+} oea_stats;
+
+/*
+ * One MoE layer, one step. Shapes: logits [n][E] (row stride in elements,
+ * columns contiguous), ids and weights [n][K] (row strides in elements),
+ * of which the first R = K - num_shared columns are routed experts and the
+ * last num_shared columns fused shared experts (never read or written).
+ * ids and weights are rewritten in place.
+ */
+typedef struct oea_problem {
+	uint32_t struct_size;     /* sizeof(oea_problem) */
+	uint32_t flags;           /* OEA_FLAG_* */
+
+	int32_t n;                /* rows, 0 <= n <= OEA_MAX_ROWS (0: nothing to do) */
+	int32_t num_experts;      /* E, 1..OEA_MAX_EXPERTS */
+	int32_t top_k;            /* K, 1..OEA_MAX_TOPK (routed + shared columns) */
+	int32_t num_shared;       /* S, 0 <= S < K */
+	int32_t k0;               /* >= 1; k0 >= R leaves every row unchanged */
+	int32_t scoring;          /* oea_scoring */
+	int32_t renormalize;      /* 0 or 1 */
+	int32_t num_expert_group; /* 0 = no grouping; else divides E */
+	int32_t topk_group;       /* with grouping: 1..num_expert_group (validated only) */
+
+	int32_t logits_dtype;     /* OEA_DTYPE_F32 / BF16 / F16 */
+	int64_t logits_row_stride;/* >= E */
+	const void *logits;
+
+	const float *correction_bias; /* [E] fp32, or NULL */
+
+	int32_t ids_dtype;        /* OEA_DTYPE_I32 / I64 */
+	int32_t weights_dtype;    /* OEA_DTYPE_F32 */
+	int64_t ids_row_stride;   /* >= K */
+	int64_t weights_row_stride; /* >= K */
+	void *ids;
+	void *weights;
+
+	const int32_t *num_valid_rows; /* scalar, or NULL = all n rows */
+	oea_stats *stats;         /* or NULL */
+} oea_problem;
+
+/* The ABI version this library was built with (OEA_ABI_VERSION). */
+OEA_API int oea_abi_version(void);
+
+/* Library version string, for example "1.0.0"; static storage. */
+OEA_API const char *oea_version(void);
+
+/* 1 when this build contains the CUDA kernel, else 0. */
+OEA_API int oea_has_cuda(void);
+
+/* A human message for a status code; static storage, never NULL. */
+OEA_API const char *oea_status_message(int status);
+
+/*
+ * Validates the scalar fields and pointers of `p` (not the data they point
+ * to) exactly as both entry points do. Returns OEA_OK or the first error.
+ */
+OEA_API int oea_problem_check(const oea_problem *p);
+
+/* CPU reference: the oracle for every other path. Host memory only. */
+OEA_API int oea_route_host(const oea_problem *p);
+
+/*
+ * CUDA path: one launch on `stream` (a cudaStream_t; NULL = legacy default
+ * stream). Returns OEA_ERR_NO_CUDA when the library was built without CUDA,
+ * OEA_ERR_CUDA when the launch itself failed (cudaGetLastError).
+ */
+OEA_API int oea_route_cuda(const oea_problem *p, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OEA_H */
