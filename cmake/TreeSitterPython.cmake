@@ -1,0 +1,22 @@
+# The tree-sitter-python grammar, compiled from the pinned npm package that
+# scripts/setup-deps.sh unpacks under deps/ (never committed). Defines the
+# static library target `tree_sitter_python`.
+set(TREE_SITTER_PYTHON_VERSION 0.23.6)
+set(TREE_SITTER_PYTHON_DIR "${PROJECT_SOURCE_DIR}/deps/tree-sitter-python-${TREE_SITTER_PYTHON_VERSION}"
+    CACHE PATH "Unpacked tree-sitter-python npm package (holding src/parser.c)")
+if(NOT EXISTS "${TREE_SITTER_PYTHON_DIR}/src/parser.c")
+  message(FATAL_ERROR
+    "tree-sitter-python ${TREE_SITTER_PYTHON_VERSION} not found at ${TREE_SITTER_PYTHON_DIR}: "
+    "run scripts/setup-deps.sh (it fetches and verifies the pinned npm package)")
+endif()
+add_library(tree_sitter_python STATIC
+  "${TREE_SITTER_PYTHON_DIR}/src/parser.c"
+  "${TREE_SITTER_PYTHON_DIR}/src/scanner.c")
+target_include_directories(tree_sitter_python PRIVATE "${TREE_SITTER_PYTHON_DIR}/src")
+# Third-party generated code: its warnings are not ours to fix.
+target_compile_options(tree_sitter_python PRIVATE -w)
+set_target_properties(tree_sitter_python PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
+if(OEAPATCH_SANITIZE)
+  string(REPLACE ";" "," _san "${OEAPATCH_SANITIZE}")
+  target_compile_options(tree_sitter_python PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer)
+endif()

@@ -1,0 +1,69 @@
+/*
+ * cli.h - what every command shares: options common to all, the checkout
+ * and patch definition they act on, and how results and errors are printed.
+ */
+#ifndef OEAP_CLI_H
+#define OEAP_CLI_H
+
+#include <getopt.h>
+
+#include "error.h"
+#include "patchdef.h"
+#include "report.h"
+
+/* An option with its help text beside it (conventions.md). */
+typedef struct oeap_option {
+	const char *name;  /* long name */
+	int has_arg;       /* no_argument / required_argument */
+	int val;           /* short letter or a code >= 256 */
+	const char *arg;   /* argument name for help, or NULL */
+	const char *help;
+} oeap_option;
+
+/* Options every command takes; a command's table starts with these. */
+enum { OEAP_OPT_JSON = 256, OEAP_OPT_PATCH, OEAP_OPT_FIRST_FREE = 300 };
+#define OEAP_COMMON_OPTIONS                                                                  \
+	{"directory", required_argument, 'C', "DIR", "act on the checkout in DIR (default: .)"}, \
+	{"patch", required_argument, OEAP_OPT_PATCH, "NAME|DIR",                                 \
+	 "the patch definition: a name under patches/ or a directory (default: sglang-oea)"},    \
+	{"json", no_argument, OEAP_OPT_JSON, NULL, "print one JSON document on stdout"},          \
+	{"help", no_argument, 'h', NULL, "show this help"}
+
+typedef struct oeap_cli {
+	const char *command;
+	const char *dir;
+	const char *patch;
+	int json;
+	oeap_patchdef *def;
+	char *root;   /* the checkout, resolved */
+	char *target; /* the target file, resolved inside the checkout */
+} oeap_cli;
+
+/*
+ * Parses argv with `opts` (which must start with OEAP_COMMON_OPTIONS and
+ * end with a zeroed entry). Common options fill `cli`; every other option is
+ * handed to `on_option(val, optarg, user)`, which returns 0 or -1 for a bad
+ * value. Returns -1 on a usage error (already printed), 1 when help was
+ * printed, else 0; *first_arg is the index of the first operand.
+ */
+int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, const char *summary,
+                   const oeap_option *opts, int argc, char **argv,
+                   int (*on_option)(int val, const char *arg, void *user), void *user, int *first_arg);
+
+/* Loads the definition and, when `need_target`, resolves the target file. */
+int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err);
+void oeap_cli_close(oeap_cli *cli);
+
+/* Prints `err` (as JSON when --json) and returns its exit code. */
+int oeap_cli_error(const oeap_cli *cli, const oeap_error *err);
+
+/* The target's path relative to the checkout, for messages and diffs. */
+const char *oeap_cli_target_rel(const oeap_cli *cli);
+
+/* The commands (one file each). */
+int cmd_apply(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_revert(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+#endif

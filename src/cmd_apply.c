@@ -1,0 +1,230 @@
+/*
+ * oeapatch apply: insert the patch's regions into the target and write the
+ * binding module beside it. The new bytes are verified in memory before
+ * anything is written; both files are written atomically under a lock;
+ * then the file on disk is read back and verified once more.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "binding.h"
+#include "cli.h"
+#include "fsio.h"
+#include "pipeline.h"
+
+enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY };
+
+typedef struct apply_opts {
+	int check;
+	int diff;
+	const char *library;
+} apply_opts;
+
+static int on_option(int val, const char *arg, void *user)
+{
+	apply_opts *o = user;
+	switch (val) {
+	case OPT_CHECK:
+		o->check = 1;
+		return 0;
+	case OPT_DIFF:
+		o->diff = 1;
+		return 0;
+	case OPT_LIBRARY:
+		o->library = arg;
+		return 0;
+	}
+	return -1;
+}
+
+static const oeap_option options[] = {
+	OEAP_COMMON_OPTIONS,
+	{"check", no_argument, OPT_CHECK, NULL, "write nothing: say whether the patch lands (exit 0) or not"},
+	{"dry-run", no_argument, OPT_CHECK, NULL, "the same as --check"},
+	{"diff", no_argument, OPT_DIFF, NULL, "write nothing: print the unified diff apply would make"},
+	{"library", required_argument, OPT_LIBRARY, "PATH",
+	 "the liboea the binding loads (default: $OEAPATCH_LIBRARY, the installed one, or the build tree's)"},
+	{NULL, 0, 0, NULL, NULL},
+};
+
+/* The binding module as it should be, and whether writing it is needed. */
+typedef struct binding_plan {
+	char *path;
+	char *old;      /* current content, NULL when absent */
+	size_t old_len;
+	oeap_buf want;
+	int needed;
+} binding_plan;
+
+static int plan_binding(const oeap_cli *cli, const char *library, binding_plan *bp, oeap_error *err)
+{
+	memset(bp, 0, sizeof(*bp));
+	if (!(bp->path = oeap_binding_path(cli->def, cli->target)))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory");
+	if (oeap_binding_render(cli->def, library, &bp->want, err))
+		return -1;
+	oeap_error e2;
+	oeap_error_clear(&e2);
+	if (oeap_read_file(bp->path, &bp->old, &bp->old_len, &e2) == 0) {
+		if (!oeap_binding_is_ours(bp->old, bp->old_len))
+			return oeap_fail(err, OEAP_ERR_INPUT, bp->path, 0,
+			                 "exists and was not written by oeapatch: refusing to overwrite it");
+	} else {
+		bp->old = NULL;
+	}
+	bp->needed = !bp->old || bp->old_len != bp->want.len || memcmp(bp->old, bp->want.data, bp->want.len) != 0;
+	return 0;
+}
+
+static void binding_plan_free(binding_plan *bp)
+{
+	free(bp->path);
+	free(bp->old);
+	oeap_buf_free(&bp->want);
+}
+
+int cmd_apply(int argc, char **argv)
+{
+	int rc = OEAP_EXIT_OK, first = 0, lock = -1;
+	oeap_cli cli;
+	apply_opts o = {0, 0, NULL};
+	oeap_error err;
+	char *buf = NULL, *library = NULL, *disk = NULL;
+	size_t len = 0, disk_len = 0;
+	oeap_outcome out;
+	oeap_report rep;
+	binding_plan bp;
+	char detail[768];
+	memset(&out, 0, sizeof(out));
+	memset(&rep, 0, sizeof(rep));
+	memset(&bp, 0, sizeof(bp));
+	oeap_error_clear(&err);
+
+	int p = oeap_cli_parse(&cli, "apply", "[-C DIR] [--check | --diff] [--library PATH] [--json]",
+	                       "Insert the env-gated OEA call site into the checkout's target file and write the "
+	                       "binding module beside it.",
+	                       options, argc, argv, on_option, &o, &first);
+	if (p)
+		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
+	if (first < argc) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "unexpected argument '%s'", argv[first]);
+		return oeap_cli_error(&cli, &err);
+	}
+	int writes = !o.check && !o.diff;
+	if (oeap_cli_open(&cli, 1, &err))
+		goto fail;
+	library = o.library ? realpath(o.library, NULL) : oeap_library_default();
+	if (!library) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "--library", 0, "%s",
+		          o.library ? "the library given does not exist"
+		                    : "no liboea found (not installed beside oeapatch, not in the build tree): pass --library");
+		goto fail;
+	}
+	if (oeap_library_probe(library, cli.def->abi, detail, sizeof(detail))) {
+		oeap_fail(&err, OEAP_ERR_INPUT, "library", 0, "%s: the binding would load a library that does not work",
+		          detail);
+		goto fail;
+	}
+	if (writes && (lock = oeap_lock(cli.target, 10000, &err)) < 0)
+		goto fail;
+	if (oeap_read_file(cli.target, &buf, &len, &err) ||
+	    oeap_apply_bytes(cli.def, buf, len, oeap_cli_target_rel(&cli), &out, &err) ||
+	    plan_binding(&cli, library, &bp, &err))
+		goto fail;
+
+	if (o.diff) {
+		oeap_buf d = OEAP_BUF_INIT;
+		char bind_rel[4096];
+		snprintf(bind_rel, sizeof(bind_rel), "%.*s%s.py",
+		         (int)(strrchr(cli.def->target, '/') ? strrchr(cli.def->target, '/') - cli.def->target + 1 : 0),
+		         cli.def->target, cli.def->binding_module);
+		if ((out.changed && oeap_diff(cli.def->target, buf, len, out.out, out.out_len, &d, &err)) ||
+		    (bp.needed && oeap_diff(bind_rel, bp.old ? bp.old : "", bp.old ? bp.old_len : 0, bp.want.data,
+		                            bp.want.len, &d, &err))) {
+			oeap_buf_free(&d);
+			goto fail;
+		}
+		if (!cli.json)
+			fwrite(d.data ? d.data : "", 1, d.len, stdout);
+		oeap_buf_free(&d);
+	} else if (writes && (out.changed || bp.needed)) {
+		/* The binding first: a target that imports it must never exist without it. */
+		if (bp.needed && oeap_write_atomic(bp.path, bp.want.data, bp.want.len, 0644, &err))
+			goto fail;
+		oeap_fault_point("apply:between-files");
+		if (out.changed && oeap_write_atomic(cli.target, out.out, out.out_len, 0644, &err))
+			goto fail;
+		/* Read back what is on disk now: that, not our buffer, is what the server runs. */
+		if (oeap_read_file(cli.target, &disk, &disk_len, &err))
+			goto fail;
+		if (oeap_verify_bytes(cli.def, disk, disk_len, oeap_cli_target_rel(&cli), &rep) ||
+		    oeap_binding_verify(cli.def, cli.target, &rep)) {
+			oeap_fail(&err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
+			goto fail;
+		}
+		if (!rep.ok) {
+			for (size_t i = 0; i < rep.n; i++)
+				if (!rep.checks[i].ok) {
+					oeap_fail(&err, OEAP_ERR_IO, cli.def->target, rep.checks[i].line,
+					          "written, but what is on disk does not verify (%s: %s): another process may "
+					          "have changed it",
+					          rep.checks[i].name, rep.checks[i].detail);
+					break;
+				}
+			goto fail;
+		}
+	}
+
+	const char *state = out.before == OEAP_STATE_APPLIED ? "already applied"
+	                    : out.before == OEAP_STATE_STALE ? "refreshed"
+	                                                     : "applied";
+	if (cli.json) {
+		json_t *j = json_object();
+		json_object_set_new(j, "command", json_string("apply"));
+		json_object_set_new(j, "ok", json_true());
+		json_object_set_new(j, "mode", json_string(o.check ? "check" : o.diff ? "diff" : "write"));
+		json_object_set_new(j, "file", json_string(cli.def->target));
+		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
+		json_object_set_new(j, "before", json_string(oeap_file_state_name(out.before)));
+		json_object_set_new(j, "changed", json_boolean(out.changed));
+		if (out.from_version)
+			json_object_set_new(j, "from_version", json_integer(out.from_version));
+		json_object_set_new(j, "insertions",
+		                    oeap_json_insertions(&out.plan, cli.def->target, out.out, out.out_len));
+		json_object_set_new(j, "binding", json_pack("{s:s,s:s,s:b}", "path", bp.path, "library", library,
+		                                            "changed", bp.needed));
+		oeap_json_emit(j);
+	} else if (!o.diff) {
+		const char *verb = o.check ? (out.changed || bp.needed ? "would be applied" : "already applied")
+		                           : state;
+		printf("%s: %s/%d %s\n", cli.def->target, cli.def->name, cli.def->version, verb);
+		if (out.before == OEAP_STATE_STALE && !o.check)
+			printf("  (the regions found were of version %d or no longer at their anchors: replaced)\n",
+			       out.from_version);
+		for (size_t i = 0; i < out.plan.n; i++) {
+			const oeap_insertion *ins = &out.plan.items[i];
+			size_t at = oeap_plan_output_offset(&out.plan, i);
+			long line = 1;
+			for (size_t k = 0; k < at; k++)
+				line += out.out[k] == '\n';
+			printf("  %-9s line %ld, after %s (line %ld of the original)\n", ins->region->name, line,
+			       ins->anchor->def->describe, ins->anchor->line);
+		}
+		if (bp.needed)
+			printf("  binding   %s -> %s\n", bp.path, library);
+	}
+	goto done;
+fail:
+	rc = oeap_cli_error(&cli, &err);
+done:
+	if (lock >= 0)
+		oeap_unlock(lock, cli.target);
+	binding_plan_free(&bp);
+	oeap_report_free(&rep);
+	oeap_outcome_free(&out);
+	free(disk);
+	free(buf);
+	free(library);
+	oeap_cli_close(&cli);
+	return rc;
+}

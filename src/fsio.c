@@ -1,0 +1,255 @@
+#include "fsio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int oeap_read_file(const char *path, char **data, size_t *len, oeap_error *err)
+{
+	int error = 0;
+	int fd = -1;
+	char *buf = NULL;
+	struct stat st;
+	*data = NULL;
+	*len = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot open: %s", strerror(errno));
+		goto done;
+	}
+	if (fstat(fd, &st) < 0) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot stat: %s", strerror(errno));
+		goto done;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "is a directory, not a file");
+		goto done;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "is not a regular file");
+		goto done;
+	}
+	size_t cap = (size_t)st.st_size + 1, n = 0;
+	if (!(buf = malloc(cap + 1))) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "out of memory for %zu bytes", cap);
+		goto done;
+	}
+	for (;;) {
+		if (n == cap) {
+			/* The file grew while we read it: keep reading what is there. */
+			char *p = realloc(buf, cap * 2 + 1);
+			if (!p) {
+				error = oeap_fail(err, OEAP_ERR_IO, path, 0, "out of memory");
+				goto done;
+			}
+			buf = p;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			error = oeap_fail(err, OEAP_ERR_IO, path, 0, "read failed: %s", strerror(errno));
+			goto done;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	*data = buf;
+	*len = n;
+	buf = NULL;
+done:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return error;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, data, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		data += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static void dir_of(const char *path, char *dir, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, cap, ".");
+	else if (slash == path)
+		snprintf(dir, cap, "/");
+	else
+		snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+}
+
+static int fsync_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	dir_of(path, dir, sizeof(dir));
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mode, oeap_error *err)
+{
+	int error = 0;
+	char tmp[PATH_MAX];
+	int fd = -1;
+	struct stat st;
+	int tmp_made = 0;
+
+	if (lstat(path, &st) == 0) {
+		if (S_ISLNK(st.st_mode))
+			return oeap_fail(err, OEAP_ERR_IO, path, 0,
+			                 "is a symbolic link: refusing to replace it (patch the file it points to)");
+		if (!S_ISREG(st.st_mode))
+			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is not a regular file");
+		mode = st.st_mode & 07777;
+		/* rename() would replace a read-only file happily; a read-only file
+		 * is the owner saying "do not change this", so we do not. */
+		if (access(path, W_OK) != 0)
+			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is not writable: %s", strerror(errno));
+	} else if (errno != ENOENT) {
+		return oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot stat: %s", strerror(errno));
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s.oeapatch-tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+		return oeap_fail(err, OEAP_ERR_IO, path, 0, "path too long");
+	oeap_fault_point("write:before-temp");
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot create a temporary file beside it: %s",
+		                  strerror(errno));
+		goto done;
+	}
+	tmp_made = 1;
+	size_t half = len / 2;
+	if (write_all(fd, data, half)) {
+		error = oeap_fail(err, OEAP_ERR_IO, tmp, 0, "write failed: %s", strerror(errno));
+		goto done;
+	}
+	oeap_fault_point("write:half-written");
+	if (write_all(fd, data + half, len - half) || fchmod(fd, mode) || fsync(fd)) {
+		error = oeap_fail(err, OEAP_ERR_IO, tmp, 0, "write failed: %s", strerror(errno));
+		goto done;
+	}
+	if (close(fd)) {
+		fd = -1;
+		error = oeap_fail(err, OEAP_ERR_IO, tmp, 0, "close failed: %s", strerror(errno));
+		goto done;
+	}
+	fd = -1;
+	oeap_fault_point("write:before-rename");
+	if (rename(tmp, path)) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "rename failed: %s", strerror(errno));
+		goto done;
+	}
+	tmp_made = 0;
+	oeap_fault_point("write:after-rename");
+	fsync_dir(path);
+done:
+	if (fd >= 0)
+		close(fd);
+	if (tmp_made)
+		unlink(tmp);
+	return error;
+}
+
+int oeap_remove_file(const char *path, oeap_error *err)
+{
+	if (unlink(path) && errno != ENOENT)
+		return oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot remove: %s", strerror(errno));
+	fsync_dir(path);
+	return 0;
+}
+
+int oeap_lock(const char *path, int timeout_ms, oeap_error *err)
+{
+	char lock[PATH_MAX];
+	if (snprintf(lock, sizeof(lock), "%s.oeapatch.lock", path) >= (int)sizeof(lock))
+		return oeap_fail(err, OEAP_ERR_IO, path, 0, "path too long");
+	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return oeap_fail(err, OEAP_ERR_IO, lock, 0, "cannot create the lock file: %s", strerror(errno));
+	for (int waited = 0;; waited += 20) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			close(fd);
+			return oeap_fail(err, OEAP_ERR_IO, lock, 0, "cannot lock: %s", strerror(errno));
+		}
+		if (waited >= timeout_ms) {
+			close(fd);
+			return oeap_fail(err, OEAP_ERR_IO, path, 0,
+			                 "another oeapatch holds the lock %s (waited %d ms): try again when it is done",
+			                 lock, timeout_ms);
+		}
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+void oeap_unlock(int fd, const char *path)
+{
+	char lock[PATH_MAX];
+	if (fd < 0)
+		return;
+	/* Unlink while still holding the lock, so a waiter that opened the same
+	 * inode retries on a fresh file rather than racing us. */
+	if (snprintf(lock, sizeof(lock), "%s.oeapatch.lock", path) < (int)sizeof(lock))
+		unlink(lock);
+	flock(fd, LOCK_UN);
+	close(fd);
+}
+
+int oeap_path_inside(const char *root, const char *rel, char **out, oeap_error *err)
+{
+	char rroot[PATH_MAX], joined[PATH_MAX], real[PATH_MAX];
+	*out = NULL;
+	if (!realpath(root, rroot))
+		return oeap_fail(err, OEAP_ERR_IO, root, 0, "cannot resolve the checkout: %s", strerror(errno));
+	if (snprintf(joined, sizeof(joined), "%s/%s", rroot, rel) >= (int)sizeof(joined))
+		return oeap_fail(err, OEAP_ERR_IO, rel, 0, "path too long");
+	if (!realpath(joined, real)) {
+		if (errno == ENOENT) {
+			*out = strdup(joined);
+			return *out ? 0 : oeap_fail(err, OEAP_ERR_INTERNAL, rel, 0, "out of memory");
+		}
+		return oeap_fail(err, OEAP_ERR_IO, joined, 0, "cannot resolve: %s", strerror(errno));
+	}
+	size_t n = strlen(rroot);
+	if (strcmp(rroot, "/") != 0 && (strncmp(real, rroot, n) != 0 || (real[n] != '/' && real[n] != '\0')))
+		return oeap_fail(err, OEAP_ERR_IO, joined, 0,
+		                 "resolves to %s, outside the checkout %s (a symbolic link out of the tree): refusing",
+		                 real, rroot);
+	*out = strdup(real);
+	return *out ? 0 : oeap_fail(err, OEAP_ERR_INTERNAL, rel, 0, "out of memory");
+}
+
+void oeap_fault_point(const char *step)
+{
+	/* OEAPATCH_FAULT_STEP=<name> exits at that step, as a kill -9 would stop
+	 * the process there; the tests then show the file is old or new, never
+	 * a mix. Unset in production: one getenv per step. */
+	const char *want = getenv("OEAPATCH_FAULT_STEP");
+	if (want && strcmp(want, step) == 0)
+		_exit(99);
+}

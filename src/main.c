@@ -1,0 +1,60 @@
+/*
+ * oeapatch - put the OEA routing patch into an SGLang checkout, prove it is
+ * there, and take it out again. One pipeline (pipeline.h), several doors:
+ * the commands below.
+ */
+#include <git2.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} command;
+
+static const command commands[] = {
+	{"apply", cmd_apply, "insert the patch (or show what it would do with --check/--diff)"},
+	{"verify", cmd_verify, "prove the patch is in place, intact, and bound to a loadable library"},
+	{"revert", cmd_revert, "remove exactly what apply inserted"},
+	{"status", cmd_status, "applied or not, which version, drift, library"},
+	{NULL, NULL, NULL},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: oeapatch <command> [options]\n\ncommands:\n");
+	for (const command *c = commands; c->name; c++)
+		fprintf(f, "  %-8s %s\n", c->name, c->summary);
+	fprintf(f, "\n'oeapatch <command> --help' describes a command; man oeapatch has the rest.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return OEAP_EXIT_TROUBLE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return OEAP_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("oeapatch %s\n", OEAPATCH_VERSION);
+		return OEAP_EXIT_OK;
+	}
+	for (const command *c = commands; c->name; c++) {
+		if (strcmp(argv[1], c->name) == 0) {
+			git_libgit2_init();
+			int rc = c->fn(argc - 1, argv + 1);
+			git_libgit2_shutdown();
+			fflush(stdout);
+			return rc;
+		}
+	}
+	fprintf(stderr, "oeapatch: '%s' is not a command\n\n", argv[1]);
+	usage(stderr);
+	return OEAP_EXIT_TROUBLE;
+}

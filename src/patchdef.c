@@ -1,0 +1,520 @@
+#include "patchdef.h"
+
+#include <ctype.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsio.h"
+
+#ifndef OEAPATCH_SOURCE_PATCHES
+#define OEAPATCH_SOURCE_PATCHES ""
+#endif
+#ifndef OEAPATCH_INSTALL_PATCHES_REL
+#define OEAPATCH_INSTALL_PATCHES_REL "../share/oeapatch/patches"
+#endif
+
+typedef struct line_reader {
+	const char *p;
+	int line;
+} line_reader;
+
+typedef struct load_ctx {
+	oeap_patchdef *def;
+	line_reader *reader; /* inih's handler gets no line number in Debian's build */
+	oeap_error *err;
+	char manifest[PATH_MAX + 16];
+	int failed;
+} load_ctx;
+
+static char *trimdup(const char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		n--;
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+static int set_str(char **slot, const char *value)
+{
+	free(*slot);
+	*slot = trimdup(value);
+	return *slot != NULL;
+}
+
+static oeap_anchor_def *anchor_get(oeap_patchdef *def, const char *name)
+{
+	for (size_t i = 0; i < def->nanchors; i++)
+		if (strcmp(def->anchors[i].name, name) == 0)
+			return &def->anchors[i];
+	oeap_anchor_def *a = realloc(def->anchors, (def->nanchors + 1) * sizeof(*a));
+	if (!a)
+		return NULL;
+	def->anchors = a;
+	a = &def->anchors[def->nanchors++];
+	memset(a, 0, sizeof(*a));
+	a->name = strdup(name);
+	return a->name ? a : NULL;
+}
+
+static oeap_region_def *region_get(oeap_patchdef *def, const char *name)
+{
+	for (size_t i = 0; i < def->nregions; i++)
+		if (strcmp(def->regions[i].name, name) == 0)
+			return &def->regions[i];
+	oeap_region_def *r = realloc(def->regions, (def->nregions + 1) * sizeof(*r));
+	if (!r)
+		return NULL;
+	def->regions = r;
+	r = &def->regions[def->nregions++];
+	memset(r, 0, sizeof(*r));
+	r->name = strdup(name);
+	return r->name ? r : NULL;
+}
+
+static oeap_arg_def *arg_get(oeap_region_def *r, const char *kw)
+{
+	for (size_t i = 0; i < r->nargs; i++)
+		if (strcmp(r->args[i].keyword, kw) == 0)
+			return &r->args[i];
+	oeap_arg_def *a = realloc(r->args, (r->nargs + 1) * sizeof(*a));
+	if (!a)
+		return NULL;
+	r->args = a;
+	a = &r->args[r->nargs++];
+	memset(a, 0, sizeof(*a));
+	a->keyword = strdup(kw);
+	return a->keyword ? a : NULL;
+}
+
+static int is_identifier(const char *s)
+{
+	if (!*s || !(isalpha((unsigned char)*s) || *s == '_'))
+		return 0;
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '_'))
+			return 0;
+	return 1;
+}
+
+/* A dotted name: identifier(.identifier)*, the only expressions a call site passes. */
+static int is_dotted(const char *s)
+{
+	char tmp[256];
+	if (strlen(s) >= sizeof(tmp))
+		return 0;
+	strcpy(tmp, s);
+	for (char *save = NULL, *t = strtok_r(tmp, ".", &save); t; t = strtok_r(NULL, ".", &save))
+		if (!is_identifier(t))
+			return 0;
+	return s[0] != '.' && s[strlen(s) - 1] != '.' && !strstr(s, "..");
+}
+
+static int parse_args(oeap_arg_def *a, const char *value)
+{
+	char *v = trimdup(value);
+	if (!v)
+		return 0;
+	for (char *save = NULL, *t = strtok_r(v, "|", &save); t; t = strtok_r(NULL, "|", &save)) {
+		char *e = trimdup(t);
+		char **p = realloc(a->exprs, (a->nexprs + 1) * sizeof(*p));
+		if (!e || !p || !is_dotted(e)) {
+			free(e);
+			if (p)
+				a->exprs = p;
+			free(v);
+			return 0;
+		}
+		a->exprs = p;
+		a->exprs[a->nexprs++] = e;
+	}
+	free(v);
+	return a->nexprs > 0;
+}
+
+static int bad(load_ctx *c, int line, const char *section, const char *name, const char *why)
+{
+	char where[sizeof(c->manifest) + 16];
+	snprintf(where, sizeof(where), "%s:%d", c->manifest, line);
+	oeap_fail(c->err, OEAP_ERR_DEFINITION, where, line, "[%s] %s: %s", section, name, why);
+	c->failed = 1;
+	return 0;
+}
+
+static int on_entry(void *user, const char *section, const char *name, const char *value,
+                    int lineno)
+{
+	load_ctx *c = user;
+	oeap_patchdef *def = c->def;
+	if (c->failed)
+		return 0;
+	if (strcmp(section, "patch") == 0) {
+		if (strcmp(name, "name") == 0)
+			return set_str(&def->name, value) || bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "version") == 0) {
+			def->version = atoi(value);
+			return def->version >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
+		}
+		if (strcmp(name, "summary") == 0)
+			return set_str(&def->summary, value);
+		if (strcmp(name, "target") == 0)
+			return set_str(&def->target, value);
+		if (strcmp(name, "abi") == 0) {
+			def->abi = atoi(value);
+			return def->abi >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
+		}
+		return bad(c, lineno, section, name, "unknown key");
+	}
+	if (strcmp(section, "binding") == 0) {
+		if (strcmp(name, "module") == 0) {
+			set_str(&def->binding_module, value);
+			return is_identifier(def->binding_module) ||
+			       bad(c, lineno, section, name, "must be a Python identifier");
+		}
+		if (strcmp(name, "source") == 0) {
+			char path[PATH_MAX];
+			size_t len;
+			char *v = trimdup(value);
+			snprintf(path, sizeof(path), "%s/%s", def->dir, v ? v : "");
+			free(v);
+			free(def->binding_text);
+			def->binding_text = NULL;
+			if (oeap_read_file(path, &def->binding_text, &len, c->err)) {
+				c->failed = 1;
+				return 0;
+			}
+			return 1;
+		}
+		if (strcmp(name, "library_env") == 0)
+			return set_str(&def->library_env, value);
+		return bad(c, lineno, section, name, "unknown key");
+	}
+	if (strncmp(section, "anchor:", 7) == 0) {
+		oeap_anchor_def *a = anchor_get(def, section + 7);
+		if (!a)
+			return bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "describe") == 0)
+			return set_str(&a->describe, value);
+		if (strcmp(name, "query") == 0)
+			return set_str(&a->query_path, value);
+		if (strcmp(name, "capture") == 0)
+			return set_str(&a->capture, value);
+		if (strcmp(name, "contains") == 0)
+			return set_str(&a->contains_path, value);
+		if (strcmp(name, "in") == 0)
+			return set_str(&a->in, value);
+		if (strcmp(name, "pick") == 0) {
+			if (strcmp(value, "unique") == 0)
+				a->pick_last = 0;
+			else if (strcmp(value, "last") == 0)
+				a->pick_last = 1;
+			else
+				return bad(c, lineno, section, name, "must be 'unique' or 'last'");
+			return 1;
+		}
+		return bad(c, lineno, section, name, "unknown key");
+	}
+	if (strncmp(section, "region:", 7) == 0) {
+		oeap_region_def *r = region_get(def, section + 7);
+		if (!r)
+			return bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "after") == 0)
+			return set_str(&r->after, value);
+		if (strcmp(name, "template") == 0)
+			return set_str(&r->template_path, value);
+		if (strcmp(name, "scope") == 0)
+			return set_str(&r->scope, value);
+		if (strcmp(name, "require") == 0) {
+			char *v = trimdup(value);
+			int ok = v != NULL;
+			for (char *save = NULL, *t = v ? strtok_r(v, " \t,", &save) : NULL; t && ok;
+			     t = strtok_r(NULL, " \t,", &save)) {
+				oeap_arg_def *a = arg_get(r, t);
+				ok = a != NULL;
+				if (a)
+					a->required = 1;
+			}
+			free(v);
+			return ok || bad(c, lineno, section, name, "out of memory");
+		}
+		if (strncmp(name, "arg.", 4) == 0) {
+			if (!is_identifier(name + 4))
+				return bad(c, lineno, section, name, "the keyword must be a Python identifier");
+			oeap_arg_def *a = arg_get(r, name + 4);
+			if (!a || !parse_args(a, value))
+				return bad(c, lineno, section, name,
+				           "expected dotted names separated by '|', e.g. 'top_k | topk_config.top_k'");
+			return 1;
+		}
+		return bad(c, lineno, section, name, "unknown key");
+	}
+	return bad(c, lineno, section, name, "unknown section");
+}
+
+/* Feeds inih line by line, counting lines so messages can name them. */
+static char *reader(char *str, int num, void *stream)
+{
+	line_reader *r = stream;
+	if (!*r->p)
+		return NULL;
+	int i = 0;
+	while (i < num - 1 && *r->p) {
+		char ch = *r->p++;
+		str[i++] = ch;
+		if (ch == '\n')
+			break;
+	}
+	str[i] = '\0';
+	r->line++;
+	return str;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	load_ctx *c = user;
+	return on_entry(c, section, name, value, c->reader->line);
+}
+
+static int load_anchor_queries(oeap_patchdef *def, oeap_error *err)
+{
+	for (size_t i = 0; i < def->nanchors; i++) {
+		oeap_anchor_def *a = &def->anchors[i];
+		char where[PATH_MAX + 64];
+		snprintf(where, sizeof(where), "%s/patch.ini [anchor:%s]", def->dir, a->name);
+		if (!a->query_path || !a->capture)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "needs 'query' and 'capture'");
+		if (!a->in && !(a->in = strdup(OEAP_IN_MODULE)))
+			return oeap_fail(err, OEAP_ERR_INTERNAL, where, 0, "out of memory");
+		if (!a->describe && !(a->describe = strdup(a->name)))
+			return oeap_fail(err, OEAP_ERR_INTERNAL, where, 0, "out of memory");
+		if (strcmp(a->in, OEAP_IN_MODULE) != 0) {
+			size_t j;
+			for (j = 0; j < i; j++)
+				if (strcmp(def->anchors[j].name, a->in) == 0)
+					break;
+			if (j == i)
+				return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+				                 "'in = %s' must name an anchor defined before it", a->in);
+		}
+		char path[PATH_MAX];
+		char *src = NULL;
+		size_t len = 0;
+		snprintf(path, sizeof(path), "%s/%s", def->dir, a->query_path);
+		if (oeap_read_file(path, &src, &len, err))
+			return -1;
+		int rc = oeap_query_new(src, len, path, &a->query, err);
+		free(src);
+		if (rc)
+			return -1;
+		if (!oeap_query_has_capture(a->query, a->capture))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, path, 0, "the query has no capture @%s", a->capture);
+		if (a->contains_path) {
+			snprintf(path, sizeof(path), "%s/%s", def->dir, a->contains_path);
+			if (oeap_read_file(path, &src, &len, err))
+				return -1;
+			rc = oeap_query_new(src, len, path, &a->contains, err);
+			free(src);
+			if (rc)
+				return -1;
+			if (!oeap_query_has_capture(a->contains, "match"))
+				return oeap_fail(err, OEAP_ERR_DEFINITION, path, 0, "a 'contains' query needs a @match capture");
+		}
+	}
+	return 0;
+}
+
+static int load_regions(oeap_patchdef *def, oeap_error *err)
+{
+	if (!def->nregions)
+		return oeap_fail(err, OEAP_ERR_DEFINITION, def->dir, 0, "the definition has no [region:...]");
+	for (size_t i = 0; i < def->nregions; i++) {
+		oeap_region_def *r = &def->regions[i];
+		char where[PATH_MAX + 64];
+		snprintf(where, sizeof(where), "%s/patch.ini [region:%s]", def->dir, r->name);
+		if (!is_identifier(r->name))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "a region name must be an identifier");
+		if (!r->after || !oeap_patchdef_anchor(def, r->after))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'after' must name an anchor");
+		if (r->scope && !oeap_patchdef_anchor(def, r->scope))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'scope' must name an anchor");
+		if (r->nargs && !r->scope)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "arguments need a 'scope'");
+		for (size_t j = 0; j < r->nargs; j++)
+			if (!r->args[j].nexprs)
+				return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+				                 "required argument '%s' has no arg.%s line", r->args[j].keyword,
+				                 r->args[j].keyword);
+		if (!r->template_path)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "needs a 'template'");
+		char path[PATH_MAX];
+		size_t len;
+		snprintf(path, sizeof(path), "%s/%s", def->dir, r->template_path);
+		if (oeap_read_file(path, &r->template_text, &len, err))
+			return -1;
+		if (strstr(r->template_text, "oeapatch") && strstr(r->template_text, ">>>"))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, path, 0,
+			                 "a template must not contain region markers");
+		if (strchr(r->template_text, '\r') || strchr(r->template_text, '\t'))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, path, 0,
+			                 "templates are written with LF line ends and 4-space indentation");
+	}
+	return 0;
+}
+
+int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
+{
+	int error = 0;
+	char *text = NULL;
+	size_t len = 0;
+	load_ctx c;
+	memset(&c, 0, sizeof(c));
+	*out = NULL;
+
+	oeap_patchdef *def = calloc(1, sizeof(*def));
+	if (!def || !(def->dir = strdup(dir))) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, dir, 0, "out of memory");
+		goto done;
+	}
+	c.def = def;
+	c.err = err;
+	snprintf(c.manifest, sizeof(c.manifest), "%s/patch.ini", dir);
+	if ((error = oeap_read_file(c.manifest, &text, &len, err)))
+		goto done;
+	line_reader r = {text, 0};
+	c.reader = &r;
+	int rc = ini_parse_stream(reader, &r, handler, &c);
+	if (c.failed) {
+		error = -1;
+		goto done;
+	}
+	if (rc != 0) {
+		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, rc, "not a valid manifest (line %d)", rc);
+		goto done;
+	}
+	if (!def->name || !def->target || !def->version || !def->abi || !def->binding_module ||
+	    !def->binding_text) {
+		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+		                  "needs [patch] name, version, target, abi and [binding] module, source");
+		goto done;
+	}
+	for (const char *p = def->name; *p; p++)
+		if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-')) {
+			error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+			                  "patch name '%s' may only use a-z, 0-9 and '-'", def->name);
+			goto done;
+		}
+	if (def->target[0] == '/' || strstr(def->target, "..")) {
+		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+		                  "target '%s' must be a relative path inside the checkout", def->target);
+		goto done;
+	}
+	if ((error = load_anchor_queries(def, err)) || (error = load_regions(def, err)))
+		goto done;
+	*out = def;
+	def = NULL;
+done:
+	free(text);
+	oeap_patchdef_free(def);
+	return error;
+}
+
+void oeap_patchdef_free(oeap_patchdef *def)
+{
+	if (!def)
+		return;
+	for (size_t i = 0; i < def->nanchors; i++) {
+		oeap_anchor_def *a = &def->anchors[i];
+		free(a->name);
+		free(a->describe);
+		free(a->query_path);
+		free(a->capture);
+		free(a->in);
+		free(a->contains_path);
+		oeap_query_free(a->query);
+		oeap_query_free(a->contains);
+	}
+	for (size_t i = 0; i < def->nregions; i++) {
+		oeap_region_def *r = &def->regions[i];
+		free(r->name);
+		free(r->after);
+		free(r->template_path);
+		free(r->template_text);
+		free(r->scope);
+		for (size_t j = 0; j < r->nargs; j++) {
+			free(r->args[j].keyword);
+			for (size_t k = 0; k < r->args[j].nexprs; k++)
+				free(r->args[j].exprs[k]);
+			free(r->args[j].exprs);
+		}
+		free(r->args);
+	}
+	free(def->anchors);
+	free(def->regions);
+	free(def->dir);
+	free(def->name);
+	free(def->summary);
+	free(def->target);
+	free(def->binding_module);
+	free(def->binding_text);
+	free(def->library_env);
+	free(def);
+}
+
+const oeap_anchor_def *oeap_patchdef_anchor(const oeap_patchdef *def, const char *name)
+{
+	for (size_t i = 0; i < def->nanchors; i++)
+		if (strcmp(def->anchors[i].name, name) == 0)
+			return &def->anchors[i];
+	return NULL;
+}
+
+const oeap_region_def *oeap_patchdef_region(const oeap_patchdef *def, const char *name)
+{
+	for (size_t i = 0; i < def->nregions; i++)
+		if (strcmp(def->regions[i].name, name) == 0)
+			return &def->regions[i];
+	return NULL;
+}
+
+static int is_dir_with_manifest(const char *dir)
+{
+	char p[PATH_MAX + 1024];
+	snprintf(p, sizeof(p), "%s/patch.ini", dir);
+	return access(p, R_OK) == 0;
+}
+
+char *oeap_patchdef_locate(const char *name)
+{
+	char path[PATH_MAX + 512];
+	const char *env = getenv("OEAPATCH_PATCH_DIR");
+	if (env && *env)
+		return strdup(env);
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(path, sizeof(path), "%s/%s/%s", exe, OEAPATCH_INSTALL_PATCHES_REL, name);
+			if (is_dir_with_manifest(path))
+				return strdup(path);
+		}
+	}
+	if (OEAPATCH_SOURCE_PATCHES[0]) {
+		snprintf(path, sizeof(path), "%s/%s", OEAPATCH_SOURCE_PATCHES, name);
+		if (is_dir_with_manifest(path))
+			return strdup(path);
+	}
+	return NULL;
+}

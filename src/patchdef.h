@@ -1,0 +1,79 @@
+/*
+ * patchdef.h - a patch definition: the data under patches/<name>/.
+ *
+ * A definition is a manifest (patch.ini), anchor queries (*.scm), region
+ * templates and the Python binding module. A new framework or a new upstream
+ * era is a new definition, not new C code. docs/patch-definitions.md
+ * describes the format.
+ */
+#ifndef OEAP_PATCHDEF_H
+#define OEAP_PATCHDEF_H
+
+#include <stddef.h>
+
+#include "error.h"
+#include "query.h"
+
+/* Where an anchor query runs: on the whole module, or on another anchor's node. */
+#define OEAP_IN_MODULE "module"
+
+typedef struct oeap_anchor_def {
+	char *name;
+	char *describe;   /* what the anchor is, in words, for messages */
+	char *query_path; /* relative to the definition's directory */
+	char *capture;    /* the capture that is the anchor node */
+	char *in;         /* OEAP_IN_MODULE or an earlier anchor's name */
+	int pick_last;    /* 0: exactly one match required; 1: the last match */
+	oeap_query *query;
+	char *contains_path; /* optional: a candidate counts only if this query */
+	oeap_query *contains; /* matches (capture @match) somewhere inside it */
+} oeap_anchor_def;
+
+typedef struct oeap_arg_def {
+	char *keyword;    /* the keyword argument of the call site */
+	char **exprs;     /* candidate expressions, first with a bound root name wins */
+	size_t nexprs;
+	int required;
+} oeap_arg_def;
+
+typedef struct oeap_region_def {
+	char *name;
+	char *after;      /* the anchor the region follows */
+	char *template_path;
+	char *template_text; /* LF line ends, 4-space indentation units */
+	char *scope;      /* anchor (a function) whose bound names args may use, or NULL */
+	oeap_arg_def *args;
+	size_t nargs;
+} oeap_region_def;
+
+typedef struct oeap_patchdef {
+	char *dir;
+	char *name;       /* [a-z0-9-]+ */
+	int version;      /* >= 1 */
+	char *summary;
+	char *target;     /* path of the target file inside a checkout */
+	int abi;          /* the liboea ABI version the binding expects */
+	char *binding_module; /* module name written beside the target (no .py) */
+	char *binding_text;   /* its template */
+	char *library_env;    /* environment variable overriding the library path */
+	oeap_anchor_def *anchors;
+	size_t nanchors;
+	oeap_region_def *regions;
+	size_t nregions;
+} oeap_patchdef;
+
+/* Loads and validates the definition in `dir`. Free with oeap_patchdef_free(). */
+int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err);
+void oeap_patchdef_free(oeap_patchdef *def);
+
+const oeap_anchor_def *oeap_patchdef_anchor(const oeap_patchdef *def, const char *name);
+const oeap_region_def *oeap_patchdef_region(const oeap_patchdef *def, const char *name);
+
+/*
+ * Finds the directory of the definition called `name`: $OEAPATCH_PATCH_DIR
+ * when set (a definition directory itself), else <exe>/../share/oeapatch/
+ * patches/<name>, else the source tree's patches/<name>. Caller frees.
+ */
+char *oeap_patchdef_locate(const char *name);
+
+#endif

@@ -1,0 +1,459 @@
+#include "pipeline.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int oeap_report_add(oeap_report *rep, const char *name, int ok, long line, const char *fmt, ...)
+{
+	oeap_check *c = realloc(rep->checks, (rep->n + 1) * sizeof(*c));
+	if (!c)
+		return -1;
+	rep->checks = c;
+	c = &rep->checks[rep->n++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->ok = ok;
+	c->line = line;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
+	va_end(ap);
+	if (!ok)
+		rep->ok = 0;
+	return 0;
+}
+
+void oeap_report_free(oeap_report *rep)
+{
+	free(rep->checks);
+	memset(rep, 0, sizeof(*rep));
+}
+
+const char *oeap_file_state_name(oeap_file_state s)
+{
+	switch (s) {
+	case OEAP_STATE_CLEAN: return "not-applied";
+	case OEAP_STATE_APPLIED: return "applied";
+	case OEAP_STATE_STALE: return "stale";
+	case OEAP_STATE_DAMAGED: return "damaged";
+	}
+	return "unknown";
+}
+
+void oeap_outcome_free(oeap_outcome *o)
+{
+	free(o->out);
+	oeap_plan_free(&o->plan);
+	memset(o, 0, sizeof(*o));
+}
+
+/* Is the marker at absolute offset `col` a comment node of the parsed file? */
+static int marker_is_comment(const pysource *src, size_t col)
+{
+	if (col < src->bom)
+		return 0;
+	uint32_t at = (uint32_t)(col - src->bom);
+	TSNode n = ts_node_descendant_for_byte_range(pysource_root(src), at, at + 1);
+	return !ts_node_is_null(n) && strcmp(ts_node_type(n), "comment") == 0 && ts_node_start_byte(n) == at;
+}
+
+/* The region's start in the original bytes: minus the regions of this patch before it. */
+static size_t original_offset(const oeap_regions *rs, const char *patch, const oeap_region *r)
+{
+	size_t shift = 0;
+	for (size_t i = 0; i < rs->n && &rs->items[i] != r; i++)
+		if (strcmp(rs->items[i].patch, patch) == 0)
+			shift += rs->items[i].end - rs->items[i].start;
+	return r->start - shift;
+}
+
+/* "line 3 of the region: expected `x`, found `y`" for the first differing line. */
+static void first_difference(const char *want, size_t wn, const char *have, size_t hn, char *out,
+                             size_t cap)
+{
+	size_t i = 0, line = 1, ls_w = 0, ls_h = 0;
+	while (i < wn && i < hn && want[i] == have[i]) {
+		if (want[i] == '\n') {
+			line++;
+			ls_w = ls_h = i + 1;
+		}
+		i++;
+	}
+	const char *w = want + ls_w, *h = have + ls_h;
+	size_t wl = strcspn(w, "\r\n"), hl = 0;
+	while (ls_h + hl < hn && h[hl] != '\r' && h[hl] != '\n')
+		hl++;
+	if (ls_w + wl > wn)
+		wl = wn - ls_w;
+	snprintf(out, cap, "line %zu of the region differs: expected `%.*s`, found `%.*s`", line,
+	         (int)(wl > 160 ? 160 : wl), w, (int)(hl > 160 ? 160 : hl), h);
+}
+
+/* Lists the call-site arguments (`kw=expr,` lines) of a region body whose
+ * root name is not in `names`. */
+static void unbound_args(const char *body, size_t n, const oeap_names *names, char *out, size_t cap)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < n;) {
+		const char *l = body + i;
+		const char *nl = memchr(l, '\n', n - i);
+		size_t ln = nl ? (size_t)(nl - l) : n - i;
+		i += ln + (nl ? 1 : 0);
+		size_t k = 0;
+		while (k < ln && (l[k] == ' ' || l[k] == '\t'))
+			k++;
+		const char *eq = memchr(l + k, '=', ln - k);
+		if (!eq || eq == l + k)
+			continue;
+		const char *e = eq + 1, *end = l + ln;
+		while (end > e && (end[-1] == '\r' || end[-1] == ',' || end[-1] == ' '))
+			end--;
+		size_t root = 0;
+		while (e + root < end && e[root] != '.')
+			root++;
+		int simple = root > 0;
+		for (const char *p = l + k; p < eq && simple; p++)
+			simple = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+		if (!simple || oeap_names_has(names, e, root))
+			continue;
+		if (used + root + 4 < cap)
+			used += (size_t)snprintf(out + used, cap - used, "%s%.*s", used ? ", " : "", (int)root, e);
+	}
+}
+
+int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                      oeap_report *rep)
+{
+	int error = 0;
+	oeap_regions rs = {0};
+	oeap_error err;
+	pysource *src = NULL, *orig = NULL;
+	oeap_buf stripped = OEAP_BUF_INIT;
+	oeap_plan plan;
+	memset(&plan, 0, sizeof(plan));
+	memset(rep, 0, sizeof(*rep));
+	rep->ok = 1;
+#define ADD(...)                                        \
+	do {                                                \
+		if (oeap_report_add(rep, __VA_ARGS__)) {        \
+			error = -1;                                 \
+			goto done;                                  \
+		}                                               \
+	} while (0)
+
+	oeap_error_clear(&err);
+	if (pysource_parse(buf, len, what, &src, &err))
+		ADD("parse", 0, err.line, "%s", err.message);
+	else
+		ADD("parse", 1, 0, "parses without ERROR or MISSING nodes");
+
+	oeap_error_clear(&err);
+	if (oeap_regions_scan(buf, len, &rs, &err)) {
+		ADD("markers", 0, err.line, "%s", err.message);
+		goto done;
+	}
+	size_t ours = oeap_regions_count(&rs, def->name);
+	if (!ours) {
+		ADD("applied", 0, 0, "no %s region in %s: the patch is not applied", def->name, what);
+		goto done;
+	}
+	rep->applied = 1;
+	for (size_t i = 0; i < rs.n; i++)
+		if (strcmp(rs.items[i].patch, def->name) == 0 && !rep->version)
+			rep->version = rs.items[i].version;
+
+	/* A marker inside a string literal is text, not ours: refuse to trust it. */
+	{
+		const oeap_region *bad = NULL;
+		for (size_t i = 0; src && i < rs.n && !bad; i++) {
+			const oeap_region *r = &rs.items[i];
+			if (strcmp(r->patch, def->name) == 0 &&
+			    (!marker_is_comment(src, r->begin_marker_col) || !marker_is_comment(src, r->end_marker_col)))
+				bad = r;
+		}
+		if (bad)
+			ADD("markers", 0, bad->begin_line, "the markers of region '%s' (lines %ld-%ld) are not comments",
+			    bad->name, bad->begin_line, bad->end_line);
+		else
+			ADD("markers", 1, 0, "%zu region%s, well-formed, not nested, each once", ours, ours == 1 ? "" : "s");
+	}
+
+	{
+		int same = 1;
+		for (size_t i = 0; i < rs.n; i++)
+			if (strcmp(rs.items[i].patch, def->name) == 0 && rs.items[i].version != def->version)
+				same = 0;
+		if (same)
+			ADD("version", 1, 0, "%s/%d", def->name, def->version);
+		else
+			ADD("version", 0, 0, "applied by %s/%d; this oeapatch carries %s/%d: run `oeapatch apply` to upgrade",
+			    def->name, rep->version, def->name, def->version);
+	}
+
+	{
+		char missing[256] = "", extra[256] = "";
+		size_t mu = 0, eu = 0;
+		for (size_t i = 0; i < def->nregions; i++)
+			if (!oeap_regions_find(&rs, def->name, def->regions[i].name) && mu < sizeof(missing) - 1)
+				mu += (size_t)snprintf(missing + mu, sizeof(missing) - mu, "%s%s", mu ? ", " : "",
+				                       def->regions[i].name);
+		for (size_t i = 0; i < rs.n; i++)
+			if (strcmp(rs.items[i].patch, def->name) == 0 && !oeap_patchdef_region(def, rs.items[i].name) &&
+			    eu < sizeof(extra) - 1)
+				eu += (size_t)snprintf(extra + eu, sizeof(extra) - eu, "%s%s", eu ? ", " : "", rs.items[i].name);
+		if (mu || eu)
+			ADD("regions", 0, 0, "%s%s%s%s%s", mu ? "missing: " : "", missing, mu && eu ? "; " : "",
+			    eu ? "unknown: " : "", extra);
+		else
+			ADD("regions", 1, 0, "every region of the definition is present once");
+	}
+
+	for (size_t i = 0; i < rs.n; i++) {
+		const oeap_region *r = &rs.items[i];
+		char name[96];
+		if (strcmp(r->patch, def->name) != 0)
+			continue;
+		snprintf(name, sizeof(name), "integrity:%s", r->name);
+		if (oeap_region_intact(r))
+			ADD(name, 1, r->begin_line, "lines %ld-%ld, sha256:%s", r->begin_line, r->end_line, r->hash);
+		else
+			ADD(name, 0, r->begin_line,
+			    "region '%s' (lines %ld-%ld) was edited: its marker records sha256:%s, the body hashes to sha256:%s",
+			    r->name, r->begin_line, r->end_line, r->hash, r->actual);
+	}
+
+	if (oeap_regions_strip(buf, len, &rs, def->name, &stripped)) {
+		error = -1;
+		goto done;
+	}
+	oeap_error_clear(&err);
+	if (pysource_parse(stripped.data, stripped.len, what, &orig, &err)) {
+		ADD("anchors", 0, err.line, "without our regions the file does not parse: %s", err.message);
+		goto done;
+	}
+	oeap_error_clear(&err);
+	if (oeap_plan_build(def, orig, &plan, &err)) {
+		ADD("anchors", 0, err.line, "%s: %s", err.where, err.message);
+		goto done;
+	}
+	{
+		char lines[256];
+		size_t used = 0;
+		for (size_t i = 0; i < plan.anchors.n && used < sizeof(lines) - 1; i++)
+			used += (size_t)snprintf(lines + used, sizeof(lines) - used, "%s%s at line %ld", i ? ", " : "",
+			                         plan.anchors.items[i].def->name, plan.anchors.items[i].line);
+		ADD("anchors", 1, 0, "each resolves once in the original: %s", lines);
+	}
+
+	for (size_t i = 0; i < plan.n; i++) {
+		const oeap_insertion *ins = &plan.items[i];
+		const oeap_region *r = oeap_regions_find(&rs, def->name, ins->region->name);
+		char name[96];
+		if (!r)
+			continue;
+		snprintf(name, sizeof(name), "placement:%s", r->name);
+		size_t at = original_offset(&rs, def->name, r);
+		if (at == ins->offset)
+			ADD(name, 1, r->begin_line, "directly after %s (anchor '%s', line %ld of the original)",
+			    ins->anchor->def->describe, ins->anchor->def->name, ins->anchor->line);
+		else
+			ADD(name, 0, r->begin_line,
+			    "region '%s' sits at line %ld, but anchor '%s' (%s) demands it directly after line %ld "
+			    "of the original file; it sits after original line %ld",
+			    r->name, r->begin_line, ins->anchor->def->name, ins->anchor->def->describe,
+			    pysource_line_of(orig, ins->offset > 0 ? ins->offset - 1 : 0),
+			    pysource_line_of(orig, at > 0 ? at - 1 : 0));
+
+		if (ins->region->nargs) {
+			oeap_names names;
+			char unbound[256];
+			const oeap_resolved *scope = oeap_anchors_get(&plan.anchors, ins->region->scope);
+			snprintf(name, sizeof(name), "names:%s", r->name);
+			if (oeap_scope_names(orig, scope->node, ins->offset, &names)) {
+				error = -1;
+				goto done;
+			}
+			unbound_args(buf + r->body_start, r->body_end - r->body_start, &names, unbound, sizeof(unbound));
+			oeap_names_free(&names);
+			if (unbound[0])
+				ADD(name, 0, r->begin_line, "the call site uses names not bound in %s by the end of %s: %s",
+				    scope->def->describe, ins->anchor->def->describe, unbound);
+			else
+				ADD(name, 1, r->begin_line, "%zu argument%s, each bound in %s", ins->nargs,
+				    ins->nargs == 1 ? "" : "s", scope->def->describe);
+		}
+
+		snprintf(name, sizeof(name), "content:%s", r->name);
+		if (r->end - r->start == ins->len && memcmp(buf + r->start, ins->text, ins->len) == 0) {
+			ADD(name, 1, r->begin_line, "equals what this definition renders here");
+		} else {
+			char diff[400];
+			first_difference(ins->text, ins->len, buf + r->start, r->end - r->start, diff, sizeof(diff));
+			ADD(name, 0, r->begin_line, "differs from what this definition renders for the file now: %s", diff);
+		}
+	}
+#undef ADD
+done:
+	oeap_plan_free(&plan);
+	pysource_free(orig);
+	pysource_free(src);
+	oeap_buf_free(&stripped);
+	oeap_regions_free(&rs);
+	return error;
+}
+
+/* The first failing check of a report, for error messages. */
+static const oeap_check *first_failure(const oeap_report *rep)
+{
+	for (size_t i = 0; i < rep->n; i++)
+		if (!rep->checks[i].ok)
+			return &rep->checks[i];
+	return NULL;
+}
+
+static char *dup_bytes(const char *buf, size_t len)
+{
+	char *p = malloc(len + 1);
+	if (p) {
+		memcpy(p, buf, len);
+		p[len] = '\0';
+	}
+	return p;
+}
+
+/* Refuses when a region of the patch was edited by hand. */
+static int refuse_damaged(const oeap_patchdef *def, const oeap_regions *rs, const char *what,
+                          const char *hint, oeap_error *err)
+{
+	for (size_t i = 0; i < rs->n; i++) {
+		const oeap_region *r = &rs->items[i];
+		if (strcmp(r->patch, def->name) == 0 && !oeap_region_intact(r)) {
+			char where[160];
+			snprintf(where, sizeof(where), "%s: region '%s'", what, r->name);
+			return oeap_fail(err, OEAP_ERR_REGION, where, r->begin_line,
+			                 "edited by hand (lines %ld-%ld; marker records sha256:%s, body hashes to sha256:%s): "
+			                 "refusing to touch it; %s",
+			                 r->begin_line, r->end_line, r->hash, r->actual, hint);
+		}
+	}
+	return 0;
+}
+
+int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                     oeap_outcome *o, oeap_error *err)
+{
+	int error = 0;
+	oeap_regions rs = {0};
+	oeap_report rep;
+	oeap_buf stripped = OEAP_BUF_INIT, out = OEAP_BUF_INIT;
+	pysource *src = NULL;
+	const char *base = buf;
+	size_t blen = len;
+
+	memset(o, 0, sizeof(*o));
+	memset(&rep, 0, sizeof(rep));
+	if ((error = oeap_regions_scan(buf, len, &rs, err)))
+		goto done;
+	if (oeap_regions_count(&rs, def->name)) {
+		if ((error = oeap_verify_bytes(def, buf, len, what, &rep))) {
+			oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+			goto done;
+		}
+		if (rep.ok) {
+			o->before = OEAP_STATE_APPLIED;
+			if (!(o->out = dup_bytes(buf, len))) {
+				error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+				goto done;
+			}
+			o->out_len = len;
+			goto done;
+		}
+		if ((error = refuse_damaged(def, &rs, what,
+		                            "restore it, or drop it with `oeapatch revert --force` and apply again", err)))
+			goto done;
+		/* Intact regions of an older version, or regions that no longer sit
+		 * where their anchors are: taking them out gives the exact original,
+		 * so re-planning on that is as safe as a first apply. */
+		o->before = OEAP_STATE_STALE;
+		o->from_version = rep.version;
+		if (oeap_regions_strip(buf, len, &rs, def->name, &stripped)) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+			goto done;
+		}
+		base = stripped.data;
+		blen = stripped.len;
+	}
+	if ((error = pysource_parse(base, blen, what, &src, err)))
+		goto done;
+	if ((error = oeap_plan_build(def, src, &o->plan, err)))
+		goto done;
+	if (oeap_plan_apply(base, blen, &o->plan, &out)) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+		goto done;
+	}
+	/* Read the result back with verify's own checks before anyone writes it. */
+	oeap_report_free(&rep);
+	if (oeap_verify_bytes(def, out.data, out.len, what, &rep)) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+		goto done;
+	}
+	if (!rep.ok) {
+		const oeap_check *c = first_failure(&rep);
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, c->line,
+		                  "refusing to write: the patched result does not verify (%s: %s)", c->name, c->detail);
+		goto done;
+	}
+	o->changed = 1;
+	o->out = oeap_buf_detach(&out, &o->out_len);
+done:
+	if (error) {
+		oeap_plan_free(&o->plan);
+		free(o->out);
+		o->out = NULL;
+	}
+	pysource_free(src);
+	oeap_report_free(&rep);
+	oeap_buf_free(&stripped);
+	oeap_buf_free(&out);
+	oeap_regions_free(&rs);
+	return error;
+}
+
+int oeap_revert_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                      int force, oeap_outcome *o, oeap_error *err)
+{
+	int error = 0;
+	oeap_regions rs = {0};
+	oeap_buf out = OEAP_BUF_INIT;
+	memset(o, 0, sizeof(*o));
+	if ((error = oeap_regions_scan(buf, len, &rs, err)))
+		goto done;
+	if (!oeap_regions_count(&rs, def->name)) {
+		o->before = OEAP_STATE_CLEAN;
+		if (!(o->out = dup_bytes(buf, len)))
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+		o->out_len = len;
+		goto done;
+	}
+	o->before = OEAP_STATE_APPLIED;
+	for (size_t i = 0; i < rs.n; i++)
+		if (strcmp(rs.items[i].patch, def->name) == 0 && !oeap_region_intact(&rs.items[i]))
+			o->before = OEAP_STATE_DAMAGED;
+	if (!force && (error = refuse_damaged(def, &rs, what,
+	                                      "restore it, or pass --force to remove the region with the edits in it",
+	                                      err)))
+		goto done;
+	if (oeap_regions_strip(buf, len, &rs, def->name, &out)) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+		goto done;
+	}
+	o->changed = 1;
+	o->out = oeap_buf_detach(&out, &o->out_len);
+done:
+	oeap_buf_free(&out);
+	oeap_regions_free(&rs);
+	return error;
+}

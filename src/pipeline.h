@@ -1,0 +1,87 @@
+/*
+ * pipeline.h - the one pipeline behind every command, on bytes.
+ *
+ *   bytes -> regions found by their markers -> original bytes (ours stripped)
+ *         -> parsed -> anchors resolved -> plan -> new bytes
+ *         -> read back: verify the new bytes with the same functions
+ *
+ * apply, verify, revert, status and check differ only in where the bytes
+ * come from (a work-tree file, a git blob) and whether anything is written;
+ * that is the commands' business, not this module's: nothing here touches
+ * the file system.
+ */
+#ifndef OEAP_PIPELINE_H
+#define OEAP_PIPELINE_H
+
+#include "edit.h"
+#include "patchdef.h"
+#include "region.h"
+
+/* One named check of verify, in the order they ran. */
+typedef struct oeap_check {
+	char name[64];     /* "parse", "markers", "regions", "integrity:<r>", "anchors",
+	                      "placement:<r>", "names:<r>", "content:<r>", "binding", "library" */
+	int ok;
+	long line;         /* 1-based line the check is about, 0 when none */
+	char detail[768];  /* what held, or what failed and why */
+} oeap_check;
+
+typedef struct oeap_report {
+	oeap_check *checks;
+	size_t n;
+	int applied;       /* regions of this patch were found */
+	int version;       /* their version (0 when not applied) */
+	int ok;            /* every check holds */
+} oeap_report;
+
+/* Adds a check to a report (it keeps `ok` up to date). Returns -1 on OOM. */
+int oeap_report_add(oeap_report *rep, const char *name, int ok, long line, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+void oeap_report_free(oeap_report *rep);
+
+typedef enum oeap_file_state {
+	OEAP_STATE_CLEAN = 0,    /* no region of this patch */
+	OEAP_STATE_APPLIED,      /* applied, and verify holds */
+	OEAP_STATE_STALE,        /* applied, regions intact, but an older version or moved anchors */
+	OEAP_STATE_DAMAGED,      /* applied, but a region was edited or markers are broken */
+} oeap_file_state;
+
+const char *oeap_file_state_name(oeap_file_state s);
+
+typedef struct oeap_outcome {
+	oeap_file_state before; /* the state of the input */
+	int changed;            /* out differs from the input */
+	char *out;              /* the resulting bytes (always set on success; caller frees) */
+	size_t out_len;
+	oeap_plan plan;         /* apply: the insertions, offsets in the original bytes */
+	int from_version;       /* apply over an older version: that version */
+} oeap_outcome;
+
+void oeap_outcome_free(oeap_outcome *o);
+
+/*
+ * Verifies `buf` (the target's bytes) against `def`: fills `rep` with every
+ * check. Returns 0 when the checks could run (rep->ok is the verdict), -1
+ * only when memory ran out.
+ */
+int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                      oeap_report *rep);
+
+/*
+ * Applies `def` to `buf`. Already applied and verified: success with
+ * o->changed == 0. Intact regions of an older version or moved anchors: they
+ * are replaced (o->before == OEAP_STATE_STALE). Damaged regions: refused.
+ * The result is verified before it is returned; a result that would not
+ * verify is an error, never an output.
+ */
+int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                     oeap_outcome *o, oeap_error *err);
+
+/*
+ * Removes the regions of `def` from `buf`. Not applied: success with
+ * o->changed == 0. A region edited by hand is refused unless `force`.
+ */
+int oeap_revert_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                      int force, oeap_outcome *o, oeap_error *err);
+
+#endif

@@ -1,0 +1,229 @@
+#include "pysource.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Returns the length of the UTF-8 sequence at p (1..4), or 0 when invalid. */
+static size_t utf8_seq(const unsigned char *p, size_t left)
+{
+	unsigned c = p[0];
+	size_t n;
+	uint32_t cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (left < n)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and code points past U+10FFFF are invalid. */
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+static long line_of(const char *buf, size_t off)
+{
+	long line = 1;
+	const char *p = buf, *end = buf + off;
+	while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+		line++;
+		p++;
+	}
+	return line;
+}
+
+int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
+                         oeap_error *err)
+{
+	size_t lf = 0, crlf = 0;
+	long first_lf = 0, first_crlf = 0;
+	if (len == 0)
+		return oeap_fail(err, OEAP_ERR_INPUT, what, 0, "the file is empty: nothing to patch");
+	for (size_t i = 0; i < len;) {
+		unsigned char c = (unsigned char)buf[i];
+		if (c == 0)
+			return oeap_fail(err, OEAP_ERR_INPUT, what, line_of(buf, i),
+			                 "NUL byte at offset %zu: not a Python source file", i);
+		if (c == '\r') {
+			if (i + 1 < len && buf[i + 1] == '\n') {
+				if (!crlf++)
+					first_crlf = line_of(buf, i);
+				i += 2;
+				continue;
+			}
+			return oeap_fail(err, OEAP_ERR_INPUT, what, line_of(buf, i),
+			                 "bare carriage return at offset %zu: old Mac line endings are not supported", i);
+		}
+		if (c == '\n') {
+			if (!lf++)
+				first_lf = line_of(buf, i);
+			i++;
+			continue;
+		}
+		size_t n = utf8_seq((const unsigned char *)buf + i, len - i);
+		if (!n)
+			return oeap_fail(err, OEAP_ERR_INPUT, what, line_of(buf, i),
+			                 "invalid UTF-8 at offset %zu: Python source must be UTF-8 to be patched safely", i);
+		i += n;
+	}
+	if (lf && crlf)
+		return oeap_fail(err, OEAP_ERR_INPUT, what, first_lf > first_crlf ? first_lf : first_crlf,
+		                 "mixed line endings (%zu LF, %zu CRLF; first LF on line %ld, first CRLF on line %ld): "
+		                 "which one inserted lines should use is ambiguous; normalise the file first",
+		                 lf, crlf, first_lf, first_crlf);
+	if (eol)
+		*eol = crlf ? "\r\n" : "\n";
+	return 0;
+}
+
+/*
+ * Depth-first search for the first ERROR or MISSING node, in source order.
+ * ts_node_has_error() alone is not a verdict (conventions.md): it only tells
+ * which subtrees are worth walking, and the walk finds the node to name.
+ */
+static int find_error(TSNode node, TSNode *bad)
+{
+	if (ts_node_is_missing(node) || strcmp(ts_node_type(node), "ERROR") == 0) {
+		*bad = node;
+		return 1;
+	}
+	if (!ts_node_has_error(node))
+		return 0;
+	uint32_t n = ts_node_child_count(node);
+	for (uint32_t i = 0; i < n; i++)
+		if (find_error(ts_node_child(node, i), bad))
+			return 1;
+	return 0;
+}
+
+int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
+                   oeap_error *err)
+{
+	int error = 0;
+	TSParser *parser = NULL;
+	pysource *src = NULL;
+	const char *eol = "\n";
+
+	*out = NULL;
+	if ((error = pysource_check_bytes(buf, len, what, &eol, err)))
+		goto done;
+	if (len > UINT32_MAX - 16) {
+		error = oeap_fail(err, OEAP_ERR_INPUT, what, 0, "file of %zu bytes is too large to parse", len);
+		goto done;
+	}
+	src = calloc(1, sizeof(*src));
+	parser = ts_parser_new();
+	if (!src || !parser) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+		goto done;
+	}
+	if (!ts_parser_set_language(parser, tree_sitter_python())) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "tree-sitter", 0,
+		                  "the tree-sitter-python grammar (ABI %u) does not load into this tree-sitter runtime "
+		                  "(ABI %u..%u)", ts_language_version(tree_sitter_python()),
+		                  (unsigned)TREE_SITTER_MIN_COMPATIBLE_LANGUAGE_VERSION,
+		                  (unsigned)TREE_SITTER_LANGUAGE_VERSION);
+		goto done;
+	}
+	src->buf = buf;
+	src->len = len;
+	src->eol = eol;
+	if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
+		src->bom = 3;
+	src->tree = ts_parser_parse_string(parser, NULL, buf + src->bom, (uint32_t)(len - src->bom));
+	if (!src->tree) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "tree-sitter returned no tree");
+		goto done;
+	}
+	TSNode bad;
+	if (find_error(ts_tree_root_node(src->tree), &bad)) {
+		TSPoint p = ts_node_start_point(bad);
+		error = oeap_fail(err, OEAP_ERR_INPUT, what, (long)p.row + 1,
+		                  "syntax error at line %u, column %u (%s node): refusing to patch a file that does not parse",
+		                  p.row + 1, p.column + 1, ts_node_is_missing(bad) ? "missing" : "ERROR");
+		goto done;
+	}
+	*out = src;
+	src = NULL;
+done:
+	if (parser)
+		ts_parser_delete(parser);
+	pysource_free(src);
+	return error;
+}
+
+void pysource_free(pysource *src)
+{
+	if (!src)
+		return;
+	if (src->tree)
+		ts_tree_delete(src->tree);
+	free(src);
+}
+
+TSNode pysource_root(const pysource *src)
+{
+	return ts_tree_root_node(src->tree);
+}
+
+size_t pysource_start(const pysource *src, TSNode node)
+{
+	return src->bom + ts_node_start_byte(node);
+}
+
+size_t pysource_end(const pysource *src, TSNode node)
+{
+	return src->bom + ts_node_end_byte(node);
+}
+
+long pysource_line_of(const pysource *src, size_t off)
+{
+	return line_of(src->buf, off);
+}
+
+size_t pysource_line_start(const pysource *src, size_t off)
+{
+	while (off > 0 && src->buf[off - 1] != '\n')
+		off--;
+	return off;
+}
+
+size_t pysource_next_line(const pysource *src, size_t off)
+{
+	const char *nl = memchr(src->buf + off, '\n', src->len - off);
+	return nl ? (size_t)(nl - src->buf) + 1 : src->len;
+}
+
+char *pysource_text(const pysource *src, TSNode node)
+{
+	size_t s = pysource_start(src, node), e = pysource_end(src, node);
+	char *t = malloc(e - s + 1);
+	if (!t)
+		return NULL;
+	memcpy(t, src->buf + s, e - s);
+	t[e - s] = '\0';
+	return t;
+}
+
+int pysource_text_eq(const pysource *src, TSNode node, const char *s)
+{
+	size_t a = pysource_start(src, node), e = pysource_end(src, node);
+	size_t n = strlen(s);
+	return e - a == n && memcmp(src->buf + a, s, n) == 0;
+}

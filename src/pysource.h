@@ -1,0 +1,64 @@
+/*
+ * pysource.h - one Python source file, parsed with tree-sitter-python.
+ *
+ * Parsing refuses what cannot be patched safely, so every later step may
+ * assume: valid UTF-8 without NUL bytes, one line-ending style (LF or CRLF;
+ * a file without any line end counts as LF), and a syntax tree without ERROR
+ * or MISSING nodes. A leading UTF-8 byte order mark is kept in the bytes and
+ * skipped for the parser: node offsets are relative to `base`, byte offsets
+ * into `buf` are `bom + node offset` (pysource_abs()).
+ */
+#ifndef OEAP_PYSOURCE_H
+#define OEAP_PYSOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tree_sitter/api.h>
+
+#include "error.h"
+
+typedef struct pysource {
+	const char *buf;  /* the whole file, borrowed: must outlive the pysource */
+	size_t len;
+	size_t bom;       /* 3 when the file starts with a UTF-8 BOM, else 0 */
+	const char *eol;  /* "\n" or "\r\n": what the file uses */
+	TSTree *tree;
+} pysource;
+
+/* The tree-sitter-python language (ABI checked by pysource_parse). */
+const TSLanguage *tree_sitter_python(void);
+
+/*
+ * Parses `buf` (borrowed). On success *out is a new pysource the caller frees
+ * with pysource_free(). `what` names the file in messages.
+ */
+int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
+                   oeap_error *err);
+void pysource_free(pysource *src);
+
+TSNode pysource_root(const pysource *src);
+
+/* Absolute byte offset into buf of a node's start / end. */
+size_t pysource_start(const pysource *src, TSNode node);
+size_t pysource_end(const pysource *src, TSNode node);
+
+/* 1-based line of an absolute offset. */
+long pysource_line_of(const pysource *src, size_t off);
+
+/* Offset of the start of the line holding `off`. */
+size_t pysource_line_start(const pysource *src, size_t off);
+
+/* Offset just past the line end of the line holding `off` (len at EOF). */
+size_t pysource_next_line(const pysource *src, size_t off);
+
+/* A node's text as a new NUL-terminated string (caller frees). */
+char *pysource_text(const pysource *src, TSNode node);
+
+/* 1 when the node's text equals `s`. */
+int pysource_text_eq(const pysource *src, TSNode node, const char *s);
+
+/* Checks buf for what parsing refuses, without parsing (shared with region scanning). */
+int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
+                         oeap_error *err);
+
+#endif

@@ -1,0 +1,240 @@
+#include "query.h"
+
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+
+struct oeap_query {
+	TSQuery *q;
+	char what[256];
+};
+
+static const char *query_error_name(TSQueryError e)
+{
+	switch (e) {
+	case TSQueryErrorSyntax: return "syntax error";
+	case TSQueryErrorNodeType: return "unknown node type";
+	case TSQueryErrorField: return "unknown field";
+	case TSQueryErrorCapture: return "unknown capture";
+	case TSQueryErrorStructure: return "impossible pattern structure";
+	case TSQueryErrorLanguage: return "language mismatch";
+	default: return "error";
+	}
+}
+
+int oeap_query_new(const char *source, size_t len, const char *what, oeap_query **out,
+                   oeap_error *err)
+{
+	uint32_t off = 0;
+	TSQueryError qe = TSQueryErrorNone;
+	*out = NULL;
+	oeap_query *q = calloc(1, sizeof(*q));
+	if (!q)
+		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	q->q = ts_query_new(tree_sitter_python(), source, (uint32_t)len, &off, &qe);
+	if (!q->q) {
+		free(q);
+		return oeap_fail(err, OEAP_ERR_DEFINITION, what, 0, "query does not compile: %s at byte %u",
+		                 query_error_name(qe), off);
+	}
+	snprintf(q->what, sizeof(q->what), "%s", what);
+	/* Refuse predicates we would silently ignore. */
+	for (uint32_t p = 0; p < ts_query_pattern_count(q->q); p++) {
+		uint32_t nsteps = 0;
+		const TSQueryPredicateStep *st = ts_query_predicates_for_pattern(q->q, p, &nsteps);
+		for (uint32_t i = 0; i < nsteps; i++) {
+			if (i > 0 && st[i - 1].type != TSQueryPredicateStepTypeDone)
+				continue;
+			uint32_t l;
+			const char *name = ts_query_string_value_for_id(q->q, st[i].value_id, &l);
+			if (strcmp(name, "eq?") && strcmp(name, "not-eq?") && strcmp(name, "match?") &&
+			    strcmp(name, "not-match?")) {
+				oeap_query_free(q);
+				return oeap_fail(err, OEAP_ERR_DEFINITION, what, 0,
+				                 "unsupported predicate #%s in pattern %u", name, p);
+			}
+		}
+	}
+	*out = q;
+	return 0;
+}
+
+void oeap_query_free(oeap_query *q)
+{
+	if (!q)
+		return;
+	if (q->q)
+		ts_query_delete(q->q);
+	free(q);
+}
+
+int oeap_query_has_capture(const oeap_query *q, const char *capture)
+{
+	for (uint32_t i = 0; i < ts_query_capture_count(q->q); i++) {
+		uint32_t l;
+		if (strcmp(ts_query_capture_name_for_id(q->q, i, &l), capture) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* The text of the first node captured as `id` in the match (NULL when none). */
+static char *capture_text(const pysource *src, const TSQueryMatch *m, uint32_t id)
+{
+	for (uint16_t i = 0; i < m->capture_count; i++)
+		if (m->captures[i].index == id)
+			return pysource_text(src, m->captures[i].node);
+	return NULL;
+}
+
+/* Evaluates one predicate (steps [0..n) excluding the Done step). -1 on error. */
+static int predicate_holds(const oeap_query *q, const pysource *src, const TSQueryMatch *m,
+                           const TSQueryPredicateStep *st, uint32_t n, oeap_error *err)
+{
+	uint32_t l;
+	const char *op = ts_query_string_value_for_id(q->q, st[0].value_id, &l);
+	int negate = strncmp(op, "not-", 4) == 0;
+	int is_match = strstr(op, "match?") != NULL;
+	if (n != 3 || st[1].type != TSQueryPredicateStepTypeCapture)
+		return oeap_fail(err, OEAP_ERR_DEFINITION, q->what, 0,
+		                 "#%s takes a capture and a string or capture", op);
+	char *left = capture_text(src, m, st[1].value_id);
+	if (!left)
+		return 1; /* an optional capture that did not match constrains nothing */
+	char *right = NULL;
+	if (st[2].type == TSQueryPredicateStepTypeCapture) {
+		right = capture_text(src, m, st[2].value_id);
+	} else {
+		const char *s = ts_query_string_value_for_id(q->q, st[2].value_id, &l);
+		right = strdup(s);
+	}
+	int holds = 0;
+	if (!right) {
+		free(left);
+		return 1;
+	}
+	if (is_match) {
+		regex_t re;
+		if (regcomp(&re, right, REG_EXTENDED | REG_NOSUB)) {
+			free(left);
+			int rc = oeap_fail(err, OEAP_ERR_DEFINITION, q->what, 0, "bad regular expression \"%s\"", right);
+			free(right);
+			return rc;
+		}
+		holds = regexec(&re, left, 0, NULL, 0) == 0;
+		regfree(&re);
+	} else {
+		holds = strcmp(left, right) == 0;
+	}
+	free(left);
+	free(right);
+	return negate ? !holds : holds;
+}
+
+static int match_holds(const oeap_query *q, const pysource *src, const TSQueryMatch *m,
+                       oeap_error *err)
+{
+	uint32_t nsteps = 0;
+	const TSQueryPredicateStep *st = ts_query_predicates_for_pattern(q->q, m->pattern_index, &nsteps);
+	uint32_t start = 0;
+	for (uint32_t i = 0; i < nsteps; i++) {
+		if (st[i].type != TSQueryPredicateStepTypeDone)
+			continue;
+		int r = predicate_holds(q, src, m, st + start, i - start, err);
+		if (r <= 0)
+			return r;
+		start = i + 1;
+	}
+	return 1;
+}
+
+static int node_cmp(const void *a, const void *b)
+{
+	const TSNode *x = a, *y = b;
+	uint32_t xs = ts_node_start_byte(*x), ys = ts_node_start_byte(*y);
+	if (xs != ys)
+		return xs < ys ? -1 : 1;
+	uint32_t xe = ts_node_end_byte(*x), ye = ts_node_end_byte(*y);
+	if (xe != ye)
+		return xe > ye ? -1 : 1; /* outer node first */
+	return (int)ts_node_symbol(*x) - (int)ts_node_symbol(*y);
+}
+
+int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
+                       const char *capture, TSNode **nodes, size_t *count, oeap_error *err)
+{
+	int error = 0;
+	uint32_t cap_id = UINT32_MAX, in_id = UINT32_MAX;
+	TSNode *arr = NULL;
+	size_t n = 0, cap = 0;
+	TSQueryCursor *cur = NULL;
+
+	*nodes = NULL;
+	*count = 0;
+	for (uint32_t i = 0; i < ts_query_capture_count(q->q); i++) {
+		uint32_t l;
+		const char *name = ts_query_capture_name_for_id(q->q, i, &l);
+		if (strcmp(name, capture) == 0)
+			cap_id = i;
+		if (strcmp(name, "in") == 0)
+			in_id = i;
+	}
+	if (cap_id == UINT32_MAX)
+		return oeap_fail(err, OEAP_ERR_DEFINITION, q->what, 0, "the query has no capture @%s", capture);
+	if (!(cur = ts_query_cursor_new())) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, q->what, 0, "out of memory");
+		goto done;
+	}
+	ts_query_cursor_exec(cur, q->q, scope);
+	TSQueryMatch m;
+	while (ts_query_cursor_next_match(cur, &m)) {
+		int r = match_holds(q, src, &m, err);
+		if (r < 0) {
+			error = -1;
+			goto done;
+		}
+		if (!r)
+			continue;
+		if (in_id != UINT32_MAX) {
+			int in_scope = 0;
+			for (uint16_t i = 0; i < m.capture_count; i++)
+				in_scope |= m.captures[i].index == in_id && ts_node_eq(m.captures[i].node, scope);
+			if (!in_scope)
+				continue;
+		}
+		for (uint16_t i = 0; i < m.capture_count; i++) {
+			if (m.captures[i].index != cap_id)
+				continue;
+			TSNode node = m.captures[i].node;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 4;
+				TSNode *p = realloc(arr, cap * sizeof(*arr));
+				if (!p) {
+					error = oeap_fail(err, OEAP_ERR_INTERNAL, q->what, 0, "out of memory");
+					goto done;
+				}
+				arr = p;
+			}
+			arr[n++] = node;
+		}
+	}
+	/* Matches arrive in pattern order per position, and two patterns may
+	 * capture one node: callers want source order, each node once. */
+	if (n > 1)
+		qsort(arr, n, sizeof(*arr), node_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u == 0 || !ts_node_eq(arr[u - 1], arr[i]))
+			arr[u++] = arr[i];
+	n = u;
+	*nodes = arr;
+	*count = n;
+	arr = NULL;
+done:
+	free(arr);
+	if (cur)
+		ts_query_cursor_delete(cur);
+	return error;
+}

@@ -1,0 +1,35 @@
+/*
+ * query.h - tree-sitter queries with their predicates evaluated.
+ *
+ * The tree-sitter C library parses `#eq?` and `#match?` but leaves their
+ * evaluation to the caller (conventions.md); this module does it, so an
+ * anchor query file means what it says. Supported: #eq?, #not-eq?, #match?,
+ * #not-match? (POSIX extended regex), each against a string or a capture.
+ */
+#ifndef OEAP_QUERY_H
+#define OEAP_QUERY_H
+
+#include "pysource.h"
+
+typedef struct oeap_query oeap_query;
+
+/* Compiles `source` (what = a name for messages, such as the file path). */
+int oeap_query_new(const char *source, size_t len, const char *what, oeap_query **out,
+                   oeap_error *err);
+void oeap_query_free(oeap_query *q);
+
+/* 1 when the query defines a capture named `capture`. */
+int oeap_query_has_capture(const oeap_query *q, const char *capture);
+
+/*
+ * Runs `q` under `scope` and collects, in source order and without
+ * duplicates, the nodes captured as `capture` by matches whose predicates
+ * hold. When the query has a capture named "in", a match counts only when
+ * its @in node is `scope` itself: that is how a query says "a direct child
+ * of the scope" rather than "anywhere below it". *nodes is a new array the
+ * caller frees (NULL when none).
+ */
+int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
+                       const char *capture, TSNode **nodes, size_t *count, oeap_error *err);
+
+#endif

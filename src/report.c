@@ -1,0 +1,150 @@
+#include "report.h"
+
+#include <git2.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void oeap_msg(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("oeapatch: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void oeap_print_error(const oeap_error *err)
+{
+	if (err->where[0])
+		fprintf(stderr, "oeapatch: %s: %s\n", err->where, err->message);
+	else
+		fprintf(stderr, "oeapatch: %s\n", err->message);
+}
+
+int oeap_use_color(FILE *f)
+{
+	const char *no = getenv("NO_COLOR");
+	return isatty(fileno(f)) && !(no && *no);
+}
+
+int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_, size_t newlen,
+              oeap_buf *out, oeap_error *err)
+{
+	git_patch *patch = NULL;
+	git_buf buf = {0};
+	int error = 0;
+	git_diff_options opts;
+	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+	opts.context_lines = 3;
+	/* libgit2 treats a buffer with NUL bytes as binary; ours never have them. */
+	if (git_patch_from_buffers(&patch, old, oldlen, path, new_, newlen, path, &opts) < 0 ||
+	    git_patch_to_buf(&buf, patch) < 0) {
+		const git_error *e = git_error_last();
+		error = oeap_fail(err, OEAP_ERR_GIT, "diff", 0, "%s", e ? e->message : "libgit2 failed");
+		goto done;
+	}
+	if (oeap_buf_put(out, buf.ptr, buf.size))
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "diff", 0, "out of memory");
+done:
+	git_buf_dispose(&buf);
+	git_patch_free(patch);
+	return error;
+}
+
+json_t *oeap_json_error(const oeap_error *err)
+{
+	static const char *kinds[] = {"none", "usage", "io", "input", "anchor", "region", "definition", "git",
+	                              "internal"};
+	json_t *j = json_object();
+	json_object_set_new(j, "kind", json_string(kinds[err->kind]));
+	json_object_set_new(j, "where", json_string(err->where));
+	json_object_set_new(j, "message", json_string(err->message));
+	if (err->line)
+		json_object_set_new(j, "line", json_integer(err->line));
+	return j;
+}
+
+json_t *oeap_json_checks(const oeap_report *rep)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < rep->n; i++) {
+		const oeap_check *c = &rep->checks[i];
+		json_t *o = json_object();
+		json_object_set_new(o, "check", json_string(c->name));
+		json_object_set_new(o, "ok", json_boolean(c->ok));
+		if (c->line)
+			json_object_set_new(o, "line", json_integer(c->line));
+		json_object_set_new(o, "detail", json_string(c->detail));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+/* 1-based line and column (in bytes) of an offset. */
+static void line_col(const char *buf, size_t off, long *line, long *col)
+{
+	long l = 1;
+	size_t ls = 0;
+	for (size_t i = 0; i < off; i++)
+		if (buf[i] == '\n') {
+			l++;
+			ls = i + 1;
+		}
+	*line = l;
+	*col = (long)(off - ls) + 1;
+}
+
+static json_t *json_pos(const char *buf, size_t off)
+{
+	long line, col;
+	line_col(buf, off, &line, &col);
+	return json_pack("{s:I,s:I,s:I}", "byte", (json_int_t)off, "line", (json_int_t)line, "column",
+	                 (json_int_t)col);
+}
+
+json_t *oeap_json_insertions(const oeap_plan *plan, const char *file, const char *out, size_t out_len)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < plan->n; i++) {
+		const oeap_insertion *ins = &plan->items[i];
+		size_t at = oeap_plan_output_offset(plan, i);
+		if (at + ins->len > out_len)
+			continue;
+		json_t *args = json_object();
+		for (size_t k = 0; k < ins->nargs; k++)
+			json_object_set_new(args, ins->args[k].keyword, json_string(ins->args[k].expr));
+		json_t *o = json_object();
+		json_object_set_new(o, "file", json_string(file));
+		json_object_set_new(o, "region", json_string(ins->region->name));
+		json_object_set_new(o, "range", json_pack("{s:o,s:o}", "start", json_pos(out, at), "end",
+		                                          json_pos(out, at + ins->len)));
+		json_object_set_new(o, "anchor", json_pack("{s:s,s:s,s:I}", "name", ins->anchor->def->name, "describe",
+		                                           ins->anchor->def->describe, "line",
+		                                           (json_int_t)ins->anchor->line));
+		json_object_set_new(o, "arguments", args);
+		json_object_set_new(o, "text", json_stringn(ins->text, ins->len));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+int oeap_json_emit(json_t *j)
+{
+	int rc = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	fputc('\n', stdout);
+	json_decref(j);
+	return rc;
+}
+
+void oeap_print_checks(const oeap_report *rep)
+{
+	int color = oeap_use_color(stdout);
+	for (size_t i = 0; i < rep->n; i++) {
+		const oeap_check *c = &rep->checks[i];
+		const char *mark = c->ok ? (color ? "\033[32mok\033[0m  " : "ok  ") : (color ? "\033[31mFAIL\033[0m" : "FAIL");
+		printf("%s %-22s %s\n", mark, c->name, c->detail);
+	}
+}

@@ -1,0 +1,44 @@
+/*
+ * report.h - what the commands print: messages, unified diffs, JSON.
+ *
+ * Results go to stdout, messages to stderr as "oeapatch: <what>: <why>",
+ * colour only on a terminal (and never with NO_COLOR set). JSON follows
+ * ast-grep's shape per finding: file, byte range, line/column range, what
+ * matched (the anchor) and what was written.
+ */
+#ifndef OEAP_REPORT_H
+#define OEAP_REPORT_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "buf.h"
+#include "error.h"
+#include "pipeline.h"
+
+/* "oeapatch: <fmt>" on stderr. */
+void oeap_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints an error as "oeapatch: <where>: <message>" (with the line when known). */
+void oeap_print_error(const oeap_error *err);
+
+/* 1 when `f` should get colour. */
+int oeap_use_color(FILE *f);
+
+/* A unified diff (git's format, from libgit2) between two versions of `path`. */
+int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_, size_t newlen,
+              oeap_buf *out, oeap_error *err);
+
+/* JSON pieces shared by the commands. */
+json_t *oeap_json_error(const oeap_error *err);
+json_t *oeap_json_checks(const oeap_report *rep);
+/* The insertions of a plan, as written into `out` (the new bytes). */
+json_t *oeap_json_insertions(const oeap_plan *plan, const char *file, const char *out, size_t out_len);
+
+/* Prints `j` (stolen) on stdout, one document, and a newline. */
+int oeap_json_emit(json_t *j);
+
+/* Prints a verify report in human form on stdout. */
+void oeap_print_checks(const oeap_report *rep);
+
+#endif
