@@ -70,10 +70,10 @@ static size_t original_offset(const oeap_regions *rs, const char *patch, const o
 }
 
 /* "line 3 of the region: expected `x`, found `y`" for the first differing line. */
-static void first_difference(const char *want, size_t wn, const char *have, size_t hn, char *out,
-                             size_t cap)
+static void first_difference(const char *want, size_t wn, const char *have, size_t hn, size_t skipped,
+                             char *out, size_t cap)
 {
-	size_t i = 0, line = 1, ls_w = 0, ls_h = 0;
+	size_t i = 0, line = 1 + skipped, ls_w = 0, ls_h = 0;
 	while (i < wn && i < hn && want[i] == have[i]) {
 		if (want[i] == '\n') {
 			line++;
@@ -290,8 +290,15 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 		if (r->end - r->start == ins->len && memcmp(buf + r->start, ins->text, ins->len) == 0) {
 			ADD(name, 1, r->begin_line, "equals what this definition renders here");
 		} else {
+			/* Compare below the begin marker first: its hash differs whenever
+			 * the body does, and the body line is the one worth showing. */
 			char diff[400];
-			first_difference(ins->text, ins->len, buf + r->start, r->end - r->start, diff, sizeof(diff));
+			const char *w = memchr(ins->text, '\n', ins->len), *h = memchr(buf + r->start, '\n', r->end - r->start);
+			size_t wrest = ins->len - (size_t)(w + 1 - ins->text), hrest = r->end - (size_t)(h + 1 - buf);
+			if (wrest == hrest && memcmp(w + 1, h + 1, wrest) == 0)
+				first_difference(ins->text, ins->len, buf + r->start, r->end - r->start, 0, diff, sizeof(diff));
+			else
+				first_difference(w + 1, wrest, h + 1, hrest, 1, diff, sizeof(diff));
 			ADD(name, 0, r->begin_line, "differs from what this definition renders for the file now: %s", diff);
 		}
 	}

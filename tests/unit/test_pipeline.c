@@ -1,0 +1,319 @@
+/*
+ * The pipeline on bytes: what apply refuses (and that it then returns no
+ * bytes to write), what verify reports for each way a patched file can go
+ * wrong, and how apply and revert treat damaged, moved and older regions.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline.h"
+
+static oeap_patchdef *def;
+
+static int setup(void **state)
+{
+	(void)state;
+	def = tu_def();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	oeap_patchdef_free(def);
+	return 0;
+}
+
+/* Applies to a fixture and returns the patched bytes (caller frees). */
+static char *patched(const char *fixture, size_t *len)
+{
+	char rel[256];
+	size_t n;
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	snprintf(rel, sizeof(rel), "tests/fixtures/%s", fixture);
+	char *in = tu_read(rel, &n);
+	if (oeap_apply_bytes(def, in, n, fixture, &o, &err))
+		fail_msg("apply %s: %s: %s", fixture, err.where, err.message);
+	free(in);
+	char *out = o.out;
+	*len = o.out_len;
+	o.out = NULL;
+	oeap_outcome_free(&o);
+	return out;
+}
+
+static void expect_refusal(const char *fixture, oeap_error_kind kind, const char *where_part,
+                           const char *msg_part)
+{
+	char rel[256];
+	size_t n;
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	snprintf(rel, sizeof(rel), "tests/fixtures/%s", fixture);
+	char *in = tu_read(rel, &n);
+	assert_int_equal(oeap_apply_bytes(def, in, n, fixture, &o, &err), -1);
+	assert_null(o.out);
+	if (err.kind != kind || (where_part && !strstr(err.where, where_part)) || !strstr(err.message, msg_part))
+		fail_msg("%s: got kind %d where '%s' message '%s'", fixture, err.kind, err.where, err.message);
+	free(in);
+}
+
+static void test_refusals(void **state)
+{
+	(void)state;
+	expect_refusal("refuse/syntax_error.py", OEAP_ERR_INPUT, NULL, "syntax error");
+	expect_refusal("refuse/empty.py", OEAP_ERR_INPUT, NULL, "empty");
+	expect_refusal("refuse/invalid_utf8.py", OEAP_ERR_INPUT, NULL, "UTF-8");
+	expect_refusal("refuse/mixed_eol.py", OEAP_ERR_INPUT, NULL, "mixed line endings");
+	expect_refusal("refuse/two_select_experts.py", OEAP_ERR_ANCHOR, "select_experts", "ambiguous");
+	expect_refusal("refuse/nested_select_experts.py", OEAP_ERR_ANCHOR, "select_experts", "not found");
+	expect_refusal("refuse/no_routing_chain.py", OEAP_ERR_ANCHOR, "routing_chain", "not found");
+	expect_refusal("refuse/two_chains.py", OEAP_ERR_ANCHOR, "routing_chain", "ambiguous");
+}
+
+/* Finds the n-th (0-based) line that contains `needle`; returns its start. */
+static char *find_line(char *buf, const char *needle)
+{
+	char *p = strstr(buf, needle);
+	assert_non_null(p);
+	while (p > buf && p[-1] != '\n')
+		p--;
+	return p;
+}
+
+static void verify_expect(const char *buf, size_t len, const char *check, const char *detail_part)
+{
+	oeap_report rep;
+	assert_int_equal(oeap_verify_bytes(def, buf, len, "topk.py", &rep), 0);
+	assert_false(rep.ok);
+	int found = 0;
+	for (size_t i = 0; i < rep.n; i++)
+		if (!rep.checks[i].ok && strcmp(rep.checks[i].name, check) == 0) {
+			found = 1;
+			if (detail_part && !strstr(rep.checks[i].detail, detail_part))
+				fail_msg("check %s: detail '%s' lacks '%s'", check, rep.checks[i].detail, detail_part);
+		}
+	if (!found) {
+		for (size_t i = 0; i < rep.n; i++)
+			print_message("  %s %s: %s\n", rep.checks[i].ok ? "ok" : "FAIL", rep.checks[i].name,
+			              rep.checks[i].detail);
+		fail_msg("expected check %s to fail", check);
+	}
+	oeap_report_free(&rep);
+}
+
+static void test_verify_not_applied(void **state)
+{
+	(void)state;
+	size_t n;
+	char *in = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
+	oeap_report rep;
+	assert_int_equal(oeap_verify_bytes(def, in, n, "topk.py", &rep), 0);
+	assert_false(rep.ok);
+	assert_false(rep.applied);
+	oeap_report_free(&rep);
+	verify_expect(in, n, "applied", "not applied");
+	free(in);
+}
+
+static void test_edited_region(void **state)
+{
+	(void)state;
+	size_t n;
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	char *buf = patched("eras/2025-08_topk_config.py", &n);
+	char *line = find_line(strstr(buf, "# >>> oeapatch sglang-oea/1 callsite"), "            top_k=top_k,");
+	memcpy(strstr(line, "top_k=top_k"), "top_k=top_q", 11); /* a hand edit inside our region */
+	verify_expect(buf, n, "integrity:callsite", "was edited");
+
+	/* apply refuses to overwrite it, revert too unless forced */
+	assert_int_equal(oeap_apply_bytes(def, buf, n, "topk.py", &o, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_REGION);
+	assert_non_null(strstr(err.message, "edited by hand"));
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_revert_bytes(def, buf, n, "topk.py", 0, &o, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_REGION);
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_revert_bytes(def, buf, n, "topk.py", 1, &o, &err), 0);
+	size_t in_n;
+	char *in = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &in_n);
+	assert_int_equal(o.out_len, in_n);
+	assert_memory_equal(o.out, in, in_n);
+	oeap_outcome_free(&o);
+	free(in);
+	free(buf);
+}
+
+/* Moves the call-site region (its whole lines) to just before the chain. */
+static void test_moved_callsite(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-08_topk_config.py", &n);
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/1 callsite");
+	char *end = find_line(buf, "# <<< oeapatch sglang-oea/1 callsite");
+	end = strchr(end, '\n') + 1;
+	size_t rlen = (size_t)(end - begin);
+	char *region = strndup(begin, rlen);
+	char *chain = find_line(buf, "    if use_grouped_topk:");
+	assert_true(chain < begin);
+	/* buf = [..chain) + region + [chain..begin) + [end..] */
+	char *moved = malloc(n + 1);
+	size_t at = 0;
+	memcpy(moved + at, buf, (size_t)(chain - buf));
+	at += (size_t)(chain - buf);
+	memcpy(moved + at, region, rlen);
+	at += rlen;
+	memcpy(moved + at, chain, (size_t)(begin - chain));
+	at += (size_t)(begin - chain);
+	memcpy(moved + at, end, n - (size_t)(end - buf));
+	at += n - (size_t)(end - buf);
+	assert_int_equal(at, n);
+	verify_expect(moved, n, "placement:callsite", "demands it directly after");
+
+	/* The regions are intact, so apply puts it back where it belongs. */
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, moved, n, "topk.py", &o, &err), 0);
+	assert_int_equal(o.before, OEAP_STATE_STALE);
+	assert_int_equal(o.out_len, n);
+	assert_memory_equal(o.out, buf, n);
+	oeap_outcome_free(&o);
+	free(region);
+	free(moved);
+	free(buf);
+}
+
+static void test_older_version_is_upgraded(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-12_layer_id_capturer.py", &n);
+	char *old = strdup(buf);
+	/* Same bodies, markers of version 0 ... there is no version 0; use a
+	 * made-up older one by editing the digit in every marker. */
+	for (char *p = old; (p = strstr(p, "sglang-oea/1 ")) != NULL; p++)
+		p[11] = '7';
+	verify_expect(old, n, "version", "sglang-oea/7");
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, old, n, "topk.py", &o, &err), 0);
+	assert_int_equal(o.before, OEAP_STATE_STALE);
+	assert_int_equal(o.from_version, 7);
+	assert_int_equal(o.out_len, n);
+	assert_memory_equal(o.out, buf, n);
+	oeap_outcome_free(&o);
+	free(old);
+	free(buf);
+}
+
+static void test_unbound_name_in_callsite(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-12_layer_id_capturer.py", &n);
+	/* Upstream drops the layer_id parameter under the patch: the call site
+	 * now passes a name that is no longer bound (the region itself is intact). */
+	char *sig = find_line(strstr(buf, "\ndef select_experts("), "    layer_id: Optional[int] = None,");
+	size_t l = (size_t)(strchr(sig, '\n') + 1 - sig);
+	memmove(sig, sig + l, n - (size_t)(sig - buf) - l + 1);
+	n -= l;
+	verify_expect(buf, n, "names:callsite", "layer_id");
+	verify_expect(buf, n, "content:callsite", "layer_id");
+	free(buf);
+}
+
+static void test_duplicated_and_nested_markers(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-03_recorder.py", &n);
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/1 import");
+	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/1 import"), '\n') + 1;
+	size_t rlen = (size_t)(end - begin);
+	/* duplicated: the import region twice in a row */
+	char *dup = malloc(n + rlen + 1);
+	memcpy(dup, buf, (size_t)(end - buf));
+	memcpy(dup + (end - buf), begin, rlen);
+	memcpy(dup + (end - buf) + rlen, end, n - (size_t)(end - buf) + 1);
+	verify_expect(dup, n + rlen, "markers", "appears twice");
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, dup, n + rlen, "topk.py", &o, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_REGION);
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_revert_bytes(def, dup, n + rlen, "topk.py", 1, &o, &err), -1);
+	free(dup);
+
+	/* nested: drop the import region's end marker, so the call site opens inside it */
+	char *nested = strdup(buf);
+	char *em = find_line(nested, "# <<< oeapatch sglang-oea/1 import");
+	char *eme = strchr(em, '\n') + 1;
+	memmove(em, eme, strlen(eme) + 1);
+	verify_expect(nested, strlen(nested), "markers", "nested");
+	free(nested);
+	free(buf);
+}
+
+static void test_marker_in_string_is_not_ours(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2024-12_positional.py", &n);
+	/* Turn the import region's markers and body into one string literal. */
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/1 import");
+	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/1 import"), '\n');
+	size_t off_b = (size_t)(begin - buf), off_e = (size_t)(end - buf);
+	char *s = malloc(n + 16);
+	memcpy(s, buf, off_b);
+	memcpy(s + off_b, "X = '''\n", 8);
+	memcpy(s + off_b + 8, buf + off_b, off_e - off_b);
+	memcpy(s + off_b + 8 + (off_e - off_b), "\n'''", 4);
+	memcpy(s + off_b + 12 + (off_e - off_b), buf + off_e, n - off_e + 1);
+	verify_expect(s, n + 12, "markers", "not comments");
+	free(s);
+	free(buf);
+}
+
+static void test_revert_not_applied_is_noop(void **state)
+{
+	(void)state;
+	size_t n;
+	char *in = tu_read("tests/fixtures/eras/2026-02_post_process.py", &n);
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_revert_bytes(def, in, n, "topk.py", 0, &o, &err), 0);
+	assert_int_equal(o.before, OEAP_STATE_CLEAN);
+	assert_false(o.changed);
+	assert_memory_equal(o.out, in, n);
+	oeap_outcome_free(&o);
+	free(in);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_verify_not_applied),
+		cmocka_unit_test(test_edited_region),
+		cmocka_unit_test(test_moved_callsite),
+		cmocka_unit_test(test_older_version_is_upgraded),
+		cmocka_unit_test(test_unbound_name_in_callsite),
+		cmocka_unit_test(test_duplicated_and_nested_markers),
+		cmocka_unit_test(test_marker_in_string_is_not_ours),
+		cmocka_unit_test(test_revert_not_applied_is_noop),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

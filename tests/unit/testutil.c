@@ -1,0 +1,87 @@
+#include "testutil.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsio.h"
+
+const char *tu_source_dir(void)
+{
+	const char *d = getenv("OEAPATCH_SOURCE_DIR");
+	return d && *d ? d : OEAPATCH_SOURCE_PATCHES "/..";
+}
+
+char *tu_read(const char *rel, size_t *len)
+{
+	char path[PATH_MAX];
+	char *data = NULL;
+	size_t n = 0;
+	oeap_error err;
+	oeap_error_clear(&err);
+	snprintf(path, sizeof(path), "%s/%s", tu_source_dir(), rel);
+	if (oeap_read_file(path, &data, &n, &err))
+		fail_msg("cannot read %s: %s", path, err.message);
+	if (len)
+		*len = n;
+	return data;
+}
+
+oeap_patchdef *tu_def(void)
+{
+	char path[PATH_MAX];
+	oeap_patchdef *def = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	snprintf(path, sizeof(path), "%s/patches/sglang-oea", tu_source_dir());
+	if (oeap_patchdef_load(path, &def, &err))
+		fail_msg("cannot load %s: %s: %s", path, err.where, err.message);
+	return def;
+}
+
+char *tu_tmpdir(void)
+{
+	char tmpl[] = "/tmp/oeapatch-test-XXXXXX";
+	char *d = mkdtemp(tmpl);
+	if (!d)
+		fail_msg("mkdtemp: %s", strerror(errno));
+	return strdup(d);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	chmod(path, 0700); /* tests make read-only files and directories */
+	return remove(path);
+}
+
+void tu_rmtree(const char *dir)
+{
+	if (dir)
+		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void tu_write(const char *path, const char *data, size_t len)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(tmp, 0755);
+			*p = '/';
+		}
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		fail_msg("cannot write %s: %s", path, strerror(errno));
+	if (len && fwrite(data, 1, len, f) != len)
+		fail_msg("short write to %s", path);
+	fclose(f);
+}

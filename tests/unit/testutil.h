@@ -1,0 +1,35 @@
+/*
+ * testutil.h - what the unit tests share: the repository's files, the real
+ * patch definition, and temporary directories.
+ *
+ * cmocka's headers need <stdarg.h>, <stddef.h>, <stdint.h> and <setjmp.h>
+ * first; including this header brings them and cmocka.h in that order.
+ */
+#ifndef OEAP_TESTUTIL_H
+#define OEAP_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "patchdef.h"
+
+/* The repository root ($OEAPATCH_SOURCE_DIR, else the compile-time source dir). */
+const char *tu_source_dir(void);
+
+/* Reads a file relative to the repository root; fails the test when missing. */
+char *tu_read(const char *rel, size_t *len);
+
+/* Loads patches/sglang-oea; fails the test on error. */
+oeap_patchdef *tu_def(void);
+
+/* A fresh temporary directory (removed by tu_rmtree). Caller frees the string. */
+char *tu_tmpdir(void);
+void tu_rmtree(const char *dir);
+
+/* Writes a file (creating parent directories). */
+void tu_write(const char *path, const char *data, size_t len);
+
+#endif
