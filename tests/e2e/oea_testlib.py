@@ -1,0 +1,157 @@
+"""Shared by the end-to-end Python tests: a tiny case runner that prints one
+line per case and the closing `N passed, M failed`, and an independent
+oracle: liboea's oea_route_host driven through a ctypes mirror of
+oea_problem parsed from native/include/oea.h itself (not the binding's copy).
+"""
+
+import ctypes
+import os
+import re
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+HEADER = os.path.join(ROOT, "native", "include", "oea.h")
+
+RESULTS = []
+
+
+def case(name):
+    def deco(fn):
+        def run():
+            try:
+                detail = fn()
+                RESULTS.append(True)
+                print("PASS %s%s" % (name, (": " + detail) if detail else ""))
+            except Exception as exc:  # one failing case must not stop the rest
+                RESULTS.append(False)
+                print("FAIL %s: %s" % (name, exc))
+                if VERBOSE[0]:
+                    traceback.print_exc()
+        run.__name__ = name
+        return run
+    return deco
+
+
+def check(cond, text):
+    if not cond:
+        raise AssertionError(text)
+
+
+VERBOSE = [False]  # set by the test's main (-v)
+C_TYPES = {
+    "uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32,
+    "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
+}
+
+
+def parse_struct(header, name):
+    """[(field, ctype)] of `typedef struct name { ... } name;` in oea.h."""
+    m = re.search(r"typedef struct %s \{(.*?)\} %s;" % (name, name), header, re.S)
+    check(m, "struct %s not found in %s" % (name, HEADER))
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    fields = []
+    for decl in body.split(";"):
+        decl = " ".join(decl.split())
+        if not decl:
+            continue
+        fm = re.match(r"^(?:const )?([A-Za-z_][A-Za-z0-9_]*)\s*(\*?)\s*([A-Za-z_]\w*)"
+                      r"(?:\[(\d+)\])?$", decl)
+        check(fm, "cannot read field %r of %s" % (decl, name))
+        ctype_name, star, field, count = fm.groups()
+        if star:
+            ctype = ctypes.c_void_p
+        else:
+            check(ctype_name in C_TYPES, "unknown type %s in %s" % (ctype_name, name))
+            ctype = C_TYPES[ctype_name]
+        if count:
+            ctype = ctype * int(count)
+        fields.append((field, ctype))
+    return fields
+
+
+def expected_layout(fields):
+    """(offsets, size) by the C rules for these types (natural alignment)."""
+    offset, align_max, offsets = 0, 1, []
+    for field, ctype in fields:
+        base = ctype._type_ if hasattr(ctype, "_length_") else ctype
+        size, align = ctypes.sizeof(ctype), ctypes.alignment(base)
+        offset = (offset + align - 1) // align * align
+        offsets.append((field, offset, size))
+        offset += size
+        align_max = max(align_max, align)
+    size = (offset + align_max - 1) // align_max * align_max
+    return offsets, size
+
+
+def header_constants(header):
+    out = {}
+    for name in ("OEA_ABI_VERSION", "OEA_MAX_ROWS", "OEA_MAX_EXPERTS", "OEA_MAX_TOPK"):
+        m = re.search(r"#define %s (\d+)" % name, header)
+        check(m, "%s not in header" % name)
+        out[name] = int(m.group(1))
+    return out
+
+
+class Oracle:
+    """oea_route_host through this test's own struct (parsed from oea.h)."""
+
+    def __init__(self, library, header):
+        problem = type("TestProblem", (ctypes.Structure,),
+                       {"_fields_": parse_struct(header, "oea_problem")})
+        stats = type("TestStats", (ctypes.Structure,),
+                     {"_fields_": parse_struct(header, "oea_stats")})
+        self.Problem, self.Stats = problem, stats
+        self.lib = ctypes.CDLL(library)
+        self.lib.oea_route_host.argtypes = [ctypes.POINTER(problem)]
+        self.lib.oea_route_host.restype = ctypes.c_int
+        self.lib.oea_status_message.argtypes = [ctypes.c_int]
+        self.lib.oea_status_message.restype = ctypes.c_char_p
+
+    def route(self, logits, ids, weights, *, k0, num_shared, scoring, renormalize,
+              groups=0, topk_group=0, bias=None, num_valid=None):
+        """Route copies (contiguous rows); returns (weights, ids, stats)."""
+        import torch
+
+        logits = logits.contiguous()
+        ids = ids.clone().contiguous()
+        weights = weights.clone().contiguous()
+        nv = None
+        if num_valid is not None:
+            nv = torch.tensor([int(num_valid)], dtype=torch.int32)
+        bias32 = bias.float().contiguous() if bias is not None else None
+        st = self.Stats()
+        p = self.Problem()
+        p.struct_size = ctypes.sizeof(self.Problem)
+        p.n, p.num_experts = ids.shape[0], logits.shape[1]
+        p.top_k, p.num_shared, p.k0 = ids.shape[1], num_shared, k0
+        p.scoring = {"softmax": 0, "sigmoid": 1}[scoring]
+        p.renormalize = int(renormalize)
+        p.num_expert_group, p.topk_group = groups, topk_group
+        p.logits_dtype = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}[logits.dtype]
+        p.logits_row_stride = logits.shape[1]
+        p.logits = logits.data_ptr()
+        p.correction_bias = bias32.data_ptr() if bias32 is not None else None
+        p.ids_dtype = {torch.int32: 3, torch.int64: 4}[ids.dtype]
+        p.weights_dtype = 0
+        p.ids_row_stride = p.weights_row_stride = ids.shape[1]
+        p.ids, p.weights = ids.data_ptr(), weights.data_ptr()
+        p.num_valid_rows = nv.data_ptr() if nv is not None else None
+        p.stats = ctypes.addressof(st)
+        status = self.lib.oea_route_host(ctypes.byref(p))
+        check(status == 0, "oracle call failed: %s" % self.lib.oea_status_message(status))
+        return weights, ids, st
+
+
+def distinct(ids, rows, routed):
+    s = set()
+    for r in range(rows):
+        s.update(int(x) for x in ids[r, :routed].tolist())
+    return len(s)
+
+
+def summary():
+    passed = sum(1 for r in RESULTS if r)
+    failed = len(RESULTS) - passed
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not RESULTS else 0
