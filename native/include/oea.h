@@ -34,12 +34,19 @@
  *
  * Non-finite logits: NaN keys rank below every other key (ties, NaN with NaN
  * included, go to the lower expert index); -inf is an ordinary, very low key.
- * The computation is always defined and identical on both paths. Rows that
- * met a non-finite key are counted in stats->nonfinite_rows. With
- * OEA_FLAG_REJECT_NONFINITE the host path instead refuses the whole call with
- * OEA_ERR_NONFINITE before writing anything (the CUDA path cannot inspect
- * device data from the host and returns OEA_ERR_INVALID_ARGUMENT for that
- * flag).
+ * The computation is always defined and identical on both paths (bit for bit:
+ * see docs/native-abi.md). Processed rows in which any of the E logits, or any
+ * correction_bias entry, is NaN or +-inf are counted in
+ * stats->nonfinite_rows. With OEA_FLAG_REJECT_NONFINITE the host path instead
+ * refuses the whole call with OEA_ERR_NONFINITE before writing anything (the
+ * CUDA path cannot inspect device data from the host and returns
+ * OEA_ERR_INVALID_ARGUMENT for that flag).
+ *
+ * Output of a processed row (k0 < R): its routed columns become the k0 best
+ * of its own routed experts plus the best R - k0 experts of U (the union of
+ * every processed row's k0 best), in key order; slots without a candidate
+ * repeat the row's best expert with weight +0. With k0 >= R nothing is
+ * written except stats. A NaN weight is written as 0x7fc00000.
  */
 #ifndef OEA_H
 #define OEA_H
@@ -66,7 +73,7 @@ extern "C" {
 
 typedef enum oea_status {
 	OEA_OK = 0,
-	OEA_ERR_NULL_ARGUMENT = 1,    /* a required pointer is NULL */
+	OEA_ERR_NULL_ARGUMENT = 1,    /* p, or (n > 0) logits/ids/weights is NULL */
 	OEA_ERR_STRUCT_SIZE = 2,      /* struct_size too small for this ABI */
 	OEA_ERR_SHAPE = 3,            /* n, E, K or S out of range */
 	OEA_ERR_K0 = 4,               /* k0 < 1 */
@@ -75,7 +82,7 @@ typedef enum oea_status {
 	OEA_ERR_ALIGNMENT = 7,        /* a pointer not aligned to its element */
 	OEA_ERR_SCORING = 8,          /* unknown scoring function */
 	OEA_ERR_GROUPS = 9,           /* bad num_expert_group / topk_group */
-	OEA_ERR_NONFINITE = 10,       /* NaN/-inf logits with OEA_FLAG_REJECT_NONFINITE */
+	OEA_ERR_NONFINITE = 10,       /* NaN/inf logits or bias with OEA_FLAG_REJECT_NONFINITE */
 	OEA_ERR_INVALID_ARGUMENT = 11,/* any other bad field (unknown flag ...) */
 	OEA_ERR_NO_CUDA = 12,         /* library built without CUDA */
 	OEA_ERR_CUDA = 13,            /* the CUDA launch failed */
@@ -107,7 +114,7 @@ typedef struct oea_stats {
 	uint32_t t_after;        /* distinct experts after re-routing (= |U|) */
 	uint32_t valid_rows;     /* rows processed */
 	uint32_t invalid_rows;   /* rows < num_valid_rows skipped for bad ids */
-	uint32_t nonfinite_rows; /* processed rows that met a NaN or -inf key */
+	uint32_t nonfinite_rows; /* processed rows with a NaN/inf logit or bias entry */
 	uint32_t reserved[3];
 } oea_stats;
 
@@ -163,7 +170,9 @@ OEA_API const char *oea_status_message(int status);
 
 /*
  * Validates the scalar fields and pointers of `p` (not the data they point
- * to) exactly as both entry points do. Returns OEA_OK or the first error.
+ * to) exactly as both entry points do. Returns OEA_OK or the first error, in
+ * the order documented in docs/native-abi.md. With n == 0 the three arrays
+ * may be NULL.
  */
 OEA_API int oea_problem_check(const oea_problem *p);
 
@@ -173,7 +182,10 @@ OEA_API int oea_route_host(const oea_problem *p);
 /*
  * CUDA path: one launch on `stream` (a cudaStream_t; NULL = legacy default
  * stream). Returns OEA_ERR_NO_CUDA when the library was built without CUDA,
- * OEA_ERR_CUDA when the launch itself failed (cudaGetLastError).
+ * OEA_ERR_CUDA when the launch itself failed (the launch's own status; the
+ * runtime's last error is cleared then). Kernel-side faults surface, as for
+ * any kernel, at the caller's next synchronisation. With n == 0 and
+ * stats == NULL nothing is launched.
  */
 OEA_API int oea_route_cuda(const oea_problem *p, void *stream);
 

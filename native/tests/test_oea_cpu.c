@@ -1,0 +1,991 @@
+/*
+ * test_oea_cpu.c - cmocka tests of liboea's CPU reference.
+ *
+ * Groups (the first argument picks one; no argument runs all):
+ *   oracle      oea_route_host against a brute-force, sort-based oracle
+ *               written independently below, bit for bit, on thousands of
+ *               random cases (tests/oea_testcase.h) and hand-made corners
+ *   properties  the invariants of the spec on random cases
+ *   errors      every status code, with its message
+ *   numerics    oea_exp and the fp16/bf16 conversions against libm
+ *
+ * The oracle shares only oea_exp (the numeric primitive, checked against libm
+ * in "numerics") with the library: validity, reductions, orders, selection,
+ * weights and stats are its own code.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "oea.h"
+#include "oea_row.h"
+#include "oea_testcase.h"
+
+/* Number of random cases per group; OEA_TEST_CASES overrides. */
+static int test_cases(int dflt)
+{
+	const char *s = getenv("OEA_TEST_CASES");
+	return s && atoi(s) > 0 ? atoi(s) : dflt;
+}
+
+/* ---- the oracle -------------------------------------------------------- */
+
+typedef struct orc_ent {
+	float key, score;
+	int id, col;
+} orc_ent;
+
+/* Rank order: numbers before NaN, higher key first, then lower id. */
+static int orc_cmp(const void *pa, const void *pb)
+{
+	const orc_ent *a = pa, *b = pb;
+	int na = isnan(a->key), nb = isnan(b->key);
+
+	if (na != nb)
+		return na ? 1 : -1;
+	if (!na && a->key != b->key)
+		return a->key > b->key ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+static float orc_logit(const oea_problem *p, int i, int e)
+{
+	size_t es = p->logits_dtype == OEA_DTYPE_F32 ? 4 : 2;
+	const unsigned char *b = (const unsigned char *)p->logits +
+				 ((size_t)i * (size_t)p->logits_row_stride + (size_t)e) * es;
+	uint16_t h;
+	uint32_t u;
+	float f;
+
+	if (es == 4) {
+		memcpy(&f, b, 4);
+		return f;
+	}
+	memcpy(&h, b, 2);
+	if (p->logits_dtype == OEA_DTYPE_BF16) {
+		u = (uint32_t)h << 16;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	/* fp16 through double: an exact, differently written conversion. */
+	{
+		int ex = (h >> 10) & 31, m = h & 1023;
+		double v;
+		if (ex == 31)
+			v = m ? NAN : INFINITY;
+		else if (ex == 0)
+			v = ldexp((double)m, -24);
+		else
+			v = ldexp((double)(m + 1024), ex - 25);
+		return (float)((h & 0x8000) ? -v : v);
+	}
+}
+
+static int64_t orc_id(const oea_problem *p, const void *ids, int i, int c)
+{
+	if (p->ids_dtype == OEA_DTYPE_I64)
+		return ((const int64_t *)ids)[(size_t)i * (size_t)p->ids_row_stride + (size_t)c];
+	return ((const int32_t *)ids)[(size_t)i * (size_t)p->ids_row_stride + (size_t)c];
+}
+
+static void orc_set_id(const oea_problem *p, void *ids, int i, int c, int v)
+{
+	if (p->ids_dtype == OEA_DTYPE_I64)
+		((int64_t *)ids)[(size_t)i * (size_t)p->ids_row_stride + (size_t)c] = v;
+	else
+		((int32_t *)ids)[(size_t)i * (size_t)p->ids_row_stride + (size_t)c] = v;
+}
+
+/* 0 valid, 1 padding, 2 invalid. */
+static int orc_row_kind(const oea_problem *p, const void *ids, int i, int R)
+{
+	unsigned char seen[OEA_MAX_EXPERTS];
+	int c, kind = 0;
+
+	for (c = 0; c < R; c++)
+		if (orc_id(p, ids, i, c) < 0)
+			return 1;
+	memset(seen, 0, sizeof seen);
+	for (c = 0; c < R; c++) {
+		int64_t id = orc_id(p, ids, i, c);
+		if (id >= p->num_experts || seen[id])
+			kind = 2;
+		else
+			seen[id] = 1;
+	}
+	return kind;
+}
+
+/* The 32-lane butterfly, written as 32 lanes exchanging values. */
+static float orc_butterfly(float *v, int is_max)
+{
+	float nv[32];
+	int off, j;
+
+	for (off = 16; off >= 1; off >>= 1) {
+		for (j = 0; j < 32; j++) {
+			float mine = v[j], other = v[j ^ off];
+			nv[j] = is_max ? (other > mine ? other : mine) : mine + other;
+		}
+		memcpy(v, nv, sizeof nv);
+	}
+	return v[0];
+}
+
+static void orc_scores(const oea_problem *p, int i, float *score, float *key)
+{
+	int E = p->num_experts, e;
+	float part[32], m = 0.0f, s = 0.0f;
+
+	if (p->scoring == OEA_SCORING_SOFTMAX) {
+		for (e = 0; e < 32; e++)
+			part[e] = -INFINITY;
+		for (e = 0; e < E; e++) {
+			float l = orc_logit(p, i, e);
+			if (l > part[e % 32])
+				part[e % 32] = l;
+		}
+		m = orc_butterfly(part, 1);
+		memset(part, 0, sizeof part);
+		for (e = 0; e < E; e++)
+			part[e % 32] += oea_exp(orc_logit(p, i, e) - m);
+		s = orc_butterfly(part, 0);
+	}
+	for (e = 0; e < E; e++) {
+		float l = orc_logit(p, i, e);
+		score[e] = p->scoring == OEA_SCORING_SOFTMAX ? oea_exp(l - m) / s
+							     : 1.0f / (1.0f + oea_exp(-l));
+		key[e] = p->correction_bias ? score[e] + p->correction_bias[e] : score[e];
+	}
+}
+
+/* The row's routed entries sorted in rank order. */
+static void orc_routed(const oea_problem *p, const void *ids, int i, int R, const float *score,
+		       const float *key, orc_ent *ent)
+{
+	int c;
+
+	for (c = 0; c < R; c++) {
+		int id = (int)orc_id(p, ids, i, c);
+		ent[c].id = id;
+		ent[c].col = c;
+		ent[c].score = score[id];
+		ent[c].key = key[id];
+	}
+	qsort(ent, (size_t)R, sizeof *ent, orc_cmp);
+}
+
+/* Brute force: the whole call on p's buffers (ids and weights rewritten). */
+static int orc_route(const oea_problem *p)
+{
+	int n = p->n, E = p->num_experts, R = p->top_k - p->num_shared;
+	int nvr = n, i, c, e, k;
+	int *kind = calloc((size_t)(n + 1), sizeof(int));
+	unsigned char *inu = calloc((size_t)E, 1), *inb = calloc((size_t)E, 1);
+	float *score = malloc(sizeof(float) * (size_t)E), *key = malloc(sizeof(float) * (size_t)E);
+	orc_ent *cand = malloc(sizeof(orc_ent) * (size_t)E);
+	oea_stats st;
+	int error = 0;
+
+	memset(&st, 0, sizeof st);
+	if (p->num_valid_rows)
+		nvr = *p->num_valid_rows < 0 ? 0 : *p->num_valid_rows > n ? n : *p->num_valid_rows;
+	for (i = 0; i < n; i++) {
+		int bad = 0;
+		kind[i] = i < nvr ? orc_row_kind(p, p->ids, i, R) : 1;
+		st.invalid_rows += i < nvr && kind[i] == 2;
+		if (kind[i])
+			continue;
+		st.valid_rows++;
+		for (e = 0; e < E; e++)
+			bad |= !isfinite(orc_logit(p, i, e)) ||
+			       (p->correction_bias && !isfinite(p->correction_bias[e]));
+		if (bad && (p->flags & OEA_FLAG_REJECT_NONFINITE)) {
+			error = OEA_ERR_NONFINITE;
+			goto done;
+		}
+		st.nonfinite_rows += bad;
+		for (c = 0; c < R; c++)
+			inb[orc_id(p, p->ids, i, c)] = 1;
+	}
+	for (e = 0; e < E; e++)
+		st.t_before += inb[e];
+	st.t_after = st.t_before;
+	if (p->k0 < R) {
+		orc_ent ent[OEA_MAX_TOPK];
+		/* U from the originals; phase 2 must not see partial outputs. */
+		for (i = 0; i < n; i++) {
+			if (kind[i])
+				continue;
+			orc_scores(p, i, score, key);
+			orc_routed(p, p->ids, i, R, score, key, ent);
+			for (k = 0; k < p->k0; k++)
+				inu[ent[k].id] = 1;
+		}
+		st.t_after = 0;
+		for (e = 0; e < E; e++)
+			st.t_after += inu[e];
+		for (i = 0; i < n; i++) {
+			orc_ent sel[OEA_MAX_TOPK];
+			unsigned char ing[OEA_MAX_EXPERTS];
+			int nc = 0, ns, gs = p->num_expert_group ? E / p->num_expert_group : 0;
+			float num = 0.0f, den = 0.0f, f;
+			float *w = (float *)p->weights + (size_t)i * (size_t)p->weights_row_stride;
+
+			if (kind[i])
+				continue;
+			orc_scores(p, i, score, key);
+			orc_routed(p, p->ids, i, R, score, key, ent);
+			memset(ing, 0, sizeof ing);
+			if (gs)
+				for (c = 0; c < R; c++)
+					ing[ent[c].id / gs] = 1;
+			for (e = 0; e < E; e++) {
+				int inp = 0;
+				for (k = 0; k < p->k0; k++)
+					inp |= ent[k].id == e;
+				if (!inu[e] || inp || (gs && !ing[e / gs]))
+					continue;
+				cand[nc].id = e;
+				cand[nc].col = -1;
+				cand[nc].score = score[e];
+				cand[nc].key = key[e];
+				nc++;
+			}
+			qsort(cand, (size_t)nc, sizeof *cand, orc_cmp);
+			memcpy(sel, ent, sizeof(orc_ent) * (size_t)p->k0);
+			ns = p->k0;
+			for (k = 0; k < nc && ns < R; k++)
+				sel[ns++] = cand[k];
+			qsort(sel, (size_t)ns, sizeof *sel, orc_cmp);
+			if (p->renormalize) {
+				for (c = 0; c < R; c++)
+					num += w[c];
+				for (k = 0; k < ns; k++)
+					den += sel[k].score;
+			} else {
+				num = w[ent[0].col];
+				den = ent[0].score;
+			}
+			f = (den == 0.0f || !isfinite(den)) ? 1.0f : num / den;
+			for (c = 0; c < R; c++) {
+				orc_set_id(p, p->ids, i, c, c < ns ? sel[c].id : ent[0].id);
+				w[c] = c < ns ? sel[c].score * f : 0.0f;
+				if (isnan(w[c])) {
+					uint32_t qnan = 0x7fc00000u;
+					memcpy(&w[c], &qnan, 4);
+				}
+			}
+		}
+	}
+	if (p->stats)
+		*p->stats = st;
+done:
+	free(kind);
+	free(inu);
+	free(inb);
+	free(score);
+	free(key);
+	free(cand);
+	return error;
+}
+
+/* ---- running a case on both ------------------------------------------- */
+
+typedef struct run_out {
+	unsigned char *ids, *w;
+	oea_stats st;
+	int rc;
+} run_out;
+
+static void run_free(run_out *o)
+{
+	free(o->ids);
+	free(o->w);
+	o->ids = o->w = NULL;
+}
+
+/* Runs `fn` on fresh copies of the case's ids and weights. */
+static void run_case(const tcase *tc, int (*fn)(const oea_problem *), int with_stats, run_out *o)
+{
+	oea_problem p;
+
+	o->ids = malloc(tc->ids_bytes);
+	o->w = malloc(tc->w_bytes);
+	assert_non_null(o->ids);
+	assert_non_null(o->w);
+	memcpy(o->ids, tc->ids0, tc->ids_bytes);
+	memcpy(o->w, tc->w0, tc->w_bytes);
+	memset(&o->st, 0xab, sizeof o->st);
+	p = tcase_problem(tc, o->ids, o->w, with_stats ? &o->st : NULL);
+	o->rc = fn(&p);
+}
+
+static void describe(const tcase *tc, unsigned long seed)
+{
+	const oea_problem *p = &tc->p;
+	print_error("case seed=%lu n=%d E=%d K=%d S=%d k0=%d scoring=%d renorm=%d groups=%d/%d "
+		    "ldtype=%d idtype=%d bias=%d nvr=%d flags=%u\n",
+		    seed, p->n, p->num_experts, p->top_k, p->num_shared, p->k0, p->scoring,
+		    p->renormalize, p->num_expert_group, p->topk_group, p->logits_dtype,
+		    p->ids_dtype, p->correction_bias != NULL,
+		    p->num_valid_rows ? *p->num_valid_rows : -99, p->flags);
+}
+
+/* 1 when library and oracle agree bit for bit on the case. */
+static int compare_case(const tcase *tc, unsigned long seed)
+{
+	run_out a, b;
+	int ok;
+
+	run_case(tc, oea_route_host, 1, &a);
+	run_case(tc, orc_route, 1, &b);
+	ok = a.rc == b.rc && memcmp(a.ids, b.ids, tc->ids_bytes) == 0 &&
+	     memcmp(a.w, b.w, tc->w_bytes) == 0 &&
+	     (a.rc != OEA_OK || memcmp(&a.st, &b.st, sizeof(uint32_t) * 5) == 0);
+	if (!ok) {
+		describe(tc, seed);
+		print_error("rc %d vs oracle %d; ids %s, weights %s; stats lib T %u->%u v%u i%u nf%u "
+			    "oracle T %u->%u v%u i%u nf%u\n",
+			    a.rc, b.rc, memcmp(a.ids, b.ids, tc->ids_bytes) ? "differ" : "same",
+			    memcmp(a.w, b.w, tc->w_bytes) ? "differ" : "same", a.st.t_before,
+			    a.st.t_after, a.st.valid_rows, a.st.invalid_rows, a.st.nonfinite_rows,
+			    b.st.t_before, b.st.t_after, b.st.valid_rows, b.st.invalid_rows,
+			    b.st.nonfinite_rows);
+	}
+	run_free(&a);
+	run_free(&b);
+	return ok;
+}
+
+static void test_oracle_random(void **state)
+{
+	int ncases = test_cases(3000), k, bad = 0;
+
+	(void)state;
+	for (k = 0; k < ncases && bad < 5; k++) {
+		tc_rng r = {0x5eed0000u + (uint64_t)k};
+		tcase tc;
+		assert_int_equal(tcase_random(&tc, &r, 60000), 0);
+		if (k % 10 == 0)
+			tc.p.flags |= OEA_FLAG_REJECT_NONFINITE;
+		bad += !compare_case(&tc, 0x5eed0000u + (unsigned long)k);
+		tcase_free(&tc);
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* A random case with E forced to `E` (0: any), checked against the oracle. */
+static void corner_case(int E, unsigned long seed)
+{
+	tc_rng r = {seed};
+	tcase tc;
+
+	for (;;) {
+		assert_int_equal(tcase_random(&tc, &r, 1 << 20), 0);
+		if (tc.p.num_experts == E || E == 0)
+			break;
+		tcase_free(&tc);
+	}
+	assert_true(compare_case(&tc, seed));
+	tcase_free(&tc);
+}
+
+/* A fixed, readable problem: checks the oracle itself against hand results. */
+static void test_oracle_by_hand(void **state)
+{
+	/* Two rows, E = 6, K = 3 (no shared), k0 = 1, softmax, renormalize.
+	 * Row 0 prefers 0 > 1 > 2, row 1 prefers 5 > 4 > 0. U = {0, 5}.
+	 * Row 0: P = {0}; candidates in U \ P = {5}; output 0, 5, filler 0.
+	 * Row 1: P = {5}; candidates {0}; output 5, 0 (logit 0.5 > 0), filler 5. */
+	float logits[2][6] = {{3, 2, 1, 0, 0, 0.5f}, {0.5f, 0, 0, 0, 2, 3}};
+	int32_t ids[2][3] = {{0, 1, 2}, {5, 4, 0}};
+	float w[2][3] = {{0.5f, 0.3f, 0.2f}, {0.6f, 0.3f, 0.1f}};
+	oea_stats st;
+	oea_problem p;
+	float sum;
+
+	(void)state;
+	memset(&p, 0, sizeof p);
+	p.struct_size = sizeof p;
+	p.n = 2;
+	p.num_experts = 6;
+	p.top_k = 3;
+	p.k0 = 1;
+	p.renormalize = 1;
+	p.logits_dtype = OEA_DTYPE_F32;
+	p.logits_row_stride = 6;
+	p.logits = logits;
+	p.ids_dtype = OEA_DTYPE_I32;
+	p.weights_dtype = OEA_DTYPE_F32;
+	p.ids_row_stride = 3;
+	p.weights_row_stride = 3;
+	p.ids = ids;
+	p.weights = w;
+	p.stats = &st;
+	assert_int_equal(oea_route_host(&p), OEA_OK);
+	assert_int_equal(ids[0][0], 0);
+	assert_int_equal(ids[0][1], 5);
+	assert_int_equal(ids[0][2], 0);
+	assert_int_equal(ids[1][0], 5);
+	assert_int_equal(ids[1][1], 0);
+	assert_int_equal(ids[1][2], 5);
+	assert_true(w[0][2] == 0.0f && w[1][2] == 0.0f);
+	sum = w[0][0] + w[0][1];
+	assert_true(fabsf(sum - 1.0f) < 1e-6f);
+	assert_true(w[0][0] > w[0][1]);
+	assert_int_equal(st.t_before, 5);
+	assert_int_equal(st.t_after, 2);
+	assert_int_equal(st.valid_rows, 2);
+}
+
+static void test_oracle_corners(void **state)
+{
+	unsigned long s;
+
+	(void)state;
+	/* Every E = 1 and E = 512 case, and many n = 1 cases, come from the
+	 * generator with these seeds; corner_case insists on the E wanted. */
+	for (s = 1; s <= 40; s++) {
+		corner_case(1, 1000 + s);
+		corner_case(512, 2000 + s);
+		corner_case(0, 3000 + s);
+	}
+}
+
+/* The all-padding batch, n = 1, k0 = R and k0 = 1 on one generated base. */
+static void test_oracle_shapes(void **state)
+{
+	int k, bad = 0;
+
+	(void)state;
+	for (k = 0; k < 400; k++) {
+		tc_rng r = {0xc0ffee00u + (uint64_t)k};
+		tcase tc;
+		int R, i;
+
+		assert_int_equal(tcase_random(&tc, &r, 60000), 0);
+		R = tc.p.top_k - tc.p.num_shared;
+		switch (k % 4) {
+		case 0: /* all padding */
+			for (i = 0; i < tc.p.n; i++) {
+				unsigned char *row = tc.ids0 + (size_t)i * (size_t)tc.p.ids_row_stride *
+								 (tc.p.ids_dtype == OEA_DTYPE_I64 ? 8 : 4);
+				memset(row, 0xff, tc.p.ids_dtype == OEA_DTYPE_I64 ? 8 : 4); /* -1 */
+			}
+			break;
+		case 1:
+			tc.p.n = tc.p.n > 0 ? 1 : 0;
+			break;
+		case 2:
+			tc.p.k0 = R;
+			break;
+		default:
+			tc.p.k0 = 1;
+			break;
+		}
+		bad += !compare_case(&tc, 0xc0ffee00u + (unsigned long)k);
+		if (k % 4 == 0 && tc.p.n > 0) {
+			run_out a;
+			run_case(&tc, oea_route_host, 1, &a);
+			assert_int_equal(a.st.valid_rows, 0);
+			assert_int_equal(a.st.t_before, 0);
+			assert_int_equal(a.st.t_after, 0);
+			assert_memory_equal(a.ids, tc.ids0, tc.ids_bytes);
+			assert_memory_equal(a.w, tc.w0, tc.w_bytes);
+			run_free(&a);
+		}
+		tcase_free(&tc);
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* ---- properties ------------------------------------------------------- */
+
+static int64_t case_id(const tcase *tc, const unsigned char *ids, int i, int c)
+{
+	return orc_id(&tc->p, ids, i, c);
+}
+
+static void check_properties(const tcase *tc, unsigned long seed)
+{
+	const oea_problem *p = &tc->p;
+	int n = p->n, E = p->num_experts, K = p->top_k, R = K - p->num_shared;
+	size_t isz = p->ids_dtype == OEA_DTYPE_I64 ? 8 : 4;
+	run_out a, b;
+	unsigned char inu[OEA_MAX_EXPERTS] = {0}, inb[OEA_MAX_EXPERTS] = {0};
+	float *score = malloc(sizeof(float) * (size_t)E), *key = malloc(sizeof(float) * (size_t)E);
+	int nvr = n, i, c, k, tb = 0, tu = 0;
+
+	assert_non_null(score);
+	assert_non_null(key);
+	if (p->num_valid_rows)
+		nvr = *p->num_valid_rows < 0 ? 0 : *p->num_valid_rows > n ? n : *p->num_valid_rows;
+	run_case(tc, oea_route_host, 1, &a);
+	run_case(tc, oea_route_host, 1, &b);
+	if (a.rc != OEA_OK)
+		describe(tc, seed);
+	assert_int_equal(a.rc, OEA_OK);
+	/* Run to run: identical. */
+	assert_memory_equal(a.ids, b.ids, tc->ids_bytes);
+	assert_memory_equal(a.w, b.w, tc->w_bytes);
+	assert_memory_equal(&a.st, &b.st, sizeof a.st);
+
+	/* U and T before, from the originals. */
+	for (i = 0; i < nvr; i++) {
+		orc_ent ent[OEA_MAX_TOPK];
+		if (orc_row_kind(p, tc->ids0, i, R))
+			continue;
+		for (c = 0; c < R; c++)
+			inb[case_id(tc, tc->ids0, i, c)] = 1;
+		orc_scores(p, i, score, key);
+		orc_routed(p, tc->ids0, i, R, score, key, ent);
+		for (k = 0; k < p->k0 && k < R; k++)
+			inu[ent[k].id] = 1;
+	}
+	for (k = 0; k < E; k++) {
+		tb += inb[k];
+		tu += inu[k];
+	}
+	assert_int_equal(a.st.t_before, tb);
+	assert_true(a.st.t_after <= a.st.t_before);
+	if (p->k0 < R)
+		assert_int_equal(a.st.t_after, tu);
+	else
+		assert_int_equal(a.st.t_after, tb);
+
+	for (i = 0; i < n + 1; i++) {
+		const unsigned char *irow0 = tc->ids0 + (size_t)i * (size_t)p->ids_row_stride * isz;
+		const unsigned char *irow = a.ids + (size_t)i * (size_t)p->ids_row_stride * isz;
+		const float *w0 = (const float *)(tc->w0 + (size_t)i * (size_t)p->weights_row_stride * 4);
+		const float *w = (const float *)(a.w + (size_t)i * (size_t)p->weights_row_stride * 4);
+		size_t itail = (size_t)p->ids_row_stride * isz - (size_t)R * isz;
+		size_t wtail = (size_t)p->weights_row_stride * 4 - (size_t)R * 4;
+		int processed = i < nvr && orc_row_kind(p, tc->ids0, i, R) == 0 && p->k0 < R;
+		orc_ent ent[OEA_MAX_TOPK];
+		float sum0 = 0.0f, sum1 = 0.0f;
+		int fillers = 0, rep;
+
+		/* Shared columns and stride gaps: untouched, always (the extra
+		 * row n is the guard row of the buffers). */
+		assert_memory_equal(irow + (size_t)R * isz, irow0 + (size_t)R * isz, itail);
+		assert_memory_equal((const unsigned char *)w + (size_t)R * 4,
+				    (const unsigned char *)w0 + (size_t)R * 4, wtail);
+		if (!processed) {
+			/* Padding, invalid, beyond num_valid_rows, k0 >= R. */
+			assert_memory_equal(irow, irow0, (size_t)R * isz);
+			assert_memory_equal(w, w0, (size_t)R * 4);
+			continue;
+		}
+		orc_scores(p, i, score, key);
+		orc_routed(p, tc->ids0, i, R, score, key, ent);
+		/* Phase 1 is a subset of the original choice and all of it is kept. */
+		for (k = 0; k < p->k0; k++) {
+			int found = 0;
+			for (c = 0; c < R; c++)
+				found |= case_id(tc, a.ids, i, c) == ent[k].id;
+			assert_true(found);
+		}
+		for (c = 0; c < R; c++) {
+			int64_t id = case_id(tc, a.ids, i, c);
+			assert_true(id >= 0 && id < E);
+			assert_true(inu[id]); /* nothing outside U */
+			rep = 0;
+			for (k = 0; k < c; k++)
+				rep |= case_id(tc, a.ids, i, k) == id;
+			if (rep) {
+				/* A repeated id is a filler: the best phase-1 expert,
+				 * weight +0, and only fillers follow it. */
+				uint32_t wb;
+				memcpy(&wb, &w[c], 4);
+				assert_int_equal(id, ent[0].id);
+				assert_int_equal(wb, 0);
+				fillers = 1;
+			} else {
+				assert_false(fillers);
+			}
+			sum0 += w0[c];
+			sum1 += w[c];
+		}
+		/* Renormalisation: the routed mass is kept. */
+		if (p->renormalize && isfinite(sum0) && isfinite(sum1)) {
+			float den = 0.0f;
+			for (c = 0; c < R; c++)
+				den += w[c] == 0.0f ? 0.0f : score[case_id(tc, a.ids, i, c)];
+			if (den > 1e-20f && isfinite(den))
+				assert_true(fabsf(sum1 - sum0) <= 1e-5f * (1.0f + fabsf(sum0)));
+		}
+		/* Without: w = score * w_orig(best) / score(best). */
+		if (!p->renormalize && ent[0].score > 0.0f && isfinite(ent[0].score) &&
+		    isfinite(w0[ent[0].col])) {
+			float f = w0[ent[0].col] / ent[0].score;
+			for (c = 0; c < R; c++) {
+				int64_t id = case_id(tc, a.ids, i, c);
+				float want = score[id] * f;
+				if (w[c] != 0.0f && isfinite(want))
+					assert_true(fabsf(w[c] - want) <= 1e-6f * (fabsf(want) + 1e-30f));
+			}
+		}
+	}
+	run_free(&a);
+	run_free(&b);
+	free(score);
+	free(key);
+}
+
+static void test_properties_random(void **state)
+{
+	int ncases = test_cases(1500), k;
+
+	(void)state;
+	for (k = 0; k < ncases; k++) {
+		tc_rng r = {0xbeef0000u + (uint64_t)k};
+		tcase tc;
+		assert_int_equal(tcase_random(&tc, &r, 60000), 0);
+		check_properties(&tc, 0xbeef0000u + (unsigned long)k);
+		tcase_free(&tc);
+	}
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+typedef struct err_env {
+	float logits[4 * 8];
+	int32_t ids[4 * 4];
+	float w[4 * 4];
+	float bias[8];
+	int32_t nvr;
+	oea_stats st;
+	oea_problem p;
+} err_env;
+
+static void err_setup(err_env *env)
+{
+	int i;
+
+	memset(env, 0, sizeof *env);
+	for (i = 0; i < 4 * 8; i++)
+		env->logits[i] = (float)(i % 7);
+	for (i = 0; i < 4 * 4; i++) {
+		env->ids[i] = i % 4;
+		env->w[i] = 0.25f;
+	}
+	env->nvr = 4;
+	env->p.struct_size = sizeof env->p;
+	env->p.n = 4;
+	env->p.num_experts = 8;
+	env->p.top_k = 4;
+	env->p.k0 = 2;
+	env->p.logits_dtype = OEA_DTYPE_F32;
+	env->p.logits_row_stride = 8;
+	env->p.logits = env->logits;
+	env->p.correction_bias = env->bias;
+	env->p.ids_dtype = OEA_DTYPE_I32;
+	env->p.weights_dtype = OEA_DTYPE_F32;
+	env->p.ids_row_stride = 4;
+	env->p.weights_row_stride = 4;
+	env->p.ids = env->ids;
+	env->p.weights = env->w;
+	env->p.num_valid_rows = &env->nvr;
+	env->p.stats = &env->st;
+}
+
+/* The call fails with `code`, the message names `word`, nothing is written. */
+static void expect_error(err_env *env, int code, const char *word)
+{
+	int32_t ids0[4 * 4];
+	float w0[4 * 4];
+	const char *msg;
+
+	memcpy(ids0, env->ids, sizeof ids0);
+	memcpy(w0, env->w, sizeof w0);
+	assert_int_equal(oea_problem_check(&env->p), code == OEA_ERR_NONFINITE ? OEA_OK : code);
+	assert_int_equal(oea_route_host(&env->p), code);
+	assert_memory_equal(ids0, env->ids, sizeof ids0);
+	assert_memory_equal(w0, env->w, sizeof w0);
+	msg = oea_status_message(code);
+	assert_non_null(msg);
+	if (!strstr(msg, word)) {
+		print_error("message of %d is \"%s\", expected it to mention \"%s\"\n", code, msg, word);
+		fail();
+	}
+}
+
+static void test_errors(void **state)
+{
+	err_env env;
+	int code;
+
+	(void)state;
+	err_setup(&env);
+	assert_int_equal(oea_route_host(&env.p), OEA_OK);
+
+	assert_int_equal(oea_route_host(NULL), OEA_ERR_NULL_ARGUMENT);
+	assert_int_equal(oea_problem_check(NULL), OEA_ERR_NULL_ARGUMENT);
+	err_setup(&env), env.p.logits = NULL, expect_error(&env, OEA_ERR_NULL_ARGUMENT, "NULL");
+	err_setup(&env), env.p.ids = NULL, expect_error(&env, OEA_ERR_NULL_ARGUMENT, "NULL");
+	err_setup(&env), env.p.weights = NULL, expect_error(&env, OEA_ERR_NULL_ARGUMENT, "NULL");
+	err_setup(&env), env.p.struct_size = 8, expect_error(&env, OEA_ERR_STRUCT_SIZE, "struct_size");
+	err_setup(&env), env.p.struct_size = 0, expect_error(&env, OEA_ERR_STRUCT_SIZE, "sizeof");
+	err_setup(&env), env.p.n = -1, expect_error(&env, OEA_ERR_SHAPE, "n <= 1024");
+	err_setup(&env), env.p.n = OEA_MAX_ROWS + 1, expect_error(&env, OEA_ERR_SHAPE, "1024");
+	err_setup(&env), env.p.num_experts = 0, expect_error(&env, OEA_ERR_SHAPE, "num_experts");
+	err_setup(&env), env.p.num_experts = OEA_MAX_EXPERTS + 1,
+			 expect_error(&env, OEA_ERR_SHAPE, "512");
+	err_setup(&env), env.p.top_k = 0, expect_error(&env, OEA_ERR_SHAPE, "top_k");
+	err_setup(&env), env.p.top_k = OEA_MAX_TOPK + 1, expect_error(&env, OEA_ERR_SHAPE, "16");
+	err_setup(&env), env.p.num_shared = 4, expect_error(&env, OEA_ERR_SHAPE, "num_shared");
+	err_setup(&env), env.p.num_shared = -1, expect_error(&env, OEA_ERR_SHAPE, "num_shared");
+	err_setup(&env), env.p.k0 = 0, expect_error(&env, OEA_ERR_K0, "k0");
+	err_setup(&env), env.p.k0 = -3, expect_error(&env, OEA_ERR_K0, "k0");
+	err_setup(&env), env.p.logits_dtype = OEA_DTYPE_I32, expect_error(&env, OEA_ERR_DTYPE, "logits");
+	err_setup(&env), env.p.logits_dtype = 99, expect_error(&env, OEA_ERR_DTYPE, "bf16");
+	err_setup(&env), env.p.ids_dtype = OEA_DTYPE_F32, expect_error(&env, OEA_ERR_DTYPE, "ids");
+	err_setup(&env), env.p.weights_dtype = OEA_DTYPE_BF16, expect_error(&env, OEA_ERR_DTYPE, "weights");
+	err_setup(&env), env.p.logits_row_stride = 7, expect_error(&env, OEA_ERR_STRIDE, "stride");
+	err_setup(&env), env.p.logits_row_stride = -8, expect_error(&env, OEA_ERR_STRIDE, "stride");
+	err_setup(&env), env.p.ids_row_stride = 3, expect_error(&env, OEA_ERR_STRIDE, "top_k");
+	err_setup(&env), env.p.weights_row_stride = 3, expect_error(&env, OEA_ERR_STRIDE, "weights");
+	err_setup(&env), env.p.weights_row_stride = (int64_t)1 << 50,
+			 expect_error(&env, OEA_ERR_STRIDE, "2^40");
+	err_setup(&env), env.p.logits = (const char *)env.logits + 1,
+			 expect_error(&env, OEA_ERR_ALIGNMENT, "aligned");
+	err_setup(&env), env.p.ids = (char *)env.ids + 2, expect_error(&env, OEA_ERR_ALIGNMENT, "aligned");
+	err_setup(&env), env.p.ids_dtype = OEA_DTYPE_I64, env.p.ids = (char *)env.ids + 4,
+			 expect_error(&env, OEA_ERR_ALIGNMENT, "element size");
+	err_setup(&env), env.p.weights = (char *)env.w + 2, expect_error(&env, OEA_ERR_ALIGNMENT, "aligned");
+	err_setup(&env), env.p.correction_bias = (const float *)((const char *)env.bias + 1),
+			 expect_error(&env, OEA_ERR_ALIGNMENT, "aligned");
+	err_setup(&env), env.p.num_valid_rows = (const int32_t *)((const char *)&env.nvr + 2),
+			 expect_error(&env, OEA_ERR_ALIGNMENT, "num_valid_rows");
+	err_setup(&env), env.p.stats = (oea_stats *)((char *)&env.st + 1),
+			 expect_error(&env, OEA_ERR_ALIGNMENT, "stats");
+	err_setup(&env), env.p.scoring = 2, expect_error(&env, OEA_ERR_SCORING, "SIGMOID");
+	err_setup(&env), env.p.scoring = -1, expect_error(&env, OEA_ERR_SCORING, "scoring");
+	err_setup(&env), env.p.num_expert_group = 3, env.p.topk_group = 1,
+			 expect_error(&env, OEA_ERR_GROUPS, "divide");
+	err_setup(&env), env.p.num_expert_group = -1, expect_error(&env, OEA_ERR_GROUPS, "num_expert_group");
+	err_setup(&env), env.p.num_expert_group = 4, env.p.topk_group = 0,
+			 expect_error(&env, OEA_ERR_GROUPS, "topk_group");
+	err_setup(&env), env.p.num_expert_group = 4, env.p.topk_group = 5,
+			 expect_error(&env, OEA_ERR_GROUPS, "topk_group");
+	err_setup(&env), env.p.flags = 0x80, expect_error(&env, OEA_ERR_INVALID_ARGUMENT, "flag");
+	err_setup(&env), env.p.renormalize = 2, expect_error(&env, OEA_ERR_INVALID_ARGUMENT, "renormalize");
+
+	/* Non-finite data, refused only with the flag, before any write. */
+	err_setup(&env), env.logits[9] = NAN, env.p.flags = OEA_FLAG_REJECT_NONFINITE,
+			 expect_error(&env, OEA_ERR_NONFINITE, "NaN");
+	err_setup(&env), env.logits[31] = -INFINITY, env.p.flags = OEA_FLAG_REJECT_NONFINITE,
+			 expect_error(&env, OEA_ERR_NONFINITE, "non-finite");
+	err_setup(&env), env.bias[3] = INFINITY, env.p.flags = OEA_FLAG_REJECT_NONFINITE,
+			 expect_error(&env, OEA_ERR_NONFINITE, "bias");
+	/* ... but a NaN in a row beyond num_valid_rows does not count. */
+	err_setup(&env), env.nvr = 1, env.logits[9] = NAN, env.p.flags = OEA_FLAG_REJECT_NONFINITE;
+	assert_int_equal(oea_route_host(&env.p), OEA_OK);
+	/* Without the flag the call succeeds and counts the row. */
+	err_setup(&env), env.logits[9] = NAN, env.logits[17] = -INFINITY;
+	assert_int_equal(oea_route_host(&env.p), OEA_OK);
+	assert_int_equal(env.st.nonfinite_rows, 2);
+
+	/* n == 0 accepts NULL arrays (an empty torch tensor's data_ptr()). */
+	err_setup(&env), env.p.n = 0, env.p.logits = NULL, env.p.ids = NULL, env.p.weights = NULL;
+	assert_int_equal(oea_route_host(&env.p), OEA_OK);
+	assert_int_equal(env.st.valid_rows, 0);
+
+	/* The CUDA entry point: validated like the host path, then either
+	 * "not built with CUDA" or a launch (which fails here: no GPU). */
+	err_setup(&env), env.p.k0 = 0;
+	assert_int_equal(oea_route_cuda(&env.p, NULL),
+			 oea_has_cuda() ? OEA_ERR_K0 : OEA_ERR_NO_CUDA);
+	err_setup(&env), env.p.flags = OEA_FLAG_REJECT_NONFINITE;
+	assert_int_equal(oea_route_cuda(&env.p, NULL),
+			 oea_has_cuda() ? OEA_ERR_INVALID_ARGUMENT : OEA_ERR_NO_CUDA);
+	assert_non_null(strstr(oea_status_message(OEA_ERR_INVALID_ARGUMENT), "CUDA path"));
+	assert_non_null(strstr(oea_status_message(OEA_ERR_NO_CUDA), "not built with CUDA"));
+	assert_non_null(strstr(oea_status_message(OEA_ERR_CUDA), "launch failed"));
+	err_setup(&env);
+	code = oea_route_cuda(&env.p, NULL);
+	if (!oea_has_cuda()) {
+		assert_int_equal(code, OEA_ERR_NO_CUDA);
+	} else if (fopen("/dev/nvidiactl", "r") == NULL) {
+		/* A CUDA build on a machine without a GPU: the launch fails. */
+		assert_int_equal(code, OEA_ERR_CUDA);
+	} else {
+		/* With a device the call would launch on host pointers: the GPU
+		 * test program covers that path with device memory. */
+		print_message("GPU present: OEA_ERR_CUDA is not provoked here\n");
+	}
+
+	/* Every code has its own message; unknown codes get one too. */
+	for (code = OEA_OK; code <= OEA_ERR_CUDA; code++) {
+		int other;
+		for (other = code + 1; other <= OEA_ERR_CUDA; other++)
+			assert_string_not_equal(oea_status_message(code), oea_status_message(other));
+	}
+	assert_non_null(strstr(oea_status_message(-1), "unknown"));
+	assert_non_null(strstr(oea_status_message(1000), "unknown"));
+}
+
+static void test_versions(void **state)
+{
+	(void)state;
+	assert_int_equal(oea_abi_version(), OEA_ABI_VERSION);
+	assert_string_equal(oea_version(), "1.0.0");
+	assert_true(oea_has_cuda() == 0 || oea_has_cuda() == 1);
+}
+
+/* ---- numerics --------------------------------------------------------- */
+
+static int64_t ulp_diff(float a, float b)
+{
+	int32_t ia, ib;
+	memcpy(&ia, &a, 4);
+	memcpy(&ib, &b, 4);
+	if (ia < 0)
+		ia = INT32_MIN - ia;
+	if (ib < 0)
+		ib = INT32_MIN - ib;
+	return ia > ib ? (int64_t)ia - ib : (int64_t)ib - ia;
+}
+
+static void test_exp(void **state)
+{
+	int64_t worst = 0;
+	float worst_x = 0.0f, x;
+	int k;
+
+	(void)state;
+	/* Against double-precision exp, over the whole useful range, including
+	 * results in the subnormals. */
+	for (k = 0; k <= 2000000; k++) {
+		double ref;
+		int64_t d;
+		x = -104.0f + 193.0f * (float)k / 2000000.0f;
+		ref = exp((double)x);
+		if (ref > 3.4028234663852886e38)
+			continue;
+		d = ulp_diff(oea_exp(x), (float)ref);
+		if (ref < 1.1754943508222875e-38) /* subnormal: absolute error */
+			d = fabs((double)oea_exp(x) - ref) <= 1.5e-45 ? 0 : 99;
+		if (d > worst) {
+			worst = d;
+			worst_x = x;
+		}
+	}
+	if (worst > 2)
+		print_error("oea_exp is %lld ulp off at x = %.9g\n", (long long)worst, worst_x);
+	assert_true(worst <= 2);
+	assert_true(oea_exp(0.0f) == 1.0f);
+	assert_true(oea_exp(-0.0f) == 1.0f);
+	assert_true(isinf(oea_exp(INFINITY)) && oea_exp(INFINITY) > 0);
+	assert_true(oea_exp(-INFINITY) == 0.0f);
+	assert_true(isnan(oea_exp(NAN)));
+	assert_true(isinf(oea_exp(89.0f)));
+	assert_true(oea_exp(-200.0f) == 0.0f);
+	assert_true(oea_exp(-103.0f) > 0.0f); /* subnormal, not flushed */
+	assert_true(oea_exp(88.7f) < INFINITY);
+}
+
+static void test_half_conversions(void **state)
+{
+	uint32_t h;
+
+	(void)state;
+	for (h = 0; h < 65536; h++) {
+		int ex = (h >> 10) & 31, m = h & 1023;
+		double v;
+		float got = oea_f16_to_f((uint16_t)h), want;
+		if (ex == 31 && m) {
+			assert_true(isnan(got));
+			continue;
+		}
+		v = ex == 31 ? INFINITY : ex == 0 ? ldexp(m, -24) : ldexp(m + 1024, ex - 25);
+		want = (float)((h & 0x8000) ? -v : v);
+		assert_memory_equal(&got, &want, 4); /* exact, signed zero included */
+	}
+	for (h = 0; h < 65536; h += 7) {
+		float got = oea_bf16_to_f((uint16_t)h);
+		uint32_t u;
+		memcpy(&u, &got, 4);
+		assert_int_equal(u, h << 16);
+	}
+}
+
+/* The softmax sum in the lane order stays close to the double sum. */
+static void test_softmax_accuracy(void **state)
+{
+	int k;
+
+	(void)state;
+	for (k = 0; k < 200; k++) {
+		tc_rng r = {777u + (uint64_t)k};
+		float l[OEA_MAX_EXPERTS], v[OEA_LANES], m, s;
+		double ds = 0.0;
+		int E = tc_int(&r, 1, OEA_MAX_EXPERTS), e, lane;
+
+		for (e = 0; e < E; e++)
+			l[e] = 3.0f * tc_gauss(&r);
+		for (lane = 0; lane < OEA_LANES; lane++)
+			v[lane] = oea_lane_max(l, OEA_DTYPE_F32, E, lane);
+		m = oea_tree_max32(v);
+		for (lane = 0; lane < OEA_LANES; lane++)
+			v[lane] = oea_lane_sum(l, OEA_DTYPE_F32, E, lane, m);
+		s = oea_tree_sum32(v);
+		for (e = 0; e < E; e++)
+			ds += exp((double)l[e] - m);
+		assert_true(fabs(s - ds) <= 1e-5 * ds);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest oracle[] = {
+		cmocka_unit_test(test_oracle_by_hand),
+		cmocka_unit_test(test_oracle_random),
+		cmocka_unit_test(test_oracle_corners),
+		cmocka_unit_test(test_oracle_shapes),
+	};
+	const struct CMUnitTest properties[] = {
+		cmocka_unit_test(test_properties_random),
+	};
+	const struct CMUnitTest errors[] = {
+		cmocka_unit_test(test_versions),
+		cmocka_unit_test(test_errors),
+	};
+	const struct CMUnitTest numerics[] = {
+		cmocka_unit_test(test_exp),
+		cmocka_unit_test(test_half_conversions),
+		cmocka_unit_test(test_softmax_accuracy),
+	};
+	const char *which = argc > 1 ? argv[1] : "all";
+	int all = strcmp(which, "all") == 0, failed = 0, known = all;
+
+	if (all || strcmp(which, "oracle") == 0) {
+		failed += cmocka_run_group_tests_name("oracle", oracle, NULL, NULL);
+		known = 1;
+	}
+	if (all || strcmp(which, "properties") == 0) {
+		failed += cmocka_run_group_tests_name("properties", properties, NULL, NULL);
+		known = 1;
+	}
+	if (all || strcmp(which, "errors") == 0) {
+		failed += cmocka_run_group_tests_name("errors", errors, NULL, NULL);
+		known = 1;
+	}
+	if (all || strcmp(which, "numerics") == 0) {
+		failed += cmocka_run_group_tests_name("numerics", numerics, NULL, NULL);
+		known = 1;
+	}
+	if (!known) {
+		fprintf(stderr, "usage: %s [all|oracle|properties|errors|numerics]\n", argv[0]);
+		return 2;
+	}
+	return failed ? 1 : 0;
+}
