@@ -65,5 +65,8 @@ int cmd_apply(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_revert(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+/* git integration: cmd_check.c, cmd_hook.c */
+int cmd_check(int argc, char **argv);
+int cmd_hook(int argc, char **argv);
 
 #endif

@@ -134,16 +134,17 @@ int cmd_apply(int argc, char **argv)
 
 	if (o.diff) {
 		oeap_buf d = OEAP_BUF_INIT;
-		char bind_rel[4096];
-		snprintf(bind_rel, sizeof(bind_rel), "%.*s%s.py",
-		         (int)(strrchr(cli.def->target, '/') ? strrchr(cli.def->target, '/') - cli.def->target + 1 : 0),
-		         cli.def->target, cli.def->binding_module);
-		if ((out.changed && oeap_diff(cli.def->target, buf, len, out.out, out.out_len, &d, &err)) ||
-		    (bp.needed && oeap_diff(bind_rel, bp.old ? bp.old : "", bp.old ? bp.old_len : 0, bp.want.data,
-		                            bp.want.len, &d, &err))) {
+		/* Paths relative to the checkout, so `git apply` takes the diff as it is. */
+		char *bind_rel = oeap_binding_path(cli.def, cli.def->target);
+		if (!bind_rel || (out.changed && oeap_diff(cli.def->target, buf, len, out.out, out.out_len, &d, &err)) ||
+		    (bp.needed && oeap_diff(bind_rel, bp.old, bp.old_len, bp.want.data, bp.want.len, &d, &err))) {
+			if (!bind_rel)
+				oeap_fail(&err, OEAP_ERR_INTERNAL, "apply", 0, "out of memory");
+			free(bind_rel);
 			oeap_buf_free(&d);
 			goto fail;
 		}
+		free(bind_rel);
 		if (!cli.json)
 			fwrite(d.data ? d.data : "", 1, d.len, stdout);
 		oeap_buf_free(&d);

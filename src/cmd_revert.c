@@ -82,14 +82,18 @@ int cmd_revert(int argc, char **argv)
 
 	if (o.diff) {
 		oeap_buf d = OEAP_BUF_INIT;
-		if (out.changed && oeap_diff(cli.def->target, buf, len, out.out, out.out_len, &d, &err)) {
+		char *bind_rel = oeap_binding_path(cli.def, cli.def->target);
+		if (!bind_rel || (out.changed && oeap_diff(cli.def->target, buf, len, out.out, out.out_len, &d, &err)) ||
+		    (bind_ours && oeap_diff(bind_rel, bind_text, bind_len, NULL, 0, &d, &err))) {
+			if (!bind_rel)
+				oeap_fail(&err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
+			free(bind_rel);
 			oeap_buf_free(&d);
 			goto fail;
 		}
+		free(bind_rel);
 		if (!cli.json)
 			fwrite(d.data ? d.data : "", 1, d.len, stdout);
-		if (!cli.json && bind_ours)
-			printf("# and remove %s\n", bind_path);
 		oeap_buf_free(&d);
 	} else if (writes) {
 		/* The target first: a binding without an importer is harmless, the reverse is not. */

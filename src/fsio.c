@@ -110,6 +110,37 @@ static int fsync_dir(const char *path)
 	return rc;
 }
 
+/*
+ * Hardening fix: a read-only directory is the owner saying "do not change
+ * what is in here", like a read-only file; root passes access() and may
+ * create files in it regardless, so the mode bits are asked too. Used by
+ * oeap_write_atomic() and, for the target, by oeap_lock(): apply and revert
+ * take the lock before they write anything, so a target that cannot be
+ * written is refused there, before the binding module is written beside it.
+ */
+static int refuse_unwritable(const char *path, oeap_error *err)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+		if (!(st.st_mode & 0222))
+			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is read-only (mode %04o): refusing to replace it",
+			                 (unsigned)(st.st_mode & 07777));
+		if (access(path, W_OK) != 0)
+			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is not writable: %s", strerror(errno));
+	}
+	dir_of(path, dir, sizeof(dir));
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0; /* a missing directory: creating the temporary file says so */
+	if (!(st.st_mode & 0222))
+		return oeap_fail(err, OEAP_ERR_IO, path, 0,
+		                 "its directory %s is read-only (mode %04o): refusing to write in it", dir,
+		                 (unsigned)(st.st_mode & 07777));
+	if (access(dir, W_OK | X_OK) != 0)
+		return oeap_fail(err, OEAP_ERR_IO, path, 0, "its directory %s is not writable: %s", dir, strerror(errno));
+	return 0;
+}
+
 int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mode, oeap_error *err)
 {
 	int error = 0;
@@ -126,16 +157,24 @@ int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mod
 			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is not a regular file");
 		mode = st.st_mode & 07777;
 		/* rename() would replace a read-only file happily; a read-only file
-		 * is the owner saying "do not change this", so we do not. */
+		 * is the owner saying "do not change this", so we do not. access()
+		 * alone says yes to root, so the mode bits are asked too. */
+		if (!(st.st_mode & 0222))
+			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is read-only (mode %04o): refusing to replace it",
+			                 (unsigned)mode);
 		if (access(path, W_OK) != 0)
 			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is not writable: %s", strerror(errno));
 	} else if (errno != ENOENT) {
 		return oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot stat: %s", strerror(errno));
 	}
-	if (snprintf(tmp, sizeof(tmp), "%s.oeapatch-tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+	/* A unique name: a temporary file a crash left behind must never block
+	 * or be mistaken for ours (pids repeat, in containers especially). */
+	if (snprintf(tmp, sizeof(tmp), "%s.oeapatch-tmp.XXXXXX", path) >= (int)sizeof(tmp))
 		return oeap_fail(err, OEAP_ERR_IO, path, 0, "path too long");
+	if (refuse_unwritable(path, err)) /* hardening: read-only directory, even for root */
+		return -1;
 	oeap_fault_point("write:before-temp");
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
 		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot create a temporary file beside it: %s",
 		                  strerror(errno));
 		goto done;
@@ -186,12 +225,24 @@ int oeap_lock(const char *path, int timeout_ms, oeap_error *err)
 	char lock[PATH_MAX];
 	if (snprintf(lock, sizeof(lock), "%s.oeapatch.lock", path) >= (int)sizeof(lock))
 		return oeap_fail(err, OEAP_ERR_IO, path, 0, "path too long");
-	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return oeap_fail(err, OEAP_ERR_IO, lock, 0, "cannot create the lock file: %s", strerror(errno));
+	/* Hardening: refuse a target that cannot be changed before anything is written. */
+	if (refuse_unwritable(path, err))
+		return -1;
+	int fd = -1;
 	for (int waited = 0;; waited += 20) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			return fd;
+		if (fd < 0 && (fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+			return oeap_fail(err, OEAP_ERR_IO, lock, 0, "cannot create the lock file: %s", strerror(errno));
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			/* The holder before us unlinks the lock file on release; a lock
+			 * on that unlinked inode excludes nobody, so it only counts if
+			 * the file at the path is still the one we locked. */
+			struct stat a, b;
+			if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+				return fd;
+			close(fd);
+			fd = -1;
+			continue;
+		}
 		if (errno != EWOULDBLOCK && errno != EINTR) {
 			close(fd);
 			return oeap_fail(err, OEAP_ERR_IO, lock, 0, "cannot lock: %s", strerror(errno));
@@ -212,8 +263,8 @@ void oeap_unlock(int fd, const char *path)
 	char lock[PATH_MAX];
 	if (fd < 0)
 		return;
-	/* Unlink while still holding the lock, so a waiter that opened the same
-	 * inode retries on a fresh file rather than racing us. */
+	/* Unlink while still holding the lock; a waiter that locked the same
+	 * inode sees it is no longer at the path and retries (oeap_lock). */
 	if (snprintf(lock, sizeof(lock), "%s.oeapatch.lock", path) < (int)sizeof(lock))
 		unlink(lock);
 	flock(fd, LOCK_UN);
@@ -228,19 +279,31 @@ int oeap_path_inside(const char *root, const char *rel, char **out, oeap_error *
 		return oeap_fail(err, OEAP_ERR_IO, root, 0, "cannot resolve the checkout: %s", strerror(errno));
 	if (snprintf(joined, sizeof(joined), "%s/%s", rroot, rel) >= (int)sizeof(joined))
 		return oeap_fail(err, OEAP_ERR_IO, rel, 0, "path too long");
-	if (!realpath(joined, real)) {
-		if (errno == ENOENT) {
-			*out = strdup(joined);
-			return *out ? 0 : oeap_fail(err, OEAP_ERR_INTERNAL, rel, 0, "out of memory");
-		}
-		return oeap_fail(err, OEAP_ERR_IO, joined, 0, "cannot resolve: %s", strerror(errno));
+	if (strstr(rel, "..") && (strncmp(rel, "../", 3) == 0 || strstr(rel, "/../") || strcmp(rel, "..") == 0 ||
+	                          (strlen(rel) >= 3 && strcmp(rel + strlen(rel) - 3, "/..") == 0)))
+		return oeap_fail(err, OEAP_ERR_IO, rel, 0, "a path with '..' may lead outside the checkout: refusing");
+	/* A missing file: check the deepest directory that exists instead, so a
+	 * path through a symlink out of the tree is refused before it exists. */
+	char probe[PATH_MAX];
+	snprintf(probe, sizeof(probe), "%s", joined);
+	const char *rest = "";
+	while (!realpath(probe, real)) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			return oeap_fail(err, OEAP_ERR_IO, joined, 0, "cannot resolve: %s", strerror(errno));
+		char *slash = strrchr(probe, '/');
+		if (!slash || slash == probe)
+			return oeap_fail(err, OEAP_ERR_IO, joined, 0, "cannot resolve any parent directory");
+		*slash = '\0';
+		rest = joined + (slash - probe);
 	}
 	size_t n = strlen(rroot);
 	if (strcmp(rroot, "/") != 0 && (strncmp(real, rroot, n) != 0 || (real[n] != '/' && real[n] != '\0')))
 		return oeap_fail(err, OEAP_ERR_IO, joined, 0,
 		                 "resolves to %s, outside the checkout %s (a symbolic link out of the tree): refusing",
 		                 real, rroot);
-	*out = strdup(real);
+	char full[PATH_MAX * 2];
+	snprintf(full, sizeof(full), "%s%s", real, rest);
+	*out = strdup(full);
 	return *out ? 0 : oeap_fail(err, OEAP_ERR_INTERNAL, rel, 0, "out of memory");
 }
 

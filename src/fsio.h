@@ -43,9 +43,9 @@ void oeap_unlock(int fd, const char *path);
  */
 int oeap_path_inside(const char *root, const char *rel, char **out, oeap_error *err);
 
-/* Fault injection for crash-safety tests: when $OEAPATCH_FAULT_STEP equals
- * `step`'s ordinal, the process exits at once with status 99 (see
- * docs/reliability.md). Named steps keep the tests readable. */
+/* Fault injection for crash-safety tests: when $OEAPATCH_FAULT_STEP names
+ * `step`, the process exits at once with status 99, as a kill would stop it
+ * there (see docs/reliability.md). */
 void oeap_fault_point(const char *step);
 
 #endif

@@ -20,6 +20,9 @@ static const command commands[] = {
 	{"verify", cmd_verify, "prove the patch is in place, intact, and bound to a loadable library"},
 	{"revert", cmd_revert, "remove exactly what apply inserted"},
 	{"status", cmd_status, "applied or not, which version, drift, library"},
+	/* git integration (libgit2): checkout.h, hook.h */
+	{"check", cmd_check, "dry-run the patch on committed revisions (CI: does upstream still take it?)"},
+	{"hook", cmd_hook, "install/uninstall/status of git hooks that verify or re-apply after pull"},
 	{NULL, NULL, NULL},
 };
 

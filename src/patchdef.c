@@ -45,6 +45,17 @@ static char *trimdup(const char *s)
 	return d;
 }
 
+/* Reads a file the definition names; a missing one is a broken definition
+ * (exit 2 either way, but --json reports the right kind and section). */
+static int read_def_file(const char *path, const char *section, char **data, size_t *len, oeap_error *err)
+{
+	oeap_error io;
+	oeap_error_clear(&io);
+	if (oeap_read_file(path, data, len, &io) == 0)
+		return 0;
+	return oeap_fail(err, OEAP_ERR_DEFINITION, section, 0, "%s: %s", path, io.message);
+}
+
 static int set_str(char **slot, const char *value)
 {
 	free(*slot);
@@ -189,7 +200,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 			free(v);
 			free(def->binding_text);
 			def->binding_text = NULL;
-			if (oeap_read_file(path, &def->binding_text, &len, c->err)) {
+			if (read_def_file(path, "[binding] source", &def->binding_text, &len, c->err)) {
 				c->failed = 1;
 				return 0;
 			}
@@ -310,7 +321,7 @@ static int load_anchor_queries(oeap_patchdef *def, oeap_error *err)
 		char *src = NULL;
 		size_t len = 0;
 		snprintf(path, sizeof(path), "%s/%s", def->dir, a->query_path);
-		if (oeap_read_file(path, &src, &len, err))
+		if (read_def_file(path, where, &src, &len, err))
 			return -1;
 		int rc = oeap_query_new(src, len, path, &a->query, err);
 		free(src);
@@ -320,7 +331,7 @@ static int load_anchor_queries(oeap_patchdef *def, oeap_error *err)
 			return oeap_fail(err, OEAP_ERR_DEFINITION, path, 0, "the query has no capture @%s", a->capture);
 		if (a->contains_path) {
 			snprintf(path, sizeof(path), "%s/%s", def->dir, a->contains_path);
-			if (oeap_read_file(path, &src, &len, err))
+			if (read_def_file(path, where, &src, &len, err))
 				return -1;
 			rc = oeap_query_new(src, len, path, &a->contains, err);
 			free(src);
@@ -359,7 +370,7 @@ static int load_regions(oeap_patchdef *def, oeap_error *err)
 		char path[PATH_MAX];
 		size_t len;
 		snprintf(path, sizeof(path), "%s/%s", def->dir, r->template_path);
-		if (oeap_read_file(path, &r->template_text, &len, err))
+		if (read_def_file(path, where, &r->template_text, &len, err))
 			return -1;
 		if (strstr(r->template_text, "oeapatch") && strstr(r->template_text, ">>>"))
 			return oeap_fail(err, OEAP_ERR_DEFINITION, path, 0,

@@ -51,9 +51,11 @@ int oeap_query_new(const char *source, size_t len, const char *what, oeap_query 
 			const char *name = ts_query_string_value_for_id(q->q, st[i].value_id, &l);
 			if (strcmp(name, "eq?") && strcmp(name, "not-eq?") && strcmp(name, "match?") &&
 			    strcmp(name, "not-match?")) {
+				/* `name` lives in the query: format the message before freeing it. */
+				int rc = oeap_fail(err, OEAP_ERR_DEFINITION, what, 0, "unsupported predicate #%s in pattern %u",
+				                   name, p);
 				oeap_query_free(q);
-				return oeap_fail(err, OEAP_ERR_DEFINITION, what, 0,
-				                 "unsupported predicate #%s in pattern %u", name, p);
+				return rc;
 			}
 		}
 	}

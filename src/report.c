@@ -40,7 +40,10 @@ int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_
 	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
 	opts.context_lines = 3;
 	/* libgit2 treats a buffer with NUL bytes as binary; ours never have them. */
-	if (git_patch_from_buffers(&patch, old, oldlen, path, new_, newlen, path, &opts) < 0 ||
+	/* A NULL side is an absent file: libgit2 then writes /dev/null and the
+	 * "new file" / "deleted file" headers that git apply expects. */
+	if (git_patch_from_buffers(&patch, old, old ? oldlen : 0, old ? path : NULL, new_, new_ ? newlen : 0,
+	                           new_ ? path : NULL, &opts) < 0 ||
 	    git_patch_to_buf(&buf, patch) < 0) {
 		const git_error *e = git_error_last();
 		error = oeap_fail(err, OEAP_ERR_GIT, "diff", 0, "%s", e ? e->message : "libgit2 failed");

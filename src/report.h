@@ -25,7 +25,8 @@ void oeap_print_error(const oeap_error *err);
 /* 1 when `f` should get colour. */
 int oeap_use_color(FILE *f);
 
-/* A unified diff (git's format, from libgit2) between two versions of `path`. */
+/* A unified diff (git's format, from libgit2) between two versions of `path`;
+ * `old` NULL: the file is created, `new_` NULL: it is deleted. */
 int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_, size_t newlen,
               oeap_buf *out, oeap_error *err);
 

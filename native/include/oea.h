@@ -180,8 +180,10 @@ OEA_API int oea_problem_check(const oea_problem *p);
 OEA_API int oea_route_host(const oea_problem *p);
 
 /*
- * CUDA path: one launch on `stream` (a cudaStream_t; NULL = legacy default
- * stream). Returns OEA_ERR_NO_CUDA when the library was built without CUDA,
+ * CUDA path: one launch on `stream` (a cudaStream_t; NULL = the legacy
+ * default stream, which is not capturable: launching on it while another
+ * stream captures a graph invalidates that capture; pass the capturing
+ * stream, e.g. torch.cuda.current_stream().cuda_stream read at call time). Returns OEA_ERR_NO_CUDA when the library was built without CUDA,
  * OEA_ERR_CUDA when the launch itself failed (the launch's own status; the
  * runtime's last error is cleared then). Kernel-side faults surface, as for
  * any kernel, at the caller's next synchronisation. With n == 0 and

@@ -155,7 +155,7 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 		       p->ids_dtype, wrow);
 }
 
-int oea_route_host(const oea_problem *p)
+static int route_host(const oea_problem *p)
 {
 	oea_cpu_rows rows;
 	uint32_t u[OEA_MASK_WORDS] = {0}, tb[OEA_MASK_WORDS] = {0};
@@ -169,8 +169,11 @@ int oea_route_host(const oea_problem *p)
 	memset(&st, 0, sizeof st);
 	R = p->top_k - p->num_shared;
 	nvr = p->n;
-	if (p->num_valid_rows)
-		nvr = *p->num_valid_rows < 0 ? 0 : *p->num_valid_rows < p->n ? *p->num_valid_rows : p->n;
+	if (p->num_valid_rows) {
+		/* Read once: another thread may update the counter meanwhile. */
+		int v = *(const volatile int32_t *)p->num_valid_rows;
+		nvr = v < 0 ? 0 : v < p->n ? v : p->n;
+	}
 
 	/* Phase 1 over all rows: validity, T before, softmax statistics, U. */
 	for (i = 0; i < p->n; i++) {
@@ -223,3 +226,37 @@ int oea_route_host(const oea_problem *p)
 done:
 	return error;
 }
+
+/*
+ * The reference's bits must not depend on the calling thread's floating-point
+ * mode: torch.set_flush_denormal(True) or a library built with -ffast-math
+ * sets FTZ/DAZ for the whole process, which would flush the subnormal results
+ * of oea_exp that the GPU path (built with --ftz=false) keeps. So the call
+ * runs with FTZ and DAZ cleared and restores the caller's mode on return.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+int oea_route_host(const oea_problem *p)
+{
+	unsigned csr = _mm_getcsr();
+	_mm_setcsr(csr & ~0x8040u); /* bit 15 FTZ, bit 6 DAZ */
+	int error = route_host(p);
+	_mm_setcsr(csr);
+	return error;
+}
+#elif defined(__aarch64__)
+int oea_route_host(const oea_problem *p)
+{
+	uint64_t fpcr;
+	__asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+	__asm__ volatile("msr fpcr, %0" ::"r"(fpcr & ~(UINT64_C(1) << 24))); /* FZ */
+	int error = route_host(p);
+	__asm__ volatile("msr fpcr, %0" ::"r"(fpcr));
+	return error;
+}
+#else
+int oea_route_host(const oea_problem *p)
+{
+	return route_host(p);
+}
+#endif

@@ -34,6 +34,7 @@ struct oea_smem {
 	float s[OEA_MAX_ROWS];
 	uint8_t state[OEA_MAX_ROWS];
 	unsigned valid, invalid, nonfinite;
+	int nvr; /* rows below this are candidates (num_valid_rows, clamped) */
 };
 
 __device__ __forceinline__ int oea_dbit(const uint32_t *mask, int e)
@@ -93,26 +94,30 @@ __global__ void __launch_bounds__(1024, 1) oea_kernel(oea_problem p)
 	const int nwarps = blockDim.x >> 5;
 	const int R = p.top_k - p.num_shared, E = p.num_experts;
 	const int gsize = p.num_expert_group > 0 ? E / p.num_expert_group : 0;
-	int nvr = p.n;
-
-	if (p.num_valid_rows) {
-		int v = *p.num_valid_rows;
-		nvr = v < 0 ? 0 : v < p.n ? v : p.n;
-	}
 	if (threadIdx.x < OEA_MASK_WORDS) {
 		sm.u[threadIdx.x] = 0;
 		sm.tb[threadIdx.x] = 0;
 	}
-	if (threadIdx.x == 0)
+	if (threadIdx.x == 0) {
 		sm.valid = sm.invalid = sm.nonfinite = 0;
+		/* One read for the whole block: a counter the caller updates while
+		 * the kernel runs must not give two warps two different answers. */
+		int v = p.num_valid_rows ? *(const volatile int32_t *)p.num_valid_rows : p.n;
+		sm.nvr = v < 0 ? 0 : v < p.n ? v : p.n;
+	}
 	__syncthreads();
+	const int nvr = sm.nvr;
 
 	/* Phase 1: validity, T before, softmax statistics, U. */
 	for (int i = warp; i < p.n; i += nwarps) {
 		const void *lrow = oea_row_ptr(p.logits, p.logits_dtype, p.logits_row_stride, i);
 		const void *irow = oea_row_ptr(p.ids, p.ids_dtype, p.ids_row_stride, i);
-		/* Every lane classifies the row: the result is warp-uniform. */
-		int st = i < nvr ? oea_row_classify(irow, p.ids_dtype, R, E) : 0xff;
+		/* Lane 0 classifies the row and the warp takes its answer, so the
+		 * `continue` below is warp-uniform even if ids change under us. */
+		int st = 0xff;
+		if (lane == 0 && i < nvr)
+			st = oea_row_classify(irow, p.ids_dtype, R, E);
+		st = __shfl_sync(OEA_FULL, st, 0);
 
 		if (lane == 0) {
 			sm.state[i] = (uint8_t)st;
@@ -287,7 +292,8 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 		error = OEA_ERR_INVALID_ARGUMENT;
 		goto done;
 	}
-	if (p->n == 0 && !p->stats)
+	/* Nothing to write: no rows, or k0 >= R (every row stays as it is). */
+	if ((p->n == 0 || p->k0 >= p->top_k - p->num_shared) && !p->stats)
 		goto done;
 
 	memcpy(&q, p, sizeof q);

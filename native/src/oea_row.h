@@ -19,10 +19,17 @@
 #ifndef OEA_ROW_H
 #define OEA_ROW_H
 
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "oea.h"
+
+/* Single-precision expressions must be evaluated in single precision (SSE,
+ * not x87 extended precision), or the C side rounds differently. */
+#if !defined(__CUDACC__) && defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#error "oea_row.h needs FLT_EVAL_METHOD == 0 (build with SSE2 math, not x87 / -mfpmath=387)"
+#endif
 
 #if defined(__CUDACC__)
 #define OEA_HD static __host__ __device__ __forceinline__

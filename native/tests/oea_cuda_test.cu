@@ -154,6 +154,48 @@ static int dev_matches(const tcase *tc, const dev_case *d, const host_out *h, co
 	return ok;
 }
 
+/*
+ * torch captures graphs in cudaStreamCaptureModeGlobal, and the first call a
+ * process makes into liboea may well be inside such a capture (its private
+ * static cudart initialises then). Run exactly that before anything else.
+ */
+static int first_call_inside_global_capture(cudaStream_t stream, unsigned long seed)
+{
+	tc_rng r = {seed};
+	tcase tc;
+	dev_case d;
+	host_out h;
+	oea_problem p;
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	int ok, rc;
+
+	if (tcase_random(&tc, &r, 60000))
+		return 0;
+	host_ref(&tc, NULL, &h);
+	dev_upload(&tc, &d);
+	dev_reset(&tc, &d);
+	p = dev_problem(&tc, &d);
+	CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+	rc = oea_route_cuda(&p, stream);
+	CK(cudaStreamEndCapture(stream, &g));
+	if (rc != OEA_OK) {
+		fprintf(stderr, "oea_cuda_test: first call, captured (global mode): %s\n", oea_status_message(rc));
+		return 0;
+	}
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	CK(cudaGraphLaunch(ge, stream));
+	CK(cudaStreamSynchronize(stream));
+	ok = h.rc == OEA_OK && dev_matches(&tc, &d, &h, "first call in a global-mode capture", seed);
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	dev_free(&d);
+	free(h.ids);
+	free(h.w);
+	tcase_free(&tc);
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
 	int cases = 3000, k, bad = 0, graphs = 0, ndev = 0;
@@ -179,6 +221,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	if (!first_call_inside_global_capture(stream, seed ^ 0xabcdefu)) {
+		fprintf(stderr, "oea_cuda_test: MISMATCH or failure in the first, captured call\n");
+		return 1;
+	}
 
 	for (k = 0; k < cases && bad < 10; k++) {
 		unsigned long s = seed + (unsigned long)k;
@@ -215,7 +261,9 @@ int main(int argc, char **argv)
 			cudaGraphExec_t ge;
 			int rep;
 
-			CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+			/* Both capture modes: torch uses Global, others ThreadLocal. */
+			CK(cudaStreamBeginCapture(stream, k % 8 == 0 ? cudaStreamCaptureModeGlobal
+			                                             : cudaStreamCaptureModeThreadLocal));
 			rc = oea_route_cuda(&p, stream);
 			CK(cudaStreamEndCapture(stream, &g));
 			if (rc != OEA_OK) {

@@ -1,0 +1,600 @@
+#include "checkout.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int oeap_git_fail(oeap_error *err, const char *where, const char *what)
+{
+	const git_error *e = git_error_last();
+	return oeap_fail(err, OEAP_ERR_GIT, where, 0, "%s: %s", what,
+	                 e && e->message ? e->message : "unknown libgit2 error");
+}
+
+static char *dup_str(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int oeap_repo_open(const char *dir, git_repository **repo, char **prefix, oeap_error *err)
+{
+	*repo = NULL;
+	if (prefix)
+		*prefix = NULL;
+	if (git_repository_open_ext(repo, dir, 0, NULL))
+		return oeap_git_fail(err, dir, "not a git repository (or a parent of one)");
+	if (!prefix)
+		return 0;
+	const char *wd = git_repository_workdir(*repo);
+	char *real = realpath(dir, NULL);
+	char *wreal = wd ? realpath(wd, NULL) : NULL;
+	const char *rest = "";
+	if (real && wreal) {
+		size_t n = strlen(wreal);
+		if (strncmp(real, wreal, n) == 0 && (real[n] == '/' || real[n] == '\0'))
+			rest = real[n] == '/' ? real + n + 1 : "";
+	}
+	size_t rl = strlen(rest);
+	*prefix = malloc(rl + 2);
+	if (*prefix) {
+		memcpy(*prefix, rest, rl);
+		if (rl)
+			(*prefix)[rl++] = '/';
+		(*prefix)[rl] = '\0';
+	}
+	free(real);
+	free(wreal);
+	if (!*prefix) {
+		git_repository_free(*repo);
+		*repo = NULL;
+		return oeap_fail(err, OEAP_ERR_INTERNAL, dir, 0, "out of memory");
+	}
+	return 0;
+}
+
+char *oeap_repo_toplevel(git_repository *repo)
+{
+	const char *wd = git_repository_workdir(repo);
+	if (!wd)
+		return NULL;
+	char *top = strdup(wd);
+	size_t n = top ? strlen(top) : 0;
+	while (top && n > 1 && top[n - 1] == '/')
+		top[--n] = '\0';
+	return top;
+}
+
+/* The blob at `path` in `tree`: 0 found, 1 absent (or not a file), -1 error. */
+static int tree_blob(const git_tree *tree, const char *path, git_oid *id, oeap_error *err)
+{
+	git_tree_entry *e = NULL;
+	int rc = git_tree_entry_bypath(&e, tree, path);
+	if (rc == GIT_ENOTFOUND) {
+		git_error_clear();
+		return 1;
+	}
+	if (rc)
+		return oeap_git_fail(err, path, "cannot read the tree");
+	int is_blob = git_tree_entry_type(e) == GIT_OBJECT_BLOB;
+	if (is_blob)
+		git_oid_cpy(id, git_tree_entry_id(e));
+	git_tree_entry_free(e);
+	return is_blob ? 0 : 1;
+}
+
+static int read_blob(git_repository *repo, const git_oid *id, char **data, size_t *len, oeap_error *err)
+{
+	git_blob *blob = NULL;
+	if (git_blob_lookup(&blob, repo, id))
+		return oeap_git_fail(err, "blob", "cannot read the file's blob");
+	git_object_size_t n = git_blob_rawsize(blob);
+	char *d = malloc((size_t)n + 1);
+	if (!d) {
+		git_blob_free(blob);
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "blob", 0, "out of memory");
+	}
+	memcpy(d, git_blob_rawcontent(blob), (size_t)n);
+	d[n] = '\0';
+	git_blob_free(blob);
+	*data = d;
+	*len = (size_t)n;
+	return 0;
+}
+
+int oeap_commit_blob(git_repository *repo, const git_commit *commit, const char *path, git_oid *id,
+                     char **data, size_t *len, oeap_error *err)
+{
+	git_tree *tree = NULL;
+	if (git_commit_tree(&tree, commit))
+		return oeap_git_fail(err, path, "cannot read the commit's tree");
+	int rc = tree_blob(tree, path, id, err);
+	git_tree_free(tree);
+	if (rc == 0 && data)
+		rc = read_blob(repo, id, data, len, err);
+	return rc;
+}
+
+int oeap_resolve_commit(git_repository *repo, const char *rev, git_commit **out, oeap_error *err)
+{
+	git_object *obj = NULL;
+	*out = NULL;
+	if (git_revparse_single(&obj, repo, rev)) {
+		if ((!strcmp(rev, "HEAD") || !strncmp(rev, "HEAD~", 5) || !strncmp(rev, "HEAD^", 5) ||
+		     !strncmp(rev, "@", 1)) &&
+		    git_repository_head_unborn(repo) == 1) {
+			git_error_clear();
+			return oeap_fail(err, OEAP_ERR_GIT, rev, 0,
+			                 "HEAD is unborn: the current branch has no commits yet, so there is nothing to "
+			                 "read");
+		}
+		return oeap_git_fail(err, rev, "not a revision of this repository");
+	}
+	int rc = git_object_peel((git_object **)out, obj, GIT_OBJECT_COMMIT);
+	git_object_free(obj);
+	if (rc)
+		return oeap_git_fail(err, rev, "does not name a commit");
+	return 0;
+}
+
+void oeap_revs_free(oeap_revs *revs)
+{
+	for (size_t i = 0; i < revs->n; i++) {
+		free(revs->items[i].subject);
+		free(revs->items[i].path);
+		free(revs->items[i].renamed_from);
+	}
+	free(revs->items);
+	memset(revs, 0, sizeof(*revs));
+}
+
+/* ---- a small map from object ids to an index or a string ---------------- */
+
+typedef struct oid_map {
+	git_oid *keys;
+	size_t *vals;
+	unsigned char *used;
+	size_t cap, n;
+} oid_map;
+
+static size_t oid_hash(const git_oid *id)
+{
+	size_t h;
+	memcpy(&h, id->id, sizeof(h)); /* object ids are already uniformly distributed */
+	return h;
+}
+
+static int oid_map_grow(oid_map *m)
+{
+	oid_map bigger = {0};
+	bigger.cap = m->cap ? m->cap * 2 : 256;
+	bigger.keys = calloc(bigger.cap, sizeof(git_oid));
+	bigger.vals = calloc(bigger.cap, sizeof(size_t));
+	bigger.used = calloc(bigger.cap, 1);
+	if (!bigger.keys || !bigger.vals || !bigger.used) {
+		free(bigger.keys);
+		free(bigger.vals);
+		free(bigger.used);
+		return -1;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (!m->used[i])
+			continue;
+		size_t j = oid_hash(&m->keys[i]) & (bigger.cap - 1);
+		while (bigger.used[j])
+			j = (j + 1) & (bigger.cap - 1);
+		bigger.used[j] = 1;
+		bigger.keys[j] = m->keys[i];
+		bigger.vals[j] = m->vals[i];
+	}
+	bigger.n = m->n;
+	free(m->keys);
+	free(m->vals);
+	free(m->used);
+	*m = bigger;
+	return 0;
+}
+
+/* The slot of `id`, or where it would go. */
+static size_t oid_map_slot(const oid_map *m, const git_oid *id)
+{
+	size_t j = oid_hash(id) & (m->cap - 1);
+	while (m->used[j] && !git_oid_equal(&m->keys[j], id))
+		j = (j + 1) & (m->cap - 1);
+	return j;
+}
+
+static const size_t *oid_map_get(const oid_map *m, const git_oid *id)
+{
+	if (!m->cap)
+		return NULL;
+	size_t j = oid_map_slot(m, id);
+	return m->used[j] ? &m->vals[j] : NULL;
+}
+
+/* Sets `id` -> `val` unless `id` is there already. Returns -1 on OOM. */
+static int oid_map_put_new(oid_map *m, const git_oid *id, size_t val)
+{
+	if ((m->n + 1) * 2 > m->cap && oid_map_grow(m))
+		return -1;
+	size_t j = oid_map_slot(m, id);
+	if (m->used[j])
+		return 0;
+	m->used[j] = 1;
+	m->keys[j] = *id;
+	m->vals[j] = val;
+	m->n++;
+	return 0;
+}
+
+static void oid_map_free(oid_map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	free(m->used);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Paths met during a walk, each stored once; the map holds their indexes. */
+typedef struct path_pool {
+	char **items;
+	size_t n;
+} path_pool;
+
+static long pool_intern(path_pool *p, const char *s)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (!strcmp(p->items[i], s))
+			return (long)i;
+	char **grown = realloc(p->items, (p->n + 1) * sizeof(*grown));
+	if (!grown)
+		return -1;
+	p->items = grown;
+	if (!(p->items[p->n] = strdup(s)))
+		return -1;
+	return (long)p->n++;
+}
+
+static void pool_free(path_pool *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->items[i]);
+	free(p->items);
+	memset(p, 0, sizeof(*p));
+}
+
+/* ---- revisions ------------------------------------------------------------ */
+
+static int revs_has(const oeap_revs *revs, const git_oid *id)
+{
+	for (size_t i = 0; i < revs->n; i++)
+		if (git_oid_equal(&revs->items[i].commit, id))
+			return 1;
+	return 0;
+}
+
+static int revs_push(git_repository *repo, oeap_revs *revs, const git_commit *c, const char *path,
+                     const char *renamed_from, oeap_rev_kind kind, int has_blob, const git_oid *blob,
+                     oeap_error *err)
+{
+	if (revs->n == revs->cap) {
+		size_t cap = revs->cap ? revs->cap * 2 : 32;
+		oeap_rev *grown = realloc(revs->items, cap * sizeof(*grown));
+		if (!grown)
+			return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+		revs->items = grown;
+		revs->cap = cap;
+	}
+	oeap_rev *r = &revs->items[revs->n];
+	memset(r, 0, sizeof(*r));
+	git_oid_cpy(&r->commit, git_commit_id(c));
+	git_buf sb = GIT_BUF_INIT;
+	if (git_object_short_id(&sb, (const git_object *)c) == 0 && sb.size < sizeof(r->short_id))
+		memcpy(r->short_id, sb.ptr, sb.size + 1);
+	else
+		git_oid_tostr(r->short_id, 8, git_commit_id(c));
+	git_buf_dispose(&sb);
+	git_error_clear();
+	time_t t = (time_t)git_commit_time(c) + (time_t)git_commit_time_offset(c) * 60;
+	struct tm tm;
+	if (gmtime_r(&t, &tm))
+		strftime(r->date, sizeof(r->date), "%Y-%m-%d", &tm);
+	const char *summary = git_commit_summary((git_commit *)c);
+	r->subject = dup_str(summary ? summary : "");
+	r->path = dup_str(path);
+	r->renamed_from = dup_str(renamed_from);
+	r->kind = kind;
+	r->has_blob = has_blob;
+	if (has_blob)
+		git_oid_cpy(&r->blob, blob);
+	if (!r->subject || !r->path || (renamed_from && !r->renamed_from)) {
+		free(r->subject);
+		free(r->path);
+		free(r->renamed_from);
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+	}
+	revs->n++;
+	(void)repo;
+	return 0;
+}
+
+/*
+ * `path` exists in `tree` but not in `ptree`: was it renamed (or copied with
+ * the original removed) from another path? *old is that path (caller frees)
+ * or NULL.
+ */
+static int find_rename(git_repository *repo, git_tree *ptree, git_tree *tree, const char *path, char **old,
+                       oeap_error *err)
+{
+	git_diff *diff = NULL;
+	git_diff_options opts;
+	git_diff_find_options fo;
+	*old = NULL;
+	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+	git_diff_find_options_init(&fo, GIT_DIFF_FIND_OPTIONS_VERSION);
+	if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &opts))
+		return oeap_git_fail(err, path, "cannot diff trees to follow a rename");
+	fo.flags = GIT_DIFF_FIND_RENAMES;
+	if (git_diff_find_similar(diff, &fo)) {
+		git_diff_free(diff);
+		return oeap_git_fail(err, path, "cannot look for renames");
+	}
+	size_t n = git_diff_num_deltas(diff);
+	for (size_t i = 0; i < n; i++) {
+		const git_diff_delta *d = git_diff_get_delta(diff, i);
+		if (d->status == GIT_DELTA_RENAMED && d->new_file.path && !strcmp(d->new_file.path, path)) {
+			*old = dup_str(d->old_file.path);
+			break;
+		}
+	}
+	git_diff_free(diff);
+	return 0;
+}
+
+static int add_named(git_repository *repo, const char *spec, const char *path, oeap_revs *revs,
+                     oeap_error *err)
+{
+	git_commit *c = NULL;
+	git_oid blob;
+	if (oeap_resolve_commit(repo, spec, &c, err))
+		return -1;
+	int rc = 0;
+	if (!revs_has(revs, git_commit_id(c))) {
+		int has = oeap_commit_blob(repo, c, path, &blob, NULL, NULL, err);
+		rc = has < 0 ? -1 : revs_push(repo, revs, c, path, NULL, OEAP_REV_NAMED, has == 0, &blob, err);
+	}
+	git_commit_free(c);
+	return rc;
+}
+
+int oeap_revs_add(git_repository *repo, const char *spec, const char *path, size_t max, oeap_revs *revs,
+                  oeap_error *err)
+{
+	if (spec && !strstr(spec, ".."))
+		return add_named(repo, spec, path, revs, err);
+
+	int error = 0;
+	git_revwalk *walk = NULL;
+	oid_map paths = {0};
+	path_pool pool = {0};
+	git_commit *c = NULL, *parent = NULL;
+	git_tree *tree = NULL, *ptree = NULL;
+	char *old = NULL;
+	size_t added = 0;
+	const char *what = spec ? spec : "HEAD";
+
+	if (!spec && git_repository_head_unborn(repo) == 1) {
+		git_error_clear();
+		return oeap_fail(err, OEAP_ERR_GIT, "HEAD", 0,
+		                 "HEAD is unborn: the current branch has no commits yet, so no revision touched %s",
+		                 path);
+	}
+	if (spec && strstr(spec, "..."))
+		return oeap_fail(err, OEAP_ERR_USAGE, spec, 0,
+		                 "symmetric ranges (A...B) are not supported: give A..B and B..A");
+	if (git_revwalk_new(&walk, repo) || git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME)) {
+		error = oeap_git_fail(err, what, "cannot walk the history");
+		goto done;
+	}
+	if (spec ? git_revwalk_push_range(walk, spec) : git_revwalk_push_head(walk)) {
+		error = oeap_git_fail(err, what, spec ? "not a range of this repository" : "cannot read HEAD");
+		goto done;
+	}
+	long start = pool_intern(&pool, path);
+	if (start < 0) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+		goto done;
+	}
+
+	git_oid id;
+	int rc;
+	while ((rc = git_revwalk_next(&id, walk)) == 0) {
+		/* Topological order: every child came first and told us this
+		 * commit's name for the file; a tip has the name we were given. */
+		const size_t *pi = oid_map_get(&paths, &id);
+		const char *p = pool.items[pi ? *pi : (size_t)start];
+		git_oid blob, pblob;
+		int has, phas = 1;
+		memset(&blob, 0, sizeof(blob));
+		memset(&pblob, 0, sizeof(pblob));
+		const char *ppath = p;
+
+		if (git_commit_lookup(&c, repo, &id) || git_commit_tree(&tree, c)) {
+			error = oeap_git_fail(err, what, "cannot read a commit of the walk");
+			goto done;
+		}
+		if ((has = tree_blob(tree, p, &blob, err)) < 0) {
+			error = -1;
+			goto done;
+		}
+		unsigned np = git_commit_parentcount(c);
+		for (unsigned i = 0; i < np; i++) {
+			const char *pp = p;
+			int ph;
+			git_oid pb;
+			if (git_commit_parent(&parent, c, i) || git_commit_tree(&ptree, parent)) {
+				error = oeap_git_fail(err, what, "cannot read a parent commit");
+				goto done;
+			}
+			if ((ph = tree_blob(ptree, p, &pb, err)) < 0) {
+				error = -1;
+				goto done;
+			}
+			if (ph == 1 && has == 0) {
+				if (find_rename(repo, ptree, tree, p, &old, err)) {
+					error = -1;
+					goto done;
+				}
+				if (old) {
+					long k = pool_intern(&pool, old);
+					if (k < 0) {
+						error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+						goto done;
+					}
+					pp = pool.items[k];
+					if ((ph = tree_blob(ptree, pp, &pb, err)) < 0) {
+						error = -1;
+						goto done;
+					}
+					free(old);
+					old = NULL;
+				}
+			}
+			if (i == 0) {
+				phas = ph == 0;
+				pblob = pb;
+				ppath = pp;
+			}
+			long k = pool_intern(&pool, pp);
+			if (k < 0 || oid_map_put_new(&paths, git_commit_id(parent), (size_t)k)) {
+				error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+				goto done;
+			}
+			git_tree_free(ptree);
+			git_commit_free(parent);
+			ptree = NULL;
+			parent = NULL;
+		}
+		if (np == 0)
+			phas = 0;
+
+		int touched = 0;
+		oeap_rev_kind kind = OEAP_REV_CHANGED;
+		if (has == 0 && !phas)
+			touched = 1; /* added here (or a root commit that has it) */
+		else if (has == 0 && phas)
+			touched = !git_oid_equal(&blob, &pblob) || strcmp(p, ppath) != 0;
+		else if (has != 0 && phas) {
+			touched = 1;
+			kind = OEAP_REV_DELETED;
+		}
+		if (touched && !revs_has(revs, &id)) {
+			const char *from = has == 0 && phas && strcmp(p, ppath) ? ppath : NULL;
+			if (revs_push(repo, revs, c, p, from, kind, has == 0, &blob, err)) {
+				error = -1;
+				goto done;
+			}
+			if (max && ++added >= max)
+				break;
+		}
+		git_tree_free(tree);
+		git_commit_free(c);
+		tree = NULL;
+		c = NULL;
+	}
+	if (rc != 0 && rc != GIT_ITEROVER) {
+		error = oeap_git_fail(err, what, "the history walk failed");
+		goto done;
+	}
+	git_error_clear();
+done:
+	free(old);
+	git_tree_free(ptree);
+	git_commit_free(parent);
+	git_tree_free(tree);
+	git_commit_free(c);
+	git_revwalk_free(walk);
+	oid_map_free(&paths);
+	pool_free(&pool);
+	return error;
+}
+
+/* ---- the dry run ------------------------------------------------------------ */
+
+const char *oeap_land_name(oeap_land l)
+{
+	switch (l) {
+	case OEAP_LAND_LANDS: return "lands";
+	case OEAP_LAND_APPLIED: return "applied";
+	case OEAP_LAND_FAILS: return "fails";
+	case OEAP_LAND_MISSING: return "missing";
+	case OEAP_LAND_DELETED: return "deleted";
+	}
+	return "unknown";
+}
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int oeap_check_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                     oeap_check_result *res)
+{
+	oeap_outcome o;
+	memset(res, 0, sizeof(*res));
+	double t0 = now_seconds();
+	/* apply is the whole pipeline: anchors resolved, result read back with
+	 * verify's own checks; a failure names the anchor or check and why. */
+	if (oeap_apply_bytes(def, buf, len, what, &o, &res->err) == 0) {
+		res->land = o.before == OEAP_STATE_APPLIED ? OEAP_LAND_APPLIED : OEAP_LAND_LANDS;
+		res->before = o.before;
+		oeap_outcome_free(&o);
+	} else {
+		res->land = OEAP_LAND_FAILS;
+		if (res->err.kind == OEAP_ERR_INTERNAL && !strcmp(res->err.message, "out of memory"))
+			return -1;
+	}
+	res->seconds = now_seconds() - t0;
+	return 0;
+}
+
+int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_revs *revs,
+                    oeap_check_result *results, oeap_error *err)
+{
+	int error = 0;
+	oid_map seen = {0}; /* blob id -> index of the first revision with it */
+	for (size_t i = 0; i < revs->n; i++) {
+		const oeap_rev *r = &revs->items[i];
+		oeap_check_result *res = &results[i];
+		memset(res, 0, sizeof(*res));
+		if (!r->has_blob) {
+			res->land = r->kind == OEAP_REV_DELETED ? OEAP_LAND_DELETED : OEAP_LAND_MISSING;
+			continue;
+		}
+		const size_t *at = oid_map_get(&seen, &r->blob);
+		if (at) {
+			*res = results[*at];
+			res->seconds = 0;
+			continue;
+		}
+		char *data = NULL;
+		size_t len = 0;
+		if (read_blob(repo, &r->blob, &data, &len, err)) {
+			error = -1;
+			break;
+		}
+		int rc = oeap_check_bytes(def, data, len, r->path, res);
+		free(data);
+		if (rc || oid_map_put_new(&seen, &r->blob, i)) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+			break;
+		}
+	}
+	oid_map_free(&seen);
+	return error;
+}

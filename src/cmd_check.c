@@ -1,0 +1,323 @@
+/*
+ * oeapatch check: will the patch land on these revisions? Each revision's
+ * target blob is read straight from the object database and the patch is
+ * dry-run on it in memory (apply, which resolves every anchor and verifies
+ * its own result). No checkout, no work tree: bare repositories and mirrors
+ * work the same. Revisions that share a blob are checked once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkout.h"
+#include "cli.h"
+#include "fsio.h"
+#include "pipeline.h"
+
+enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE };
+
+typedef struct check_opts {
+	const char *junit;
+	size_t max;
+} check_opts;
+
+static int on_option(int val, const char *arg, void *user)
+{
+	check_opts *o = user;
+	char *end = NULL;
+	switch (val) {
+	case OPT_JUNIT:
+		o->junit = arg;
+		return 0;
+	case 'n': {
+		errno = 0;
+		long n = strtol(arg, &end, 10);
+		if (errno || !end || *end || n < 1) {
+			oeap_msg("check: --max-count: '%s' is not a positive number", arg);
+			return -1;
+		}
+		o->max = (size_t)n;
+		return 0;
+	}
+	}
+	return -1;
+}
+
+static const oeap_option options[] = {
+	OEAP_COMMON_OPTIONS,
+	{"junit", required_argument, OPT_JUNIT, "FILE", "also write the results as JUnit XML to FILE (for CI)"},
+	{"max-count", required_argument, 'n', "N", "a range walk stops after the N newest revisions that touched the file"},
+	{NULL, 0, 0, NULL, NULL},
+};
+
+static int failed(const oeap_check_result *r)
+{
+	return r->land != OEAP_LAND_LANDS && r->land != OEAP_LAND_APPLIED;
+}
+
+/* At most `max` bytes of `s`, not cutting a UTF-8 sequence. */
+static int clip(const char *s, int max)
+{
+	int n = (int)strlen(s);
+	if (n <= max)
+		return n;
+	n = max;
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}
+
+/* The detail after the verdict: why it fails, or what is special about it. */
+static void describe(const oeap_patchdef *def, const oeap_rev *r, const oeap_check_result *res, char *out,
+                     size_t cap)
+{
+	switch (res->land) {
+	case OEAP_LAND_LANDS:
+		if (res->before == OEAP_STATE_STALE)
+			snprintf(out, cap, "carries an older version or moved regions: apply would refresh them");
+		else
+			snprintf(out, cap, "every anchor resolves once, the result verifies");
+		break;
+	case OEAP_LAND_APPLIED:
+		snprintf(out, cap, "already carries %s/%d, and it verifies", def->name, def->version);
+		break;
+	case OEAP_LAND_FAILS:
+		if (res->err.line)
+			snprintf(out, cap, "%s: line %ld: %s", res->err.where, res->err.line, res->err.message);
+		else
+			snprintf(out, cap, "%s: %s", res->err.where, res->err.message);
+		break;
+	case OEAP_LAND_MISSING:
+		snprintf(out, cap, "no %s at %s", r->path, r->short_id);
+		break;
+	case OEAP_LAND_DELETED:
+		snprintf(out, cap, "this commit deletes %s", r->path);
+		break;
+	}
+}
+
+static int xml_escape(oeap_buf *b, const char *s)
+{
+	int rc = 0;
+	for (; *s && !rc; s++) {
+		unsigned char c = (unsigned char)*s;
+		switch (c) {
+		case '&': rc = oeap_buf_puts(b, "&amp;"); break;
+		case '<': rc = oeap_buf_puts(b, "&lt;"); break;
+		case '>': rc = oeap_buf_puts(b, "&gt;"); break;
+		case '"': rc = oeap_buf_puts(b, "&quot;"); break;
+		case '\'': rc = oeap_buf_puts(b, "&apos;"); break;
+		default:
+			/* XML 1.0 has no place for other control characters. */
+			if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+				rc = oeap_buf_puts(b, "?");
+			else
+				rc = oeap_buf_put(b, s, 1);
+		}
+	}
+	return rc;
+}
+
+static int write_junit(const char *file, const oeap_patchdef *def, const oeap_revs *revs,
+                       const oeap_check_result *res, size_t nfailed, double total, oeap_error *err)
+{
+	oeap_buf b = OEAP_BUF_INIT;
+	char detail[1024], ts[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", gmtime_r(&now, &tm));
+	int rc = oeap_buf_printf(&b,
+	                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	                         "<testsuite name=\"oeapatch check\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" "
+	                         "skipped=\"0\" time=\"%.3f\" timestamp=\"%s\">\n"
+	                         "  <properties>\n"
+	                         "    <property name=\"patch\" value=\"",
+	                         revs->n, nfailed, total, ts);
+	rc |= xml_escape(&b, def->name);
+	rc |= oeap_buf_printf(&b, "/%d\"/>\n    <property name=\"file\" value=\"", def->version);
+	rc |= xml_escape(&b, def->target);
+	rc |= oeap_buf_puts(&b, "\"/>\n  </properties>\n");
+	for (size_t i = 0; i < revs->n && !rc; i++) {
+		const oeap_rev *r = &revs->items[i];
+		char full[GIT_OID_HEXSZ + 1];
+		git_oid_tostr(full, sizeof(full), &r->commit);
+		rc |= oeap_buf_puts(&b, "  <testcase classname=\"oeapatch.check.");
+		rc |= xml_escape(&b, def->name);
+		rc |= oeap_buf_printf(&b, "\" name=\"%s %s ", r->short_id, r->date);
+		rc |= xml_escape(&b, r->subject);
+		rc |= oeap_buf_printf(&b, "\" time=\"%.4f\"", res[i].seconds);
+		describe(def, r, &res[i], detail, sizeof(detail));
+		if (!failed(&res[i])) {
+			rc |= oeap_buf_puts(&b, "/>\n");
+			continue;
+		}
+		rc |= oeap_buf_puts(&b, ">\n    <failure message=\"");
+		rc |= xml_escape(&b, detail);
+		rc |= oeap_buf_printf(&b, "\" type=\"%s\">commit %s\nfile %s\n", oeap_land_name(res[i].land), full, r->path);
+		rc |= xml_escape(&b, detail);
+		rc |= oeap_buf_puts(&b, "</failure>\n  </testcase>\n");
+	}
+	rc |= oeap_buf_puts(&b, "</testsuite>\n");
+	if (rc) {
+		oeap_buf_free(&b);
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "--junit", 0, "out of memory");
+	}
+	rc = oeap_write_atomic(file, b.data, b.len, 0644, err);
+	oeap_buf_free(&b);
+	return rc;
+}
+
+static double now_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	int rc = OEAP_EXIT_OK, first = 0;
+	oeap_cli cli;
+	check_opts o = {NULL, 0};
+	oeap_error err;
+	git_repository *repo = NULL;
+	char *prefix = NULL, *path = NULL;
+	oeap_revs revs = {0};
+	oeap_check_result *res = NULL;
+	size_t counts[OEAP_LAND_DELETED + 1] = {0};
+	char detail[1024];
+	oeap_error_clear(&err);
+
+	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--json] [REV | A..B ...]",
+	                       "Dry-run the patch on the target file as committed at each revision, read from the "
+	                       "object database (no checkout; bare repositories work). REV checks that revision; "
+	                       "A..B the commits reachable from B and not from A that touched the file; no argument "
+	                       "every commit reachable from HEAD that touched it (renames are followed). Exit 1 when "
+	                       "any revision fails, lacks the file, or deletes it.",
+	                       options, argc, argv, on_option, &o, &first);
+	if (p)
+		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
+	if (oeap_cli_open(&cli, 0, &err) || oeap_repo_open(cli.root, &repo, &prefix, &err))
+		goto fail;
+	if (!(path = malloc(strlen(prefix) + strlen(cli.def->target) + 1))) {
+		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+		goto fail;
+	}
+	sprintf(path, "%s%s", prefix, cli.def->target);
+
+	double t0 = now_seconds();
+	if (first == argc) {
+		if (oeap_revs_add(repo, NULL, path, o.max, &revs, &err))
+			goto fail;
+		if (revs.n == 0) {
+			oeap_fail(&err, OEAP_ERR_INPUT, path, 0,
+			          "no commit reachable from HEAD has this file: is this a repository of the framework %s "
+			          "patches?",
+			          cli.def->name);
+			goto fail;
+		}
+	}
+	for (int i = first; i < argc; i++)
+		if (oeap_revs_add(repo, argv[i], path, o.max, &revs, &err))
+			goto fail;
+	if (revs.n && !(res = calloc(revs.n, sizeof(*res)))) {
+		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+		goto fail;
+	}
+	if (oeap_check_revs(repo, cli.def, &revs, res, &err))
+		goto fail;
+	double total = now_seconds() - t0;
+
+	size_t nfailed = 0;
+	for (size_t i = 0; i < revs.n; i++) {
+		counts[res[i].land]++;
+		nfailed += failed(&res[i]);
+	}
+
+	if (cli.json) {
+		json_t *j = json_object(), *arr = json_array();
+		for (size_t i = 0; i < revs.n; i++) {
+			const oeap_rev *r = &revs.items[i];
+			char full[GIT_OID_HEXSZ + 1], blob[GIT_OID_HEXSZ + 1];
+			git_oid_tostr(full, sizeof(full), &r->commit);
+			git_oid_tostr(blob, sizeof(blob), &r->blob);
+			describe(cli.def, r, &res[i], detail, sizeof(detail));
+			json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b}", "commit", full, "short", r->short_id,
+			                      "date", r->date, "subject", r->subject, "path", r->path, "status",
+			                      oeap_land_name(res[i].land), "detail", detail, "ok", !failed(&res[i]));
+			json_object_set_new(e, "named", json_boolean(r->kind == OEAP_REV_NAMED));
+			json_object_set_new(e, "blob", r->has_blob ? json_string(blob) : json_null());
+			json_object_set_new(e, "renamed_from", r->renamed_from ? json_string(r->renamed_from) : json_null());
+			if (res[i].land == OEAP_LAND_LANDS || res[i].land == OEAP_LAND_APPLIED)
+				json_object_set_new(e, "before", json_string(oeap_file_state_name(res[i].before)));
+			if (res[i].land == OEAP_LAND_FAILS)
+				json_object_set_new(e, "error", oeap_json_error(&res[i].err));
+			json_array_append_new(arr, e);
+		}
+		json_object_set_new(j, "command", json_string("check"));
+		json_object_set_new(j, "ok", json_boolean(nfailed == 0));
+		json_object_set_new(j, "file", json_string(path));
+		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
+		json_object_set_new(j, "revisions", arr);
+		json_object_set_new(j, "summary",
+		                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "revisions", (json_int_t)revs.n, "lands",
+		                              (json_int_t)counts[OEAP_LAND_LANDS], "applied",
+		                              (json_int_t)counts[OEAP_LAND_APPLIED], "fails",
+		                              (json_int_t)counts[OEAP_LAND_FAILS], "missing",
+		                              (json_int_t)counts[OEAP_LAND_MISSING], "deleted",
+		                              (json_int_t)counts[OEAP_LAND_DELETED], "failed", (json_int_t)nfailed,
+		                              "seconds", total));
+		oeap_json_emit(j);
+	} else {
+		int color = oeap_use_color(stdout);
+		for (size_t i = 0; i < revs.n; i++) {
+			const oeap_rev *r = &revs.items[i];
+			int bad = failed(&res[i]);
+			const char *word = oeap_land_name(res[i].land);
+			char up[16];
+			size_t k = 0;
+			for (; word[k] && k < sizeof(up) - 1; k++)
+				up[k] = bad ? (char)(word[k] - 'a' + 'A') : word[k];
+			up[k] = '\0';
+			describe(cli.def, r, &res[i], detail, sizeof(detail));
+			char note[4200] = "";
+			if (r->renamed_from)
+				snprintf(note, sizeof(note), "%s(renamed from %s)", bad ? "  " : "", r->renamed_from);
+			else if (strcmp(r->path, path) && res[i].land != OEAP_LAND_MISSING)
+				snprintf(note, sizeof(note), "%s(as %s)", bad ? "  " : "", r->path);
+			int more = bad || note[0];
+			printf("%s %s  %s%-7s%s  %-*.*s", r->short_id, r->date, color ? (bad ? "\033[31m" : "\033[32m") : "",
+			       up, color ? "\033[0m" : "", more ? 50 : 0, clip(r->subject, 50), r->subject);
+			printf("%s%s%s\n", more ? "  " : "", bad ? detail : "", note);
+		}
+		printf("%zu revision%s of %s checked in %.2f s: %zu land%s, %zu fail%s", revs.n, revs.n == 1 ? "" : "s",
+		       path, total, counts[OEAP_LAND_LANDS] + counts[OEAP_LAND_APPLIED],
+		       counts[OEAP_LAND_LANDS] + counts[OEAP_LAND_APPLIED] == 1 ? "s" : "", counts[OEAP_LAND_FAILS],
+		       counts[OEAP_LAND_FAILS] == 1 ? "s" : "");
+		if (counts[OEAP_LAND_APPLIED])
+			printf(" (%zu already carr%s it)", counts[OEAP_LAND_APPLIED],
+			       counts[OEAP_LAND_APPLIED] == 1 ? "ies" : "y");
+		if (counts[OEAP_LAND_MISSING])
+			printf(", %zu lack%s the file", counts[OEAP_LAND_MISSING], counts[OEAP_LAND_MISSING] == 1 ? "s" : "");
+		if (counts[OEAP_LAND_DELETED])
+			printf(", %zu delete%s it", counts[OEAP_LAND_DELETED], counts[OEAP_LAND_DELETED] == 1 ? "s" : "");
+		printf(" [%s/%d]\n", cli.def->name, cli.def->version);
+		if (revs.n == 0)
+			printf("(no commit in the range given touched %s)\n", path);
+	}
+	if (o.junit && write_junit(o.junit, cli.def, &revs, res, nfailed, total, &err))
+		goto fail;
+	rc = nfailed ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
+	goto done;
+fail:
+	rc = oeap_cli_error(&cli, &err);
+done:
+	free(res);
+	oeap_revs_free(&revs);
+	free(path);
+	free(prefix);
+	git_repository_free(repo);
+	oeap_cli_close(&cli);
+	return rc;
+}

@@ -1,0 +1,268 @@
+/*
+ * oeapatch hook: install, remove or list the git hooks that keep a deployed
+ * checkout patched: post-merge (pull, merge), post-checkout and post-rewrite
+ * (rebase) verify the work tree (or re-apply, with --reapply) and shout when
+ * the patch is gone; pre-push refuses to push commits that do not carry it.
+ * hook.h says how existing hooks are chained and given back.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "binding.h"
+#include "checkout.h"
+#include "cli.h"
+#include "fsio.h"
+#include "hook.h"
+
+enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY };
+
+typedef struct hook_opts {
+	int reapply;
+	const char *library;
+	const char *only;
+} hook_opts;
+
+static int on_option(int val, const char *arg, void *user)
+{
+	hook_opts *o = user;
+	switch (val) {
+	case OPT_REAPPLY:
+		o->reapply = 1;
+		return 0;
+	case OPT_LIBRARY:
+		o->library = arg;
+		return 0;
+	case OPT_ONLY:
+		o->only = arg;
+		return 0;
+	}
+	return -1;
+}
+
+static const oeap_option options[] = {
+	OEAP_COMMON_OPTIONS,
+	{"reapply", no_argument, OPT_REAPPLY, NULL,
+	 "install: post-merge/-checkout/-rewrite re-apply the patch, then verify (default: verify only)"},
+	{"library", required_argument, OPT_LIBRARY, "PATH", "install --reapply: the liboea apply records (default: as apply)"},
+	{"only", required_argument, OPT_ONLY, "HOOK,...",
+	 "act on these hooks only (post-merge, post-checkout, post-rewrite, pre-push)"},
+	{NULL, 0, 0, NULL, NULL},
+};
+
+static const char synopsis[] = "install | uninstall | status [-C REPO] [--reapply [--library PATH]] [--only HOOK,...] [--json]";
+static const char summary[] =
+	"Install (or remove, or list) git hooks that verify the patch after git pull/merge (post-merge), checkout "
+	"(post-checkout) and rebase (post-rewrite), or re-apply it with --reapply, and that block git push "
+	"(pre-push) when a pushed commit does not carry a verified patch. core.hooksPath and worktrees are "
+	"honoured; an existing hook is chained and restored exactly by uninstall. status exits 0 when every hook "
+	"is installed and its oeapatch can run, 1 otherwise.";
+
+/* Which hooks to act on: --only, else all (pre-push only for a bare repository). */
+static int selected(const hook_opts *o, int bare, const char *name)
+{
+	if (!o->only)
+		return !bare || !strcmp(name, "pre-push");
+	size_t n = strlen(name);
+	for (const char *p = o->only; *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		p += len + (e ? 1 : 0);
+	}
+	return 0;
+}
+
+static int check_only(const char *only, oeap_error *err)
+{
+	for (const char *p = only; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)len, p);
+		if (!oeap_hook_known(name))
+			return oeap_fail(err, OEAP_ERR_USAGE, "--only", 0,
+			                 "'%s' is not a hook oeapatch installs (post-merge, post-checkout, post-rewrite, "
+			                 "pre-push)",
+			                 name);
+		p += len + (e ? 1 : 0);
+	}
+	return 0;
+}
+
+int cmd_hook(int argc, char **argv)
+{
+	int rc = OEAP_EXIT_OK, first = 0;
+	oeap_cli cli;
+	hook_opts o = {0, NULL, NULL};
+	oeap_error err;
+	git_repository *repo = NULL;
+	char *prefix = NULL, *dir = NULL, *self = NULL, *library = NULL, *patch = NULL, *seen = NULL;
+	const char *sub = NULL;
+	char command[32];
+	int from_config = 0, problems = 0;
+	oeap_error_clear(&err);
+
+	/* The action comes first (git remote add style); its options follow it. */
+	if (argc >= 2 && argv[1][0] != '-') {
+		sub = argv[1];
+		snprintf(command, sizeof(command), "hook %s", sub);
+		argc--;
+		argv++;
+	} else {
+		snprintf(command, sizeof(command), "hook");
+	}
+	int p = oeap_cli_parse(&cli, command, synopsis, summary, options, argc, argv, on_option, &o, &first);
+	if (p)
+		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
+	if (!sub) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "say what to do: oeapatch hook install | uninstall | status");
+		return oeap_cli_error(&cli, &err);
+	}
+	int install = !strcmp(sub, "install"), uninstall = !strcmp(sub, "uninstall"), status = !strcmp(sub, "status");
+	if (!install && !uninstall && !status) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "'%s' is not install, uninstall or status", sub);
+		return oeap_cli_error(&cli, &err);
+	}
+	if (first < argc) {
+		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "unexpected argument '%s'", argv[first]);
+		return oeap_cli_error(&cli, &err);
+	}
+	if (!install && (o.reapply || o.library)) {
+		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "--reapply and --library are options of hook install");
+		return oeap_cli_error(&cli, &err);
+	}
+	if (o.library && !o.reapply) {
+		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "--library only matters with --reapply");
+		return oeap_cli_error(&cli, &err);
+	}
+	if (check_only(o.only, &err) || oeap_cli_open(&cli, 0, &err) ||
+	    oeap_repo_open(cli.root, &repo, &prefix, &err) || oeap_hooks_dir(repo, &dir, &from_config, &err))
+		goto fail;
+	int bare = git_repository_is_bare(repo);
+
+	oeap_hook_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	if (install) {
+		/* The hook must find this very binary, whatever PATH the git user has. */
+		if (!(self = realpath("/proc/self/exe", NULL))) {
+			oeap_fail(&err, OEAP_ERR_IO, "hook install", 0, "cannot tell where the oeapatch binary is");
+			goto fail;
+		}
+		if (strchr(cli.patch, '/') ? !(patch = realpath(cli.patch, NULL)) : !(patch = strdup(cli.patch))) {
+			oeap_fail(&err, OEAP_ERR_IO, "--patch", 0, "cannot resolve %s", cli.patch);
+			goto fail;
+		}
+		if (o.reapply) {
+			library = o.library ? realpath(o.library, NULL) : oeap_library_default();
+			if (!library) {
+				oeap_fail(&err, OEAP_ERR_USAGE, "--library", 0, "%s",
+				          o.library ? "the library given does not exist"
+				                    : "no liboea found for --reapply to record: pass --library");
+				goto fail;
+			}
+		}
+		/* The checkout inside the work tree, without the trailing '/'. */
+		size_t pl = strlen(prefix);
+		if (pl && prefix[pl - 1] == '/')
+			prefix[pl - 1] = '\0';
+		cfg.oeapatch = self;
+		cfg.patch = patch;
+		cfg.library = library;
+		cfg.subdir = prefix;
+		cfg.target = cli.def->target;
+		cfg.reapply = o.reapply;
+	}
+
+	json_t *j = cli.json ? json_object() : NULL, *arr = cli.json ? json_array() : NULL;
+	if (!cli.json) {
+		printf("hooks directory: %s%s\n", dir, from_config ? " (core.hooksPath)" : "");
+		if (bare && !o.only)
+			printf("(a bare repository has no work tree: only pre-push applies)\n");
+	}
+	for (const char *const *n = oeap_hook_names; *n; n++) {
+		if (!selected(&o, bare, *n))
+			continue;
+		oeap_hook_action did = OEAP_HOOK_DID_NOTHING;
+		oeap_hook_info info;
+		if (install && oeap_hook_install(dir, *n, &cfg, &did, &err))
+			goto fail_json;
+		if (uninstall && oeap_hook_uninstall(dir, *n, &did, &err))
+			goto fail_json;
+		oeap_hook_inspect(dir, *n, &info);
+		int ours = info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED;
+		int runs = ours && info.oeapatch[0] && access(info.oeapatch, X_OK) == 0;
+		if (status && !runs)
+			problems++;
+		if (uninstall && (did == OEAP_HOOK_DID_REFUSE ? info.stray_chained : 0))
+			problems++;
+		if (cli.json) {
+			json_t *e = json_pack("{s:s,s:s}", "hook", *n, "state", oeap_hook_state_name(info.state));
+			if (!status)
+				json_object_set_new(e, "action", json_string(oeap_hook_action_name(did)));
+			if (ours) {
+				json_object_set_new(e, "oeapatch", json_string(info.oeapatch));
+				json_object_set_new(e, "runs", json_boolean(runs));
+				json_object_set_new(e, "reapply", json_boolean(info.reapply));
+			}
+			json_object_set_new(e, "stray_chained", json_boolean(info.stray_chained));
+			json_array_append_new(arr, e);
+			continue;
+		}
+		printf("  %-14s %-13s", *n, oeap_hook_state_name(info.state));
+		if (!status)
+			printf(" %s", oeap_hook_action_name(did));
+		else if (ours)
+			printf(" %s %s%s", info.reapply ? "re-applies and verifies with" : "verifies with", info.oeapatch,
+			       runs ? "" : " (NOT executable: reinstall)");
+		if (info.stray_chained)
+			printf(" (%s%s is left: %s)", *n, OEAP_HOOK_CHAINED_SUFFIX,
+			       info.state == OEAP_HOOK_FOREIGN ? "a hook not ours replaced ours; sort out which should run"
+			                                       : "no hook of ours runs it");
+		printf("\n");
+	}
+	if (uninstall) {
+		/* The post-checkout memory of the target, in this worktree's git dir. */
+		const char *gd = git_repository_path(repo);
+		if (gd && (seen = malloc(strlen(gd) + 32))) {
+			sprintf(seen, "%s%soeapatch-hook.seen", gd, gd[strlen(gd) - 1] == '/' ? "" : "/");
+			oeap_error ignore;
+			oeap_error_clear(&ignore);
+			oeap_remove_file(seen, &ignore);
+		}
+	}
+	if (cli.json) {
+		json_object_set_new(j, "command", json_string(command));
+		json_object_set_new(j, "ok", json_boolean(!problems));
+		json_object_set_new(j, "hooks_dir", json_string(dir));
+		json_object_set_new(j, "from_core_hooks_path", json_boolean(from_config));
+		json_object_set_new(j, "bare", json_boolean(bare));
+		json_object_set_new(j, "hooks", arr);
+		oeap_json_emit(j);
+	} else if (install && o.reapply) {
+		printf("after pull, merge, checkout and rebase the hooks re-apply %s/%d and verify it\n", cli.def->name,
+		       cli.def->version);
+	} else if (install) {
+		printf("after pull, merge, checkout and rebase the hooks verify %s/%d; pre-push blocks commits without "
+		       "it\n",
+		       cli.def->name, cli.def->version);
+	}
+	rc = problems ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
+	goto done;
+fail_json:
+	json_decref(j);
+	json_decref(arr);
+fail:
+	rc = oeap_cli_error(&cli, &err);
+done:
+	free(seen);
+	free(self);
+	free(library);
+	free(patch);
+	free(dir);
+	free(prefix);
+	git_repository_free(repo);
+	oeap_cli_close(&cli);
+	return rc;
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# test_git_check.sh - `oeapatch check` and `oeapatch verify --ref` on real git
+# repositories built here with the git CLI: a history of fixture eras of the
+# target file where some commits move the code, two break an anchor, one
+# renames the file and others do not touch it; then a bare clone, a detached
+# HEAD, an unborn branch, a deletion, a revision without the file, and a
+# hundred revisions for the speed claim (printed, not asserted).
+set -u
+
+SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+OEAPATCH=${OEAPATCH:-$SRC/build/src/oeapatch}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+ERAS=$SRC/tests/fixtures/eras
+REFUSE=$SRC/tests/fixtures/refuse
+T=python/sglang/srt/layers/moe/topk.py
+OLD=python/sglang/srt/layers/topk.py
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-git-check.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+# Deterministic git, whatever the user's configuration.
+export HOME=$WORK/home GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=Test GIT_AUTHOR_EMAIL=test@example.org \
+	GIT_COMMITTER_NAME=Test GIT_COMMITTER_EMAIL=test@example.org NO_COLOR=1
+mkdir -p "$HOME"
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
+
+pass=0 failn=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { failn=$((failn + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     | /'; }
+# expect DESC WANT_RC CMD...: runs CMD, keeps its output in $out.
+expect() {
+	local desc=$1 want=$2
+	shift 2
+	out=$("$@" 2>&1)
+	local rc=$?
+	if [ "$rc" -eq "$want" ]; then ok "$desc (exit $rc)"; else bad "$desc: exit $rc, wanted $want" "$out"; fi
+}
+has() { # has DESC TEXT: $out contains TEXT
+	if grep -qF -- "$2" <<<"$out"; then ok "$1"; else bad "$1: no '$2' in the output" "$out"; fi
+}
+json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)" <<<"$out"; }
+
+g() { git -c init.defaultBranch=main "$@"; }
+commit() { # commit DATE MESSAGE
+	GIT_AUTHOR_DATE="$1T12:00:00Z" GIT_COMMITTER_DATE="$1T12:00:00Z" git commit -q -m "$2"
+	git rev-parse HEAD
+}
+
+echo "== a history of $T"
+R=$WORK/repo
+g init -q "$R" && cd "$R" || exit 2
+echo readme >README && git add README
+C1=$(commit 2024-11-01 "readme only")
+mkdir -p "$(dirname "$T")" && cp "$ERAS/2024-12_positional.py" "$OLD" && git add -A
+C2=$(commit 2024-12-01 "topk at its old path")
+cp "$ERAS/2025-03_recorder.py" "$OLD" && git add -A
+C3=$(commit 2025-03-01 "recorder era")
+git mv "$OLD" "$T"
+C4=$(commit 2025-04-01 "move topk into moe/")
+echo more >>README && git add -A
+C5=$(commit 2025-04-15 "docs only")
+cp "$ERAS/2025-05_dispatch_info.py" "$T" && git add -A
+C6=$(commit 2025-05-01 "dispatch info era moves the chain")
+cp "$REFUSE/two_select_experts.py" "$T" && git add -A
+C7=$(commit 2025-06-01 "a second select_experts")
+cp "$ERAS/2025-08_topk_config.py" "$T" && git add -A
+C8=$(commit 2025-08-01 "topk config era")
+cp "$REFUSE/no_routing_chain.py" "$T" && git add -A
+C9=$(commit 2025-09-01 "routing chain rewritten away")
+cp "$ERAS/2025-12_layer_id_capturer.py" "$T" && git add -A
+C10=$(commit 2025-12-01 "layer id capturer era")
+echo again >>README && git add -A
+C11=$(commit 2026-01-01 "docs again")
+short() { git rev-parse --short "$1"; }
+
+expect "check walks HEAD and fails" 1 "$OEAPATCH" check
+has "the anchor that failed at the second select_experts is named" \
+	"$(short "$C7") 2025-06-01  FAILS    a second select_experts"
+has "... with why" "anchor 'select_experts': line 12: ambiguous: 2 candidates"
+has "the routing_chain failure is named" "anchor 'routing_chain': not found"
+has "the rename is reported" "(renamed from $OLD)"
+has "the summary counts" "8 revisions of $T checked in"
+
+expect "check --json" 1 "$OEAPATCH" check --json
+got=$(json "' '.join(r['commit'] for r in d['revisions'])")
+want="$C10 $C9 $C8 $C7 $C6 $C4 $C3 $C2"
+[ "$got" = "$want" ] && ok "exactly the commits that touched the file, newest first" ||
+	bad "revisions walked" "got  $got"$'\n'"want $want"
+got=$(json "' '.join(r['commit'] for r in d['revisions'] if not r['ok'])")
+[ "$got" = "$C9 $C7" ] && ok "exactly the failing commits: routing chain and second select_experts" ||
+	bad "failing commits" "got $got, want $C9 $C7"
+got=$(json "[r['error']['where'] for r in d['revisions'] if not r['ok']]")
+[ "$got" = "[\"anchor 'routing_chain'\", \"anchor 'select_experts'\"]" ] && ok "each failure names its anchor" ||
+	bad "anchors named" "$got"
+got=$(json "[(r['path'], r['renamed_from']) for r in d['revisions'] if r['commit'] in ('$C4','$C3')]")
+[ "$got" = "[('$T', '$OLD'), ('$OLD', None)]" ] && ok "the rename is followed under the old name" ||
+	bad "rename following" "$got"
+
+expect "a range with a failure: C8..C10" 1 "$OEAPATCH" check "$C8..$C10"
+[ "$(grep -c '^[0-9a-f]\{7,\} ' <<<"$out")" -eq 2 ] && ok "C8..C10 has two revisions" || bad "C8..C10 count" "$out"
+expect "a range that lands: C9..HEAD" 0 "$OEAPATCH" check "$C9..HEAD"
+has "... with the one commit that touched it" "$(short "$C10") 2025-12-01  lands"
+expect "a range where nothing touched the file" 0 "$OEAPATCH" check "$C10..$C11"
+has "... says so" "no commit in the range given touched"
+expect "--max-count caps a walk" 0 "$OEAPATCH" check -n 1
+has "... to the newest" "1 revision of"
+expect "a named revision that lands" 0 "$OEAPATCH" check "$C10"
+expect "a named revision without the file" 1 "$OEAPATCH" check "$C1"
+has "... is reported as missing" "MISSING  readme only"
+has "... with a clear reason" "no $T at $(short "$C1")"
+expect "an unknown revision is trouble" 2 "$OEAPATCH" check no-such-rev
+has "... and says what" "no-such-rev: not a revision"
+expect "A...B is refused clearly" 2 "$OEAPATCH" check "$C1...$C2"
+
+expect "--junit" 1 "$OEAPATCH" check --junit "$WORK/junit.xml"
+got=$("$PY" -c "
+import xml.etree.ElementTree as E
+s = E.parse('$WORK/junit.xml').getroot()
+print(s.tag, s.get('name'), s.get('tests'), s.get('failures'), len(s.findall('testcase')), len(s.findall('testcase/failure')))")
+[ "$got" = "testsuite oeapatch check 8 2 8 2" ] && ok "JUnit XML parses: 8 test cases, 2 failures" || bad "junit" "$got"
+
+[ -z "$(git status --porcelain)" ] && ok "check left the work tree and index untouched" || bad "work tree changed" "$(git status)"
+
+echo "== bare clone, detached HEAD, unborn branch"
+git clone -q --bare "$R" "$WORK/bare.git"
+expect "check on a bare repository" 1 "$OEAPATCH" check -C "$WORK/bare.git" --json
+[ "$(json "' '.join(r['commit'] for r in d['revisions'] if not r['ok'])")" = "$C9 $C7" ] &&
+	ok "the bare repository gives the same failing commits" || bad "bare" "$out"
+git checkout -q --detach "$C8"
+expect "check on a detached HEAD (at C8)" 1 "$OEAPATCH" check
+has "... walks from the detached HEAD" "6 revisions of"
+git checkout -q main
+g init -q "$WORK/empty"
+expect "an empty repository (unborn HEAD)" 2 "$OEAPATCH" check -C "$WORK/empty"
+has "... says HEAD is unborn" "HEAD is unborn"
+git checkout -q --orphan fresh
+expect "an orphan branch with no commit yet" 2 "$OEAPATCH" check
+has "... says HEAD is unborn" "HEAD is unborn"
+expect "... but a named revision still works there" 0 "$OEAPATCH" check main
+git checkout -q -f main
+
+echo "== deletion, and a file at another path"
+git rm -q "$T"
+C12=$(commit 2026-02-01 "drop topk")
+expect "a commit that deletes the file" 1 "$OEAPATCH" check "$C11..$C12"
+has "... is reported as deleted" "DELETED  drop topk"
+g init -q "$WORK/other" && (cd "$WORK/other" && echo x >x && git add x && git commit -q -m x)
+expect "no commit reachable has the file: trouble, clearly" 2 "$OEAPATCH" check -C "$WORK/other"
+has "... asks whether it is the right repository" "no commit reachable from HEAD has this file"
+git reset -q --hard "$C11"
+
+echo "== verify --ref"
+"$OEAPATCH" apply -C "$R" ${OEA_LIBRARY:+--library "$OEA_LIBRARY"} >/dev/null || bad "apply in the repository"
+git add "$T" && C13=$(commit 2026-03-01 "carry the patch")
+git checkout -q -- . && git clean -qfdx
+expect "verify --ref HEAD (patch committed, binding not in the tree)" 0 "$OEAPATCH" verify --ref HEAD
+has "... says the work-tree checks were skipped" "were skipped"
+expect "verify --ref C11 (not patched)" 1 "$OEAPATCH" verify --ref "$C11"
+has "... names the failed check" "FAIL applied"
+expect "verify --ref C1 (no file there)" 1 "$OEAPATCH" verify --ref "$C1"
+has "... says the file is not there" "no $T at $C1"
+expect "verify --ref of an unknown revision" 2 "$OEAPATCH" verify --ref nope
+expect "verify --ref --json" 0 "$OEAPATCH" verify --json --ref HEAD
+[ "$(json "d['commit'], d['skipped']")" = "$C13 ['binding', 'library']" ] && ok "... reports the commit" ||
+	bad "verify --ref json" "$out"
+git clone -q --bare "$R" "$WORK/bare2.git"
+expect "verify --ref on a bare repository" 0 "$OEAPATCH" verify -C "$WORK/bare2.git" --ref main
+expect "check sees the committed patch as applied" 0 "$OEAPATCH" check HEAD
+has "... and says so" "1 already carries it"
+
+echo "== a hundred revisions"
+S=$WORK/speed
+g init -q "$S" && cd "$S" || exit 2
+mkdir -p "$(dirname "$T")"
+eras=("$ERAS"/2025-05_dispatch_info.py "$ERAS"/2025-08_topk_config.py "$ERAS"/2025-12_layer_id_capturer.py \
+	"$ERAS"/2026-02_post_process.py)
+for i in $(seq 1 100); do
+	{ cat "${eras[$((i % 4))]}"; echo "# revision $i"; } >"$T"
+	git add -A && git commit -q -m "revision $i"
+done
+t0=$(date +%s.%N)
+expect "check over 100 revisions" 0 "$OEAPATCH" check
+t1=$(date +%s.%N)
+has "... all 100 land" "100 revisions of $T"
+echo "     time for 100 revisions: $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s ($(tail -1 <<<"$out"))"
+
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]

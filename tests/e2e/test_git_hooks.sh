@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# test_git_hooks.sh - `oeapatch hook` on real repositories, triggered by real
+# git commands: install beside existing hooks (chained, byte for byte), with
+# core.hooksPath (relative), in a worktree; `git pull` that drops the patch
+# (reported; with --reapply restored and verified), `git checkout`, `git
+# rebase`, a `git push` that is blocked; uninstall leaves the hooks directory
+# byte-identical to what it was.
+set -u
+
+SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+OEAPATCH=${OEAPATCH:-$SRC/build/src/oeapatch}
+ERAS=$SRC/tests/fixtures/eras
+T=python/sglang/srt/layers/moe/topk.py
+LIB=()
+[ -n "${OEA_LIBRARY:-}" ] && LIB=(--library "$OEA_LIBRARY")
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-git-hooks.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+export HOME=$WORK/home GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=Test GIT_AUTHOR_EMAIL=test@example.org \
+	GIT_COMMITTER_NAME=Test GIT_COMMITTER_EMAIL=test@example.org NO_COLOR=1
+mkdir -p "$HOME"
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
+git config --global init.defaultBranch main
+git config --global pull.rebase false
+git config --global advice.detachedHead false
+
+pass=0 failn=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { failn=$((failn + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     | /'; }
+expect() {
+	local desc=$1 want=$2
+	shift 2
+	out=$("$@" 2>&1)
+	local rc=$?
+	if [ "$rc" -eq "$want" ]; then ok "$desc (exit $rc)"; else bad "$desc: exit $rc, wanted $want" "$out"; fi
+}
+# run DESC CMD...: any exit status; output in $out.
+run() {
+	out=$("${@:2}" 2>&1)
+	echo "     ($1: exit $?)"
+}
+has() { if grep -qF -- "$2" <<<"$out"; then ok "$1"; else bad "$1: no '$2' in the output" "$out"; fi; }
+hasnt() { if grep -qF -- "$2" <<<"$out"; then bad "$1: '$2' in the output" "$out"; else ok "$1"; fi; }
+# Names, types, modes and contents of everything in a directory.
+snapshot() {
+	(cd "$1" && find . -mindepth 1 | LC_ALL=C sort | while read -r f; do
+		printf '%s %s ' "$f" "$(stat -c '%F %a' "$f")"
+		if [ -L "$f" ]; then readlink "$f"; elif [ -f "$f" ]; then sha256sum <"$f" | cut -c1-64; else echo; fi
+	done)
+}
+
+echo "== repositories"
+O=$WORK/origin
+git init -q "$O" && cd "$O" || exit 2
+mkdir -p "$(dirname "$T")" && cp "$ERAS/2025-08_topk_config.py" "$T"
+"$OEAPATCH" apply -C "$O" "${LIB[@]}" >/dev/null || bad "apply in origin"
+rm -f "$(dirname "$T")"/_oeapatch_*.py # the binding is written per checkout, not committed
+echo readme >README && git add README "$T" && git commit -q -m "patched topk"
+git checkout -q -b plain && cp "$ERAS/2025-12_layer_id_capturer.py" "$T" && git commit -q -am "upstream topk, unpatched"
+git checkout -q main
+
+E=$WORK/deploy2
+git clone -q "$O" "$E"
+D=$WORK/deploy
+git clone -q "$O" "$D" && cd "$D" || exit 2
+git branch -q plain origin/plain
+"$OEAPATCH" apply -C "$D" "${LIB[@]}" >/dev/null && "$OEAPATCH" verify -C "$D" >/dev/null &&
+	ok "the deploy checkout is patched and verifies" || bad "deploy checkout set-up"
+H=$D/.git/hooks
+printf '#!/bin/sh\necho "user post-merge ran: $*" >>"%s/user.log"\n' "$WORK" >"$H/post-merge"
+chmod 0750 "$H/post-merge"
+printf '#!/bin/sh\nwhile read -r l; do echo "user pre-push saw: $l" >>"%s/user.log"; done\n' "$WORK" >"$H/pre-push"
+chmod 0700 "$H/pre-push"
+before=$(snapshot "$H")
+
+echo "== install"
+expect "hook install" 0 "$OEAPATCH" hook install -C "$D"
+has "... into .git/hooks" "hooks directory: $H"
+has "... chaining the existing post-merge" "post-merge     ours+chained  installed, chaining the existing hook"
+[ "$(stat -c %a "$H/post-merge.oeapatch-chained")" = 750 ] && ok "the chained hook keeps its mode" || bad "chained mode"
+[ -x "$H/post-checkout" ] && head -2 "$H/post-checkout" | grep -qx '# oeapatch hook v1' &&
+	ok "hooks are executable and carry the header" || bad "hook header or mode"
+grep -qF "oeapatch='$(readlink -f "$OEAPATCH")'" "$H/post-merge" && ok "the binary is recorded by absolute path" ||
+	bad "binary path" "$(head -12 "$H/post-merge")"
+after1=$(snapshot "$H")
+expect "install again is idempotent" 0 "$OEAPATCH" hook install -C "$D"
+has "... and says so" "pre-push       ours+chained  unchanged"
+[ "$after1" = "$(snapshot "$H")" ] && ok "... and changes no byte" || bad "second install changed files"
+expect "hook status" 0 "$OEAPATCH" hook status -C "$D"
+has "... lists ours+chained" "post-merge     ours+chained  verifies with"
+
+echo "== git checkout"
+run "git checkout plain" git checkout plain
+has "post-checkout shouts when the branch lacks the patch" "sglang-oea does NOT verify in $D"
+run "git checkout main" git checkout main
+has "post-checkout verifies the patched branch" "post-checkout: sglang-oea verified in $D"
+run "git checkout plain -- target" git checkout plain -- "$T"
+has "a file checkout that put an unpatched target in place shouts" "post-checkout: sglang-oea does NOT verify"
+run "git checkout main -- target" git checkout main -- "$T"
+has "a file checkout that changed the target back is verified" "post-checkout: sglang-oea verified"
+run "git checkout -- README" git checkout -- README
+hasnt "a file checkout that left the target alone does nothing" "oeapatch:"
+
+echo "== git rebase"
+git checkout -q -b work main >/dev/null 2>&1 && echo local >>README && git commit -q -am "local change"
+run "git rebase plain" git rebase plain
+out=$(tr '\r' '\n' <<<"$out")
+has "post-rewrite reports the rebase dropped the patch" "post-rewrite: sglang-oea does NOT verify"
+hasnt "post-checkout stays quiet during the rebase" "post-checkout: sglang-oea does NOT"
+git checkout -q -f main >/dev/null 2>&1
+
+echo "== git pull"
+(cd "$O" && cp "$ERAS/2026-02_post_process.py" "$T" && git commit -q -am "upstream update replaces topk")
+run "git pull" git pull
+out=$(cat "$WORK/user.log" 2>/dev/null; echo "$out")
+has "the user's post-merge hook ran, with git's argument" "user post-merge ran: 0"
+has "post-merge reports the pull dropped the patch" "post-merge: sglang-oea does NOT verify in $D"
+has "... loudly" "do not restart it"
+expect "verify agrees" 1 "$OEAPATCH" verify -C "$D"
+
+echo "== --reapply"
+expect "hook install --reapply" 0 "$OEAPATCH" hook install -C "$D" --reapply "${LIB[@]}"
+has "... updates ours" "post-merge     ours+chained  updated"
+(cd "$O" && cp "$ERAS/2025-12_layer_id_capturer.py" "$T" && git commit -q -am "another upstream update")
+run "git pull" git pull
+has "post-merge re-applied the patch" "oeapatch: $T: sglang-oea/1 applied"
+has "... and verified it" "post-merge: sglang-oea verified in $D"
+expect "verify agrees" 0 "$OEAPATCH" verify -C "$D"
+
+echo "== git push"
+P=$WORK/prod.git
+git init -q --bare "$P" && git remote add prod "$P"
+run "git push prod main" git push prod main
+has "pre-push blocks a commit without the patch" "push BLOCKED: sglang-oea does not verify in refs/heads/main"
+grep -q "user pre-push saw: refs/heads/main" "$WORK/user.log" && ok "the user's pre-push got the same stdin" ||
+	bad "chained pre-push stdin" "$(cat "$WORK/user.log")"
+git --git-dir="$P" rev-parse -q --verify main >/dev/null && bad "the push went through" || ok "nothing was pushed"
+git commit -q -am "carry the patch"
+expect "a commit that carries the patch is pushed" 0 git push -q prod main
+has "... after pre-push verified it" "pre-push: sglang-oea verified in refs/heads/main"
+
+echo "== worktree"
+run "git worktree add" git worktree add "$WORK/wt" plain
+has "post-checkout runs in a new worktree, on the worktree" "verified in $WORK/wt"
+expect "hook status from a worktree" 0 "$OEAPATCH" hook status -C "$WORK/wt"
+has "... sees the common hooks directory" "hooks directory: $H"
+git worktree remove --force "$WORK/wt"
+
+echo "== uninstall"
+expect "hook uninstall" 0 "$OEAPATCH" hook uninstall -C "$D"
+has "... restores the user's hook" "post-merge     foreign       removed, previous hook restored"
+[ "$before" = "$(snapshot "$H")" ] && ok "the hooks directory is byte-identical to before install" ||
+	bad "hooks directory differs" "$(diff <(echo "$before") <(snapshot "$H"))"
+expect "hook status after uninstall" 1 "$OEAPATCH" hook status -C "$D"
+
+echo "== core.hooksPath (relative)"
+cd "$E" || exit 2
+"$OEAPATCH" apply -C "$E" "${LIB[@]}" >/dev/null
+git config core.hooksPath .githooks
+mkdir .githooks
+printf '#!/bin/sh\necho "user post-checkout ran: $3"\n' >.githooks/post-checkout
+chmod 0755 .githooks/post-checkout
+before=$(snapshot "$E/.githooks")
+expect "hook install with core.hooksPath" 0 "$OEAPATCH" hook install -C "$E"
+has "... uses it, against the work tree" "hooks directory: $E/.githooks (core.hooksPath)"
+[ ! -e "$E/.git/hooks/post-merge" ] && ok "... and not .git/hooks" || bad ".git/hooks was written"
+git branch -q plain origin/plain
+run "git checkout plain" git checkout plain
+has "the user's post-checkout still runs" "user post-checkout ran: 1"
+has "ours runs after it" "post-checkout: sglang-oea does NOT verify in $E"
+git checkout -q -f main >/dev/null 2>&1
+expect "hook uninstall" 0 "$OEAPATCH" hook uninstall -C "$E"
+[ "$before" = "$(snapshot "$E/.githooks")" ] && ok "core.hooksPath directory is byte-identical to before" ||
+	bad "hooksPath differs" "$(diff <(echo "$before") <(snapshot "$E/.githooks"))"
+
+echo "== a hook that is not ours"
+"$OEAPATCH" hook install -C "$E" >/dev/null
+printf '#!/bin/sh\necho mine\n' >.githooks/post-rewrite
+expect "uninstall with a foreign hook in place of ours" 0 "$OEAPATCH" hook uninstall -C "$E"
+has "... leaves it alone" "post-rewrite   foreign       not ours: left alone"
+[ "$(cat .githooks/post-rewrite)" = $'#!/bin/sh\necho mine' ] && ok "... byte for byte" || bad "foreign hook changed"
+expect "hook status of a bare repository" 1 "$OEAPATCH" hook status -C "$P"
+has "... only pre-push applies" "only pre-push applies"
+
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]

@@ -1,0 +1,506 @@
+/*
+ * test_anchor.c - resolving the real definition's anchors on every fixture,
+ * the refusals (not found / ambiguous), the names bound at the call site,
+ * and the indentation unit.
+ *
+ * Expected lines are computed from the fixture text, not copied from a run.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "anchor.h"
+#include "edit.h"
+
+typedef struct loaded {
+	char *buf;
+	size_t len;
+	pysource *src;
+} loaded;
+
+static loaded load(const char *rel)
+{
+	loaded l;
+	oeap_error err;
+	oeap_error_clear(&err);
+	l.buf = tu_read(rel, &l.len);
+	l.src = NULL;
+	if (pysource_parse(l.buf, l.len, rel, &l.src, &err))
+		fail_msg("%s: %s", rel, err.message);
+	return l;
+}
+
+static void unload(loaded *l)
+{
+	pysource_free(l->src);
+	free(l->buf);
+}
+
+static long line_at(const char *text, size_t off)
+{
+	long line = 1;
+	for (size_t i = 0; i < off; i++)
+		line += text[i] == '\n';
+	return line;
+}
+
+/* Offset of the first line at or after `from` that starts with `prefix` (SIZE_MAX if none). */
+static size_t find_line(const char *text, size_t len, size_t from, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	for (size_t i = from; i < len;) {
+		if (len - i >= n && memcmp(text + i, prefix, n) == 0 && (i == 0 || text[i - 1] == '\n'))
+			return i;
+		const char *nl = memchr(text + i, '\n', len - i);
+		if (!nl)
+			break;
+		i = (size_t)(nl - text) + 1;
+	}
+	return SIZE_MAX;
+}
+
+/* Offset of the last module-level (column 0) import line. */
+static size_t last_import_line(const char *text, size_t len)
+{
+	size_t best = SIZE_MAX;
+	for (size_t i = 0; i < len;) {
+		if (strncmp(text + i, "import ", 7) == 0 || strncmp(text + i, "from ", 5) == 0)
+			best = i;
+		const char *nl = memchr(text + i, '\n', len - i);
+		if (!nl)
+			break;
+		i = (size_t)(nl - text) + 1;
+	}
+	return best;
+}
+
+typedef struct expected {
+	size_t select_experts, routing_chain, last_import; /* offsets of the lines */
+} expected;
+
+static expected expect_for(const loaded *l, const char *indent)
+{
+	expected e;
+	char chain[64];
+	size_t base = l->src->bom;
+	e.select_experts = find_line(l->buf, l->len, base, "def select_experts(");
+	assert_true(e.select_experts != SIZE_MAX);
+	snprintf(chain, sizeof(chain), "%sif use_grouped_topk:", indent);
+	e.routing_chain = find_line(l->buf, l->len, e.select_experts, chain);
+	assert_true(e.routing_chain != SIZE_MAX);
+	e.last_import = last_import_line(l->buf, l->len);
+	assert_true(e.last_import != SIZE_MAX);
+	return e;
+}
+
+static void resolve_ok(const oeap_patchdef *def, const loaded *l, oeap_anchors *a)
+{
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (oeap_anchors_resolve(def, l->src, a, &err))
+		fail_msg("%s: line %ld: %s", err.where, err.line, err.message);
+	assert_int_equal(a->n, def->nanchors);
+}
+
+static void check_fixture(const oeap_patchdef *def, const char *rel, const char *indent)
+{
+	loaded l = load(rel);
+	expected e = expect_for(&l, indent);
+	oeap_anchors a;
+	resolve_ok(def, &l, &a);
+
+	const oeap_resolved *se = oeap_anchors_get(&a, "select_experts");
+	const oeap_resolved *ch = oeap_anchors_get(&a, "routing_chain");
+	const oeap_resolved *li = oeap_anchors_get(&a, "last_import");
+	assert_non_null(se);
+	assert_non_null(ch);
+	assert_non_null(li);
+	assert_null(oeap_anchors_get(&a, "nope"));
+	assert_ptr_equal(se->def, oeap_patchdef_anchor(def, "select_experts"));
+
+	if (se->start != e.select_experts || ch->start != e.routing_chain + strlen(indent) ||
+	    pysource_line_start(l.src, li->start) != e.last_import)
+		fail_msg("%s: select_experts line %ld (want %ld), routing_chain line %ld (want %ld), "
+		         "last_import line %ld (want %ld)",
+		         rel, se->line, line_at(l.buf, e.select_experts), ch->line, line_at(l.buf, e.routing_chain),
+		         li->line, line_at(l.buf, e.last_import));
+	assert_int_equal(se->line, line_at(l.buf, e.select_experts));
+	assert_int_equal(ch->line, line_at(l.buf, e.routing_chain));
+	assert_int_equal(li->line, line_at(l.buf, e.last_import));
+	assert_int_equal(li->start, e.last_import);
+
+	assert_string_equal(ts_node_type(se->node), "function_definition");
+	assert_string_equal(ts_node_type(ch->node), "if_statement");
+	const char *it = ts_node_type(li->node);
+	assert_true(strcmp(it, "import_statement") == 0 || strcmp(it, "import_from_statement") == 0);
+	assert_int_equal(se->start, pysource_start(l.src, se->node));
+	assert_int_equal(se->end, pysource_end(l.src, se->node));
+	assert_int_equal(ch->end, pysource_end(l.src, ch->node));
+	/* The chain is a direct statement of select_experts' body. */
+	TSNode body = ts_node_child_by_field_name(se->node, "body", 4);
+	assert_true(ts_node_eq(ts_node_parent(ch->node), body));
+	assert_true(ch->start > se->start && ch->end <= se->end);
+	unload(&l);
+	oeap_anchors_free(&a);
+}
+
+static void test_eras(void **state)
+{
+	(void)state;
+	static const char *eras[] = {
+		"tests/fixtures/eras/2024-12_positional.py",
+		"tests/fixtures/eras/2025-03_recorder.py",
+		"tests/fixtures/eras/2025-05_dispatch_info.py",
+		"tests/fixtures/eras/2025-07_kwonly_topkoutput.py",
+		"tests/fixtures/eras/2025-08_topk_config.py",
+		"tests/fixtures/eras/2025-12_layer_id_capturer.py",
+		"tests/fixtures/eras/2026-02_post_process.py",
+	};
+	oeap_patchdef *def = tu_def();
+	for (size_t i = 0; i < sizeof(eras) / sizeof(eras[0]); i++)
+		check_fixture(def, eras[i], "    ");
+	oeap_patchdef_free(def);
+}
+
+static void test_variants(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	check_fixture(def, "tests/fixtures/variants/crlf.py", "    ");
+	check_fixture(def, "tests/fixtures/variants/bom.py", "    ");
+	check_fixture(def, "tests/fixtures/variants/comments.py", "    ");
+	check_fixture(def, "tests/fixtures/variants/large.py", "    ");
+	check_fixture(def, "tests/fixtures/variants/tabs.py", "\t");
+	check_fixture(def, "tests/fixtures/variants/decorated.py", "    ");
+	oeap_patchdef_free(def);
+}
+
+static void test_decorated(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	loaded l = load("tests/fixtures/variants/decorated.py");
+	oeap_anchors a;
+	resolve_ok(def, &l, &a);
+	const oeap_resolved *se = oeap_anchors_get(&a, "select_experts");
+	/* The function inside the decorated_definition, starting at `def`, not at the first decorator. */
+	assert_string_equal(ts_node_type(se->node), "function_definition");
+	TSNode parent = ts_node_parent(se->node);
+	assert_string_equal(ts_node_type(parent), "decorated_definition");
+	assert_true(pysource_start(l.src, parent) < se->start);
+	assert_memory_equal(l.buf + pysource_start(l.src, parent), "@torch.no_grad()\n@_trace_routing\n", 33);
+	assert_memory_equal(l.buf + se->start, "def select_experts(", 19);
+	unload(&l);
+	oeap_anchors_free(&a);
+	oeap_patchdef_free(def);
+}
+
+static oeap_error resolve_refused(const char *rel, loaded *out)
+{
+	oeap_patchdef *def = tu_def();
+	*out = load(rel);
+	oeap_anchors a;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_anchors_resolve(def, out->src, &a, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_ANCHOR);
+	oeap_anchors_free(&a);
+	oeap_patchdef_free(def);
+	return err;
+}
+
+static void test_two_select_experts(void **state)
+{
+	(void)state;
+	loaded l;
+	oeap_error err = resolve_refused("tests/fixtures/refuse/two_select_experts.py", &l);
+	size_t first = find_line(l.buf, l.len, 0, "def select_experts(");
+	size_t second = find_line(l.buf, l.len, first + 1, "def select_experts(");
+	assert_true(second != SIZE_MAX);
+	char lines[64];
+	snprintf(lines, sizeof(lines), "lines %ld and %ld", line_at(l.buf, first), line_at(l.buf, second));
+	assert_string_equal(err.where, "anchor 'select_experts'");
+	assert_non_null(strstr(err.message, "ambiguous"));
+	assert_non_null(strstr(err.message, "2 candidates"));
+	assert_non_null(strstr(err.message, lines));
+	assert_non_null(strstr(err.message, "the module-level function select_experts"));
+	assert_int_equal(err.line, line_at(l.buf, first));
+	unload(&l);
+}
+
+static void test_nested_select_experts(void **state)
+{
+	(void)state;
+	loaded l;
+	oeap_error err = resolve_refused("tests/fixtures/refuse/nested_select_experts.py", &l);
+	/* The fixture does have a select_experts: a method, which does not count. */
+	assert_non_null(strstr(l.buf, "    def select_experts("));
+	assert_string_equal(err.where, "anchor 'select_experts'");
+	assert_non_null(strstr(err.message, "not found"));
+	assert_non_null(strstr(err.message, "in the module"));
+	assert_int_equal(err.line, 0);
+	unload(&l);
+}
+
+static void test_no_routing_chain(void **state)
+{
+	(void)state;
+	loaded l;
+	oeap_error err = resolve_refused("tests/fixtures/refuse/no_routing_chain.py", &l);
+	assert_string_equal(err.where, "anchor 'routing_chain'");
+	assert_non_null(strstr(err.message, "not found"));
+	/* Named by what it is and where it was looked for. */
+	assert_non_null(strstr(err.message, "binds topk_weights, topk_ids"));
+	assert_non_null(strstr(err.message, "in the module-level function select_experts"));
+	unload(&l);
+}
+
+static void test_two_chains(void **state)
+{
+	(void)state;
+	loaded l;
+	oeap_error err = resolve_refused("tests/fixtures/refuse/two_chains.py", &l);
+	size_t se = find_line(l.buf, l.len, 0, "def select_experts(");
+	size_t c1 = find_line(l.buf, l.len, se, "    if ");
+	size_t c2 = find_line(l.buf, l.len, c1 + 1, "    if ");
+	assert_true(c2 != SIZE_MAX);
+	char lines[64];
+	snprintf(lines, sizeof(lines), "lines %ld and %ld", line_at(l.buf, c1), line_at(l.buf, c2));
+	assert_string_equal(err.where, "anchor 'routing_chain'");
+	assert_non_null(strstr(err.message, "ambiguous"));
+	assert_non_null(strstr(err.message, lines));
+	assert_int_equal(err.line, line_at(l.buf, c1));
+	unload(&l);
+}
+
+/* Per era: the names the README's table says are bound at the call site
+ * (parameters and locals before the chain), plus the pair the chain binds. */
+static const struct {
+	const char *file;
+	const char *names;
+	const char *absent; /* assigned in the function, but after the chain */
+} ERA_NAMES[] = {
+	{"tests/fixtures/eras/2024-12_positional.py",
+	 "hidden_states router_logits top_k use_grouped_topk renormalize topk_group num_expert_group "
+	 "custom_routing_function correction_bias torch_native",
+	 ""},
+	{"tests/fixtures/eras/2025-03_recorder.py",
+	 "hidden_states router_logits top_k use_grouped_topk renormalize topk_group num_expert_group "
+	 "custom_routing_function correction_bias torch_native routed_scaling_factor num_token_non_padded "
+	 "n_share_experts_fusion",
+	 ""},
+	{"tests/fixtures/eras/2025-05_dispatch_info.py",
+	 "hidden_states router_logits top_k use_grouped_topk renormalize topk_group num_expert_group "
+	 "num_fused_shared_experts custom_routing_function correction_bias torch_native routed_scaling_factor "
+	 "num_token_non_padded expert_location_dispatch_info",
+	 ""},
+	{"tests/fixtures/eras/2025-07_kwonly_topkoutput.py",
+	 "hidden_states router_logits top_k use_grouped_topk renormalize topk_group num_expert_group "
+	 "num_fused_shared_experts custom_routing_function correction_bias torch_native routed_scaling_factor "
+	 "num_token_non_padded expert_location_dispatch_info",
+	 ""},
+	{"tests/fixtures/eras/2025-08_topk_config.py",
+	 "hidden_states router_logits topk_config num_token_non_padded expert_location_dispatch_info "
+	 "top_k use_grouped_topk topk_group num_expert_group renormalize num_fused_shared_experts "
+	 "custom_routing_function correction_bias torch_native routed_scaling_factor "
+	 "apply_routed_scaling_factor_on_output fused_shared_experts_scaling_factor num_routed_topk",
+	 ""},
+	{"tests/fixtures/eras/2025-12_layer_id_capturer.py",
+	 "hidden_states router_logits topk_config layer_id num_token_non_padded expert_location_dispatch_info "
+	 "top_k use_grouped_topk topk_group num_expert_group renormalize num_fused_shared_experts "
+	 "custom_routing_function correction_bias torch_native routed_scaling_factor "
+	 "apply_routed_scaling_factor_on_output fused_shared_experts_scaling_factor scoring_func num_routed_topk",
+	 "cap"},
+	{"tests/fixtures/eras/2026-02_post_process.py",
+	 "hidden_states router_logits topk_config layer_id num_token_non_padded expert_location_dispatch_info "
+	 "top_k use_grouped_topk topk_group num_expert_group renormalize num_fused_shared_experts "
+	 "custom_routing_function correction_bias torch_native routed_scaling_factor "
+	 "apply_routed_scaling_factor_on_output scoring_func num_routed_topk",
+	 "num_tokens num_experts start step fused_shared_experts_scaling_factor"},
+};
+
+static int has(const oeap_names *names, const char *n)
+{
+	return oeap_names_has(names, n, strlen(n));
+}
+
+static void test_scope_names_eras(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	for (size_t i = 0; i < sizeof(ERA_NAMES) / sizeof(ERA_NAMES[0]); i++) {
+		loaded l = load(ERA_NAMES[i].file);
+		oeap_anchors a;
+		resolve_ok(def, &l, &a);
+		const oeap_resolved *se = oeap_anchors_get(&a, "select_experts");
+		const oeap_resolved *ch = oeap_anchors_get(&a, "routing_chain");
+		/* Where the call site goes: the start of the line after the chain. */
+		size_t after = pysource_next_line(l.src, ch->end);
+		oeap_names names;
+		assert_int_equal(oeap_scope_names(l.src, se->node, after, &names), 0);
+		char *want = strdup(ERA_NAMES[i].names);
+		assert_non_null(want);
+		size_t nwant = 0;
+		for (char *save = NULL, *w = strtok_r(want, " ", &save); w; w = strtok_r(NULL, " ", &save), nwant++)
+			if (!has(&names, w))
+				fail_msg("%s: '%s' is not among the names bound after the chain", ERA_NAMES[i].file, w);
+		free(want);
+		assert_true(has(&names, "topk_weights"));
+		assert_true(has(&names, "topk_ids"));
+		if (names.n != nwant + 2) {
+			for (size_t k = 0; k < names.n; k++)
+				print_message("  %s\n", names.items[k]);
+			fail_msg("%s: %zu names, expected %zu", ERA_NAMES[i].file, names.n, nwant + 2);
+		}
+		char *absent = strdup(ERA_NAMES[i].absent);
+		assert_non_null(absent);
+		for (char *save = NULL, *w = strtok_r(absent, " ", &save); w; w = strtok_r(NULL, " ", &save))
+			if (has(&names, w))
+				fail_msg("%s: '%s' is bound only after the chain", ERA_NAMES[i].file, w);
+		free(absent);
+		/* Module-level names are not the function's. */
+		assert_false(has(&names, "torch"));
+		assert_false(has(&names, "select_experts"));
+		oeap_names_free(&names);
+
+		/* At the start of the chain the pair is not bound yet. */
+		assert_int_equal(oeap_scope_names(l.src, se->node, ch->start, &names), 0);
+		assert_false(has(&names, "topk_weights"));
+		assert_false(has(&names, "topk_ids"));
+		assert_int_equal(names.n, nwant);
+		oeap_names_free(&names);
+
+		/* Every required call-site argument is bound after the chain. */
+		const oeap_region_def *cs = oeap_patchdef_region(def, "callsite");
+		assert_int_equal(oeap_scope_names(l.src, se->node, after, &names), 0);
+		for (size_t k = 0; k < cs->nargs; k++)
+			if (cs->args[k].required)
+				assert_true(has(&names, cs->args[k].exprs[0]));
+		oeap_names_free(&names);
+		oeap_anchors_free(&a);
+		unload(&l);
+	}
+	oeap_patchdef_free(def);
+}
+
+static void test_scope_names_nested(void **state)
+{
+	(void)state;
+	static const char text[] = "top = 0\n"
+	                           "def select_experts(a, /, b, *args, c: int = 1, d=2, e: str = 'x', **kw):\n"
+	                           "    x = 1\n"
+	                           "    def helper():\n"
+	                           "        inner = 2\n"
+	                           "        return inner\n"
+	                           "    class K:\n"
+	                           "        attr = 3\n"
+	                           "    f = lambda q: q\n"
+	                           "    y: int = 5\n"
+	                           "    z += 1\n"
+	                           "    o.attr = 1\n"
+	                           "    s[0] = 1\n"
+	                           "    if a:\n"
+	                           "        topk_weights, topk_ids = g()\n"
+	                           "    else:\n"
+	                           "        [w1, *rest] = h()\n"
+	                           "        (topk_weights, topk_ids) = h()\n"
+	                           "    late = 4\n"
+	                           "    return late\n";
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(text, sizeof(text) - 1, "nested.py", &src, &err), 0);
+	TSNode fn = ts_node_named_child(pysource_root(src), 1);
+	assert_string_equal(ts_node_type(fn), "function_definition");
+	const char *late = strstr(text, "    late = 4");
+	oeap_names names;
+	assert_int_equal(oeap_scope_names(src, fn, (size_t)(late - text), &names), 0);
+	static const char *present[] = {"a", "b", "args", "c", "d", "e", "kw", "x", "f", "y", "z",
+	                                "topk_weights", "topk_ids", "w1", "rest"};
+	static const char *absent[] = {"inner", "attr", "q", "late", "top", "o", "s", "g", "h", "int", "str"};
+	for (size_t i = 0; i < sizeof(present) / sizeof(present[0]); i++)
+		if (!has(&names, present[i]))
+			fail_msg("'%s' missing", present[i]);
+	for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+		if (has(&names, absent[i]))
+			fail_msg("'%s' must not be bound (nested scope, attribute, or later)", absent[i]);
+	/* Each name once: topk_weights is assigned in two branches. */
+	size_t count = 0;
+	for (size_t i = 0; i < names.n; i++)
+		count += strcmp(names.items[i], "topk_weights") == 0;
+	assert_int_equal(count, 1);
+	/* Exact prefix matches only. */
+	assert_false(oeap_names_has(&names, "topk", 4));
+	assert_true(oeap_names_has(&names, "topk_ids_extra", 8));
+	oeap_names_free(&names);
+	assert_null(names.items);
+	assert_int_equal(names.n, 0);
+	pysource_free(src);
+}
+
+static void check_unit(const char *rel, const char *want)
+{
+	loaded l = load(rel);
+	char unit[16];
+	memset(unit, 'z', sizeof(unit));
+	assert_int_equal(oeap_indent_unit(l.src, unit, sizeof(unit)), 0);
+	if (strcmp(unit, want) != 0)
+		fail_msg("%s: unit '%s' (%zu chars), expected %zu chars", rel, unit, strlen(unit), strlen(want));
+	unload(&l);
+}
+
+static void test_indent_unit(void **state)
+{
+	(void)state;
+	check_unit("tests/fixtures/eras/2024-12_positional.py", "    ");
+	check_unit("tests/fixtures/eras/2025-03_recorder.py", "    ");
+	check_unit("tests/fixtures/eras/2025-05_dispatch_info.py", "    ");
+	check_unit("tests/fixtures/eras/2025-07_kwonly_topkoutput.py", "    ");
+	check_unit("tests/fixtures/eras/2025-08_topk_config.py", "    ");
+	check_unit("tests/fixtures/eras/2025-12_layer_id_capturer.py", "    ");
+	check_unit("tests/fixtures/eras/2026-02_post_process.py", "    ");
+	check_unit("tests/fixtures/variants/crlf.py", "    ");
+	check_unit("tests/fixtures/variants/bom.py", "    ");
+	check_unit("tests/fixtures/variants/tabs.py", "\t");
+}
+
+static void test_indent_unit_inline(void **state)
+{
+	(void)state;
+	/* A one-line block (`if x: pass`) says nothing; the first real block decides. */
+	static const char two[] = "if x: pass\ndef f():\n  return 1\n";
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(two, sizeof(two) - 1, "two.py", &src, &err), 0);
+	char unit[16];
+	assert_int_equal(oeap_indent_unit(src, unit, sizeof(unit)), 0);
+	assert_string_equal(unit, "  ");
+	pysource_free(src);
+	/* Nested blocks: what a block adds to its owner's indentation. */
+	static const char nested[] = "class A:\n        def f(self):\n            return 1\n";
+	assert_int_equal(pysource_parse(nested, sizeof(nested) - 1, "nested.py", &src, &err), 0);
+	assert_int_equal(oeap_indent_unit(src, unit, sizeof(unit)), 0);
+	assert_string_equal(unit, "        ");
+	pysource_free(src);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_eras),
+		cmocka_unit_test(test_variants),
+		cmocka_unit_test(test_decorated),
+		cmocka_unit_test(test_two_select_experts),
+		cmocka_unit_test(test_nested_select_experts),
+		cmocka_unit_test(test_no_routing_chain),
+		cmocka_unit_test(test_two_chains),
+		cmocka_unit_test(test_scope_names_eras),
+		cmocka_unit_test(test_scope_names_nested),
+		cmocka_unit_test(test_indent_unit),
+		cmocka_unit_test(test_indent_unit_inline),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

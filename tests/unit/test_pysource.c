@@ -1,0 +1,391 @@
+/*
+ * test_pysource.c - parsing, the byte checks parsing makes, and the line
+ * helpers, on the fixtures and on small inline sources.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pysource.h"
+
+/* 1-based line of byte offset `off` in `text`. */
+static long line_at(const char *text, size_t off)
+{
+	long line = 1;
+	for (size_t i = 0; i < off; i++)
+		line += text[i] == '\n';
+	return line;
+}
+
+static void parses(const char *rel, const char *want_eol, size_t want_bom)
+{
+	size_t len;
+	char *buf = tu_read(rel, &len);
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (pysource_parse(buf, len, rel, &src, &err))
+		fail_msg("%s: %s: line %ld: %s", rel, err.where, err.line, err.message);
+	assert_non_null(src);
+	assert_int_equal(err.kind, OEAP_ERR_NONE);
+	assert_ptr_equal(src->buf, buf);
+	assert_int_equal(src->len, len);
+	assert_string_equal(src->eol, want_eol);
+	assert_int_equal(src->bom, want_bom);
+	TSNode root = pysource_root(src);
+	assert_string_equal(ts_node_type(root), "module");
+	assert_false(ts_node_has_error(root));
+	pysource_free(src);
+	free(buf);
+}
+
+/* Parses a fixture that must be refused; returns the error (buffer freed). */
+static oeap_error refused_buf(const char *buf, size_t len)
+{
+	pysource *src = (pysource *)1;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, len, "inline.py", &src, &err), -1);
+	assert_null(src);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_string_equal(err.where, "inline.py");
+	return err;
+}
+
+static void test_eras_parse(void **state)
+{
+	(void)state;
+	static const char *eras[] = {
+		"tests/fixtures/eras/2024-12_positional.py",
+		"tests/fixtures/eras/2025-03_recorder.py",
+		"tests/fixtures/eras/2025-05_dispatch_info.py",
+		"tests/fixtures/eras/2025-07_kwonly_topkoutput.py",
+		"tests/fixtures/eras/2025-08_topk_config.py",
+		"tests/fixtures/eras/2025-12_layer_id_capturer.py",
+		"tests/fixtures/eras/2026-02_post_process.py",
+	};
+	for (size_t i = 0; i < sizeof(eras) / sizeof(eras[0]); i++)
+		parses(eras[i], "\n", 0);
+}
+
+static void test_variants_parse(void **state)
+{
+	(void)state;
+	parses("tests/fixtures/variants/crlf.py", "\r\n", 0);
+	parses("tests/fixtures/variants/tabs.py", "\n", 0);
+	parses("tests/fixtures/variants/bom.py", "\n", 3);
+	parses("tests/fixtures/variants/decorated.py", "\n", 0);
+	parses("tests/fixtures/variants/comments.py", "\n", 0);
+	parses("tests/fixtures/variants/large.py", "\n", 0);
+}
+
+static void test_refuse_syntax_error(void **state)
+{
+	(void)state;
+	size_t len;
+	char *buf = tu_read("tests/fixtures/refuse/syntax_error.py", &len);
+	/* The unclosed call is the `fused_topk(` line of the chain's first branch. */
+	const char *open = strstr(buf, "topk_ids = fused_topk(\n");
+	assert_non_null(open);
+	long want = line_at(buf, (size_t)(open - buf));
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, len, "syntax_error.py", &src, &err), -1);
+	assert_null(src);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_int_equal(err.line, want);
+	assert_string_equal(err.where, "syntax_error.py");
+	char expect[64];
+	snprintf(expect, sizeof(expect), "syntax error at line %ld,", want);
+	assert_non_null(strstr(err.message, expect));
+	free(buf);
+}
+
+static void test_refuse_empty(void **state)
+{
+	(void)state;
+	size_t len;
+	char *buf = tu_read("tests/fixtures/refuse/empty.py", &len);
+	assert_int_equal(len, 0);
+	oeap_error err = refused_buf(buf, len);
+	assert_non_null(strstr(err.message, "empty"));
+	assert_int_equal(err.line, 0);
+	free(buf);
+}
+
+static void test_refuse_invalid_utf8(void **state)
+{
+	(void)state;
+	size_t len;
+	char *buf = tu_read("tests/fixtures/refuse/invalid_utf8.py", &len);
+	size_t off = 0;
+	while (off < len && (unsigned char)buf[off] < 0x80)
+		off++;
+	assert_true(off < len);
+	assert_int_equal((unsigned char)buf[off], 0xe9);
+	oeap_error err = refused_buf(buf, len);
+	char expect[64];
+	snprintf(expect, sizeof(expect), "offset %zu", off);
+	assert_non_null(strstr(err.message, "UTF-8"));
+	assert_non_null(strstr(err.message, expect));
+	assert_int_equal(err.line, line_at(buf, off));
+	free(buf);
+}
+
+static void test_refuse_mixed_eol(void **state)
+{
+	(void)state;
+	size_t len;
+	char *buf = tu_read("tests/fixtures/refuse/mixed_eol.py", &len);
+	/* The fixture starts with CRLF lines: the first LF-only line is the culprit. */
+	const char *first_crlf = strstr(buf, "\r\n");
+	assert_non_null(first_crlf);
+	size_t lf = 0;
+	while (lf < len && !(buf[lf] == '\n' && (lf == 0 || buf[lf - 1] != '\r')))
+		lf++;
+	assert_true(lf < len);
+	assert_true((size_t)(first_crlf - buf) < lf);
+	oeap_error err = refused_buf(buf, len);
+	assert_non_null(strstr(err.message, "mixed line endings"));
+	assert_int_equal(err.line, line_at(buf, lf));
+	char expect[64];
+	snprintf(expect, sizeof(expect), "first LF on line %ld", line_at(buf, lf));
+	assert_non_null(strstr(err.message, expect));
+	free(buf);
+}
+
+static void test_refuse_bare_cr(void **state)
+{
+	(void)state;
+	static const char buf[] = "x = 1\ny = 2\rz = 3\n";
+	oeap_error err = refused_buf(buf, sizeof(buf) - 1);
+	assert_non_null(strstr(err.message, "bare carriage return at offset 11"));
+	assert_int_equal(err.line, 2);
+}
+
+static void test_refuse_nul(void **state)
+{
+	(void)state;
+	static const char buf[] = "x = 1\n\ny = '\0'\n";
+	oeap_error err = refused_buf(buf, sizeof(buf) - 1);
+	assert_non_null(strstr(err.message, "NUL byte at offset 12"));
+	assert_int_equal(err.line, 3);
+}
+
+static void test_refuse_overlong_and_surrogate(void **state)
+{
+	(void)state;
+	/* "/" as an overlong 2-byte form, and an encoded surrogate U+D800. */
+	static const char overlong[] = "x = '\xc0\xaf'\n";
+	static const char surrogate[] = "x = 1\ny = '\xed\xa0\x80'\n";
+	static const char truncated[] = "x = '\xe2\x82";
+	oeap_error err = refused_buf(overlong, sizeof(overlong) - 1);
+	assert_non_null(strstr(err.message, "invalid UTF-8 at offset 5"));
+	err = refused_buf(surrogate, sizeof(surrogate) - 1);
+	assert_non_null(strstr(err.message, "invalid UTF-8 at offset 11"));
+	assert_int_equal(err.line, 2);
+	err = refused_buf(truncated, sizeof(truncated) - 1);
+	assert_non_null(strstr(err.message, "invalid UTF-8 at offset 5"));
+	/* Valid multi-byte text is fine. */
+	static const char ok[] = "s = 'caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80'\n";
+	pysource *src = NULL;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(ok, sizeof(ok) - 1, "ok.py", &src, &err), 0);
+	pysource_free(src);
+}
+
+static void test_bom_offsets_absolute(void **state)
+{
+	(void)state;
+	static const char buf[] = "\xef\xbb\xbfimport os\nx = 1\n";
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, sizeof(buf) - 1, "bom.py", &src, &err), 0);
+	assert_int_equal(src->bom, 3);
+	TSNode root = pysource_root(src);
+	assert_int_equal(ts_node_named_child_count(root), 2);
+	TSNode imp = ts_node_named_child(root, 0), assign = ts_node_named_child(root, 1);
+	assert_int_equal(pysource_start(src, imp), 3);
+	assert_int_equal(pysource_end(src, imp), 12);
+	assert_int_equal(pysource_start(src, assign), 13);
+	assert_int_equal(pysource_end(src, assign), 18);
+	char *t = pysource_text(src, imp);
+	assert_string_equal(t, "import os");
+	free(t);
+	assert_true(pysource_text_eq(src, assign, "x = 1"));
+	assert_false(pysource_text_eq(src, assign, "x = 2"));
+	assert_false(pysource_text_eq(src, assign, "x = 1\n"));
+	assert_int_equal(pysource_line_of(src, pysource_start(src, assign)), 2);
+	assert_int_equal(pysource_line_start(src, pysource_start(src, imp)), 0);
+	pysource_free(src);
+}
+
+static void test_bom_fixture(void **state)
+{
+	(void)state;
+	size_t len;
+	char *buf = tu_read("tests/fixtures/variants/bom.py", &len);
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, len, "bom.py", &src, &err), 0);
+	assert_int_equal(src->bom, 3);
+	assert_memory_equal(buf, "\xef\xbb\xbf", 3);
+	/* Every module-level statement's text is at its absolute offset. */
+	TSNode root = pysource_root(src);
+	uint32_t n = ts_node_named_child_count(root);
+	assert_true(n > 10);
+	for (uint32_t i = 0; i < n; i++) {
+		TSNode c = ts_node_named_child(root, i);
+		size_t s = pysource_start(src, c), e = pysource_end(src, c);
+		assert_int_equal(s, 3 + ts_node_start_byte(c));
+		char *t = pysource_text(src, c);
+		assert_int_equal(strlen(t), e - s);
+		assert_memory_equal(t, buf + s, e - s);
+		/* Lines of the BOM file count like everyone else's. */
+		assert_int_equal(pysource_line_of(src, s), (long)ts_node_start_point(c).row + 1);
+		free(t);
+	}
+	/* The first statement is the variant's comment, right after the BOM. */
+	assert_string_equal(ts_node_type(ts_node_child(root, 0)), "comment");
+	assert_int_equal(pysource_start(src, ts_node_child(root, 0)), 3);
+	assert_int_equal(buf[3], '#');
+	pysource_free(src);
+	free(buf);
+}
+
+static void test_crlf_fixture(void **state)
+{
+	(void)state;
+	size_t len;
+	char *buf = tu_read("tests/fixtures/variants/crlf.py", &len);
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, len, "crlf.py", &src, &err), 0);
+	assert_string_equal(src->eol, "\r\n");
+	/* line_start / next_line step over whole CRLF lines. */
+	size_t second = pysource_next_line(src, 0);
+	assert_int_equal(buf[second - 1], '\n');
+	assert_int_equal(buf[second - 2], '\r');
+	assert_int_equal(pysource_line_of(src, second), 2);
+	assert_int_equal(pysource_line_start(src, second - 2), 0);
+	pysource_free(src);
+	free(buf);
+}
+
+static void test_no_eol_counts_as_lf(void **state)
+{
+	(void)state;
+	static const char buf[] = "x = 1";
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, 5, "one.py", &src, &err), 0);
+	assert_string_equal(src->eol, "\n");
+	pysource_free(src);
+	static const char crlf[] = "x = 1\r\ny = 2";
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(crlf, sizeof(crlf) - 1, "crlf.py", &src, &err), 0);
+	assert_string_equal(src->eol, "\r\n");
+	pysource_free(src);
+}
+
+static void test_line_helpers(void **state)
+{
+	(void)state;
+	/* offsets:   0..5 "a = 1\n", 6 "\n", 7..16 "def f():\n", 16..  "    return 2" (no newline) */
+	static const char buf[] = "a = 1\n\ndef f():\n    return 2";
+	const size_t len = sizeof(buf) - 1;
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, len, "small.py", &src, &err), 0);
+	assert_int_equal(pysource_line_of(src, 0), 1);
+	assert_int_equal(pysource_line_of(src, 5), 1); /* the '\n' belongs to line 1 */
+	assert_int_equal(pysource_line_of(src, 6), 2);
+	assert_int_equal(pysource_line_of(src, 7), 3);
+	assert_int_equal(pysource_line_of(src, 16), 4);
+	assert_int_equal(pysource_line_of(src, len), 4);
+
+	assert_int_equal(pysource_line_start(src, 0), 0);
+	assert_int_equal(pysource_line_start(src, 5), 0);
+	assert_int_equal(pysource_line_start(src, 6), 6);
+	assert_int_equal(pysource_line_start(src, 10), 7);
+	assert_int_equal(pysource_line_start(src, 20), 16);
+	assert_int_equal(pysource_line_start(src, len), 16);
+
+	assert_int_equal(pysource_next_line(src, 0), 6);
+	assert_int_equal(pysource_next_line(src, 5), 6);
+	assert_int_equal(pysource_next_line(src, 6), 7);
+	assert_int_equal(pysource_next_line(src, 7), 16);
+	assert_int_equal(pysource_next_line(src, 16), len); /* last line: no newline */
+	assert_int_equal(pysource_next_line(src, len), len);
+
+	/* The return statement's node text and position. */
+	TSNode root = pysource_root(src);
+	TSNode f = ts_node_named_child(root, 1);
+	assert_string_equal(ts_node_type(f), "function_definition");
+	TSNode body = ts_node_child_by_field_name(f, "body", 4);
+	TSNode ret = ts_node_named_child(body, 0);
+	assert_int_equal(pysource_start(src, ret), 20);
+	assert_int_equal(pysource_end(src, ret), len);
+	assert_true(pysource_text_eq(src, ret, "return 2"));
+	pysource_free(src);
+}
+
+static void test_check_bytes_alone(void **state)
+{
+	(void)state;
+	const char *eol = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_check_bytes("a\r\nb\r\n", 6, "x", &eol, &err), 0);
+	assert_string_equal(eol, "\r\n");
+	assert_int_equal(pysource_check_bytes("a\nb\n", 4, "x", &eol, &err), 0);
+	assert_string_equal(eol, "\n");
+	/* A syntax error is not the byte check's business. */
+	assert_int_equal(pysource_check_bytes("def (:\n", 7, "x", &eol, &err), 0);
+	assert_int_equal(err.kind, OEAP_ERR_NONE);
+	assert_int_equal(pysource_check_bytes("a\nb\r\n", 5, "x", &eol, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_non_null(strstr(err.message, "1 LF, 1 CRLF"));
+	assert_int_equal(err.line, 2);
+}
+
+static void test_missing_node_refused(void **state)
+{
+	(void)state;
+	/* tree-sitter recovers from this with a MISSING ')' and no ERROR node. */
+	static const char buf[] = "x = 1\ny = f(1\n";
+	oeap_error err = refused_buf(buf, sizeof(buf) - 1);
+	assert_non_null(strstr(err.message, "syntax error"));
+	assert_int_equal(err.line, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_eras_parse),
+		cmocka_unit_test(test_variants_parse),
+		cmocka_unit_test(test_refuse_syntax_error),
+		cmocka_unit_test(test_refuse_empty),
+		cmocka_unit_test(test_refuse_invalid_utf8),
+		cmocka_unit_test(test_refuse_mixed_eol),
+		cmocka_unit_test(test_refuse_bare_cr),
+		cmocka_unit_test(test_refuse_nul),
+		cmocka_unit_test(test_refuse_overlong_and_surrogate),
+		cmocka_unit_test(test_bom_offsets_absolute),
+		cmocka_unit_test(test_bom_fixture),
+		cmocka_unit_test(test_crlf_fixture),
+		cmocka_unit_test(test_no_eol_counts_as_lf),
+		cmocka_unit_test(test_line_helpers),
+		cmocka_unit_test(test_check_bytes_alone),
+		cmocka_unit_test(test_missing_node_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

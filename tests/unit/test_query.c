@@ -1,0 +1,363 @@
+/*
+ * test_query.c - compiling queries, evaluating their predicates, the @in
+ * rule, and the order and uniqueness of what oeap_query_collect returns.
+ */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "query.h"
+
+static pysource *parse(const char *text)
+{
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (pysource_parse(text, strlen(text), "inline.py", &src, &err))
+		fail_msg("inline source does not parse: %s", err.message);
+	return src;
+}
+
+static oeap_query *compile(const char *q)
+{
+	oeap_query *query = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (oeap_query_new(q, strlen(q), "inline.scm", &query, &err))
+		fail_msg("query does not compile: %s", err.message);
+	return query;
+}
+
+static oeap_error refused(const char *q)
+{
+	oeap_query *query = (oeap_query *)1;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_new(q, strlen(q), "bad.scm", &query, &err), -1);
+	assert_null(query);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_string_equal(err.where, "bad.scm");
+	return err;
+}
+
+/*
+ * Runs `q` on `text` under the root (or under the node found by `scope_at`,
+ * the smallest named node starting at that offset and of that type) and
+ * checks the start offsets of what @capture collected against `want`.
+ */
+static void expect_starts(const char *text, const char *q, const char *capture, const char *scope_type,
+                          size_t scope_at, const size_t *want, size_t nwant)
+{
+	pysource *src = parse(text);
+	oeap_query *query = compile(q);
+	TSNode scope = pysource_root(src);
+	if (scope_type) {
+		scope = ts_node_named_descendant_for_byte_range(scope, (uint32_t)scope_at, (uint32_t)scope_at);
+		while (!ts_node_is_null(scope) && strcmp(ts_node_type(scope), scope_type) != 0)
+			scope = ts_node_parent(scope);
+		assert_false(ts_node_is_null(scope));
+		assert_int_equal(pysource_start(src, scope), scope_at);
+	}
+	TSNode *nodes = NULL;
+	size_t n = 0;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_collect(query, src, scope, capture, &nodes, &n, &err), 0);
+	if (n != nwant)
+		fail_msg("%zu nodes collected, expected %zu", n, nwant);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(pysource_start(src, nodes[i]), want[i]);
+	if (n == 0)
+		assert_null(nodes);
+	free(nodes);
+	oeap_query_free(query);
+	pysource_free(src);
+}
+
+static void test_new_syntax_error(void **state)
+{
+	(void)state;
+	oeap_error err = refused("((identifier) @x");
+	assert_non_null(strstr(err.message, "does not compile"));
+	assert_non_null(strstr(err.message, "syntax error"));
+}
+
+static void test_new_unknown_node_type(void **state)
+{
+	(void)state;
+	oeap_error err = refused("(no_such_node_type) @x");
+	assert_non_null(strstr(err.message, "unknown node type"));
+	/* The offset of the bad name. */
+	assert_non_null(strstr(err.message, "at byte 1"));
+}
+
+static void test_new_unknown_field(void **state)
+{
+	(void)state;
+	oeap_error err = refused("(assignment no_such_field: (identifier)) @x");
+	assert_non_null(strstr(err.message, "unknown field"));
+}
+
+static void test_new_unsupported_predicate(void **state)
+{
+	(void)state;
+	oeap_error err = refused("((identifier) @x (#any-of? @x \"a\" \"b\"))");
+	assert_non_null(strstr(err.message, "unsupported predicate #any-of?"));
+	/* The second pattern is the one at fault: its index is named. */
+	err = refused("((identifier) @x (#eq? @x \"a\"))\n((identifier) @y (#set! foo \"bar\"))");
+	assert_non_null(strstr(err.message, "#set!"));
+	assert_non_null(strstr(err.message, "pattern 1"));
+}
+
+static void test_has_capture(void **state)
+{
+	(void)state;
+	oeap_query *q = compile("((assignment left: (identifier) @left) @stmt)");
+	assert_true(oeap_query_has_capture(q, "left"));
+	assert_true(oeap_query_has_capture(q, "stmt"));
+	assert_false(oeap_query_has_capture(q, "lef"));
+	assert_false(oeap_query_has_capture(q, "in"));
+	oeap_query_free(q);
+}
+
+static void test_collect_unknown_capture(void **state)
+{
+	(void)state;
+	pysource *src = parse("a = 1\n");
+	oeap_query *q = compile("(identifier) @x");
+	TSNode *nodes = (TSNode *)1;
+	size_t n = 7;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_collect(q, src, pysource_root(src), "y", &nodes, &n, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_non_null(strstr(err.message, "no capture @y"));
+	assert_null(nodes);
+	assert_int_equal(n, 0);
+	oeap_query_free(q);
+	pysource_free(src);
+}
+
+/* "a = 1\n" 0..5, "b = 2\n" 6..11, "c = a\n" 12..17: identifiers at 0, 6, 12, 16. */
+static const char ABC[] = "a = 1\nb = 2\nc = a\n";
+
+static void test_eq_string(void **state)
+{
+	(void)state;
+	static const size_t want[] = {0, 16};
+	expect_starts(ABC, "((identifier) @x (#eq? @x \"a\"))", "x", NULL, 0, want, 2);
+	/* No partial matches: "a" is not "a " nor "" */
+	expect_starts(ABC, "((identifier) @x (#eq? @x \"aa\"))", "x", NULL, 0, NULL, 0);
+}
+
+static void test_not_eq_string(void **state)
+{
+	(void)state;
+	static const size_t want[] = {6, 12};
+	expect_starts(ABC, "((identifier) @x (#not-eq? @x \"a\"))", "x", NULL, 0, want, 2);
+}
+
+static void test_match_string(void **state)
+{
+	(void)state;
+	static const size_t want[] = {0, 6, 16};
+	expect_starts(ABC, "((identifier) @x (#match? @x \"^[ab]$\"))", "x", NULL, 0, want, 3);
+	/* Extended regex syntax: alternation and + without backslashes. */
+	expect_starts(ABC, "((identifier) @x (#match? @x \"^(a|b)+$\"))", "x", NULL, 0, want, 3);
+}
+
+static void test_not_match_string(void **state)
+{
+	(void)state;
+	static const size_t want[] = {12};
+	expect_starts(ABC, "((identifier) @x (#not-match? @x \"^[ab]$\"))", "x", NULL, 0, want, 1);
+}
+
+/* "a = a\n" 0..5, "b = c\n" 6..11, "d = d\n" 12..17 */
+static const char PAIRS[] = "a = a\nb = c\nd = d\n";
+
+static void test_eq_capture(void **state)
+{
+	(void)state;
+	static const size_t want[] = {0, 12};
+	expect_starts(PAIRS, "((assignment left: (identifier) @l right: (identifier) @r) @x (#eq? @l @r))", "x",
+	              NULL, 0, want, 2);
+}
+
+static void test_not_eq_capture(void **state)
+{
+	(void)state;
+	static const size_t want[] = {6};
+	expect_starts(PAIRS, "((assignment left: (identifier) @l right: (identifier) @r) @x (#not-eq? @l @r))",
+	              "x", NULL, 0, want, 1);
+}
+
+static void test_match_capture(void **state)
+{
+	(void)state;
+	/* The right capture's text is the regular expression. */
+	static const char text[] = "ab = a\nb = c\n";
+	static const size_t want[] = {0};
+	expect_starts(text, "((assignment left: (identifier) @l right: (identifier) @r) @x (#match? @l @r))", "x",
+	              NULL, 0, want, 1);
+	static const size_t want_not[] = {7};
+	expect_starts(text, "((assignment left: (identifier) @l right: (identifier) @r) @x (#not-match? @l @r))",
+	              "x", NULL, 0, want_not, 1);
+}
+
+static void test_predicates_all_must_hold(void **state)
+{
+	(void)state;
+	static const char text[] = "topk_weights, topk_ids = f()\ntopk_ids, topk_weights = g()\n";
+	static const size_t want[] = {0};
+	expect_starts(text,
+	              "((assignment left: (pattern_list . (identifier) @w . (identifier) @i .)) @m"
+	              " (#eq? @w \"topk_weights\") (#eq? @i \"topk_ids\"))",
+	              "m", NULL, 0, want, 1);
+}
+
+static void test_bad_regex(void **state)
+{
+	(void)state;
+	pysource *src = parse(ABC);
+	oeap_query *q = compile("((identifier) @x (#match? @x \"a(\"))");
+	TSNode *nodes = NULL;
+	size_t n = 0;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_collect(q, src, pysource_root(src), "x", &nodes, &n, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_string_equal(err.where, "inline.scm");
+	assert_non_null(strstr(err.message, "bad regular expression \"a(\""));
+	assert_null(nodes);
+	assert_int_equal(n, 0);
+	oeap_query_free(q);
+	pysource_free(src);
+}
+
+static void test_predicate_arity(void **state)
+{
+	(void)state;
+	pysource *src = parse(ABC);
+	oeap_query *q = compile("((identifier) @x (#eq? @x))");
+	TSNode *nodes = NULL;
+	size_t n = 0;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_collect(q, src, pysource_root(src), "x", &nodes, &n, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_non_null(strstr(err.message, "#eq? takes a capture"));
+	free(nodes);
+	oeap_query_free(q);
+	pysource_free(src);
+}
+
+/*
+ * 0   "x = 1\n"
+ * 6   "def f():\n"
+ * 15  "    y = 2\n"
+ * 25  "    def g():\n"
+ * 38  "        z = 3\n"
+ * 52  "    w = 4\n"
+ */
+static const char NESTED[] = "x = 1\ndef f():\n    y = 2\n    def g():\n        z = 3\n    w = 4\n";
+
+static void test_in_module_level(void **state)
+{
+	(void)state;
+	static const char q[] = "((module (expression_statement (assignment left: (identifier) @name))) @in)\n"
+	                         "((block (expression_statement (assignment left: (identifier) @name))) @in)";
+	static const size_t at_root[] = {0};
+	expect_starts(NESTED, q, "name", NULL, 0, at_root, 1);
+	/* Under f's body (a block at 19) only f's own assignments count, not g's. */
+	static const size_t at_f_body[] = {19, 56};
+	expect_starts(NESTED, q, "name", "block", 19, at_f_body, 2);
+	/* Under g's body, g's own. */
+	static const size_t at_g_body[] = {46};
+	expect_starts(NESTED, q, "name", "block", 46, at_g_body, 1);
+}
+
+static void test_in_function(void **state)
+{
+	(void)state;
+	static const char q[] = "((function_definition body: (block (expression_statement) @st)) @in)";
+	static const size_t in_f[] = {19, 56};
+	expect_starts(NESTED, q, "st", "function_definition", 6, in_f, 2);
+	static const size_t in_g[] = {46};
+	expect_starts(NESTED, q, "st", "function_definition", 29, in_g, 1);
+	/* Without @in the same shape matches at any depth. */
+	static const char q_any[] = "(function_definition body: (block (expression_statement) @st))";
+	static const size_t any[] = {19, 46, 56};
+	expect_starts(NESTED, q_any, "st", "function_definition", 6, any, 3);
+	/* From the module, @in is never the scope: nothing. */
+	expect_starts(NESTED, q, "st", NULL, 0, NULL, 0);
+}
+
+static void test_source_order_and_dedup(void **state)
+{
+	(void)state;
+	/* "a = f(b)\n" 0..8, "c = 1\n" 9..14. Patterns in an order that is
+	 * not source order, two of them capturing `c`, one capturing the call
+	 * that starts where `f` starts. */
+	static const char text[] = "a = f(b)\nc = 1\n";
+	static const char q[] = "((identifier) @x (#eq? @x \"c\"))\n"
+	                        "(call) @x\n"
+	                        "(identifier) @x\n"
+	                        "((identifier) @x (#match? @x \"^[ac]$\"))";
+	pysource *src = parse(text);
+	oeap_query *query = compile(q);
+	TSNode *nodes = NULL;
+	size_t n = 0;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_collect(query, src, pysource_root(src), "x", &nodes, &n, &err), 0);
+	static const size_t starts[] = {0, 4, 4, 6, 9};
+	static const char *types[] = {"identifier", "call", "identifier", "identifier", "identifier"};
+	static const char *texts[] = {"a", "f(b)", "f", "b", "c"};
+	assert_int_equal(n, 5);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(pysource_start(src, nodes[i]), starts[i]);
+		assert_string_equal(ts_node_type(nodes[i]), types[i]);
+		assert_true(pysource_text_eq(src, nodes[i], texts[i]));
+	}
+	free(nodes);
+	oeap_query_free(query);
+	pysource_free(src);
+}
+
+static void test_collect_with_bom(void **state)
+{
+	(void)state;
+	/* Offsets stay absolute (BOM included) and predicates read the right text. */
+	static const char text[] = "\xef\xbb\xbf" "abc = 1\nd = abc\n";
+	static const size_t want[] = {3, 15};
+	expect_starts(text, "((identifier) @x (#eq? @x \"abc\"))", "x", NULL, 0, want, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_new_syntax_error),
+		cmocka_unit_test(test_new_unknown_node_type),
+		cmocka_unit_test(test_new_unknown_field),
+		cmocka_unit_test(test_new_unsupported_predicate),
+		cmocka_unit_test(test_has_capture),
+		cmocka_unit_test(test_collect_unknown_capture),
+		cmocka_unit_test(test_eq_string),
+		cmocka_unit_test(test_not_eq_string),
+		cmocka_unit_test(test_match_string),
+		cmocka_unit_test(test_not_match_string),
+		cmocka_unit_test(test_eq_capture),
+		cmocka_unit_test(test_not_eq_capture),
+		cmocka_unit_test(test_match_capture),
+		cmocka_unit_test(test_predicates_all_must_hold),
+		cmocka_unit_test(test_bad_regex),
+		cmocka_unit_test(test_predicate_arity),
+		cmocka_unit_test(test_in_module_level),
+		cmocka_unit_test(test_in_function),
+		cmocka_unit_test(test_source_order_and_dedup),
+		cmocka_unit_test(test_collect_with_bom),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
