@@ -28,8 +28,9 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
                    int (*on_option)(int val, const char *arg, void *user), void *user, int *first_arg)
 {
 	struct option lopts[64];
-	char shorts[64] = "+";
-	size_t n = 0, sn = 1;
+	/* GNU order: options may follow operands (`check HEAD --json`). */
+	char shorts[64] = "";
+	size_t n = 0, sn = 0;
 	memset(cli, 0, sizeof(*cli));
 	cli->command = command;
 	cli->dir = ".";
