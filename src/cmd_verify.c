@@ -43,6 +43,7 @@ static int read_ref(const oeap_cli *cli, const char *rev, char **buf, size_t *le
 	char *prefix = NULL, *path = NULL;
 	git_oid id;
 	int rc = -1;
+	git_libgit2_init(); /* verify itself needs no git: only --ref does */
 	if (oeap_repo_open(cli->root, &repo, &prefix, err) || oeap_resolve_commit(repo, rev, &c, err))
 		goto done;
 	if (!(path = malloc(strlen(prefix) + strlen(cli->def->target) + 1))) {
@@ -65,6 +66,7 @@ done:
 	free(prefix);
 	git_commit_free(c);
 	git_repository_free(repo);
+	git_libgit2_shutdown();
 	return rc;
 }
 

@@ -12,18 +12,19 @@
 typedef struct command {
 	const char *name;
 	int (*fn)(int argc, char **argv);
+	int git; /* needs libgit2 for everything it does */
 	const char *summary;
 } command;
 
 static const command commands[] = {
-	{"apply", cmd_apply, "insert the patch (or show what it would do with --check/--diff)"},
-	{"verify", cmd_verify, "prove the patch is in place, intact, and bound to a loadable library"},
-	{"revert", cmd_revert, "remove exactly what apply inserted"},
-	{"status", cmd_status, "applied or not, which version, drift, library"},
+	{"apply", cmd_apply, 0, "insert the patch (or show what it would do with --check/--diff)"},
+	{"verify", cmd_verify, 0, "prove the patch is in place, intact, and bound to a loadable library"},
+	{"revert", cmd_revert, 0, "remove exactly what apply inserted"},
+	{"status", cmd_status, 0, "applied or not, which version, drift, library"},
 	/* git integration (libgit2): checkout.h, hook.h */
-	{"check", cmd_check, "dry-run the patch on committed revisions (CI: does upstream still take it?)"},
-	{"hook", cmd_hook, "install/uninstall/status of git hooks that verify or re-apply after pull"},
-	{NULL, NULL, NULL},
+	{"check", cmd_check, 1, "dry-run the patch on committed revisions (CI: does upstream still take it?)"},
+	{"hook", cmd_hook, 1, "install/uninstall/status of git hooks that verify or re-apply after pull"},
+	{NULL, NULL, 0, NULL},
 };
 
 static void usage(FILE *f)
@@ -50,9 +51,14 @@ int main(int argc, char **argv)
 	}
 	for (const command *c = commands; c->name; c++) {
 		if (strcmp(argv[1], c->name) == 0) {
-			git_libgit2_init();
+			/* libgit2's global init costs milliseconds (TLS set-up): only the
+			 * commands that live on git pay it up front; the others' git
+			 * paths (--diff, verify --ref) take their own refcounted init. */
+			if (c->git)
+				git_libgit2_init();
 			int rc = c->fn(argc - 1, argv + 1);
-			git_libgit2_shutdown();
+			if (c->git)
+				git_libgit2_shutdown();
 			fflush(stdout);
 			return rc;
 		}

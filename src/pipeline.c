@@ -124,17 +124,68 @@ static void unbound_args(const char *body, size_t n, const oeap_names *names, ch
 	}
 }
 
+/*
+ * What apply already knows about the original bytes when it verifies its own
+ * result: the parse and the plan. Verifying the result strips our regions
+ * again; when that gives exactly these bytes, the same parse and plan are
+ * the answer (the pipeline is a function of the bytes), so they are reused
+ * instead of computed twice.
+ */
+typedef struct known_original {
+	const char *buf;
+	size_t len;
+	const pysource *src;
+	const oeap_plan *plan;
+} known_original;
+
+static int verify_impl(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                       const known_original *known, oeap_report *rep);
+
 int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                       oeap_report *rep)
 {
+	return verify_impl(def, buf, len, what, NULL, rep);
+}
+
+/* Parses the patched bytes: incrementally from the original's tree when there
+ * is one (only the inserted regions are new text), else from scratch. */
+static int parse_patched(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                         const oeap_regions *rs, const pysource *orig, pysource **out, oeap_error *err)
+{
+	size_t at[8], n_at = 0, lens[8];
+	if (orig) {
+		for (size_t i = 0; i < rs->n; i++) {
+			if (strcmp(rs->items[i].patch, def->name) != 0)
+				continue;
+			if (n_at == 8) {
+				orig = NULL; /* more regions than any definition has: no shortcut */
+				break;
+			}
+			at[n_at] = rs->items[i].start;
+			lens[n_at++] = rs->items[i].end - rs->items[i].start;
+		}
+	}
+	if (!orig)
+		return pysource_parse(buf, len, what, out, err);
+	return pysource_parse_inserted(orig, buf, len, at, lens, n_at, what, out, err);
+}
+
+static int verify_impl(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                       const known_original *known, oeap_report *rep)
+{
 	int error = 0;
 	oeap_regions rs = {0};
-	oeap_error err;
-	pysource *src = NULL, *orig = NULL;
+	oeap_error err, orig_err, plan_err;
+	pysource *src = NULL, *orig_own = NULL;
+	const pysource *orig = NULL;
+	const oeap_plan *planp = NULL;
 	oeap_buf stripped = OEAP_BUF_INIT;
 	oeap_plan plan;
+	int scanned;
 	memset(&plan, 0, sizeof(plan));
 	memset(rep, 0, sizeof(*rep));
+	oeap_error_clear(&orig_err);
+	oeap_error_clear(&plan_err);
 	rep->ok = 1;
 #define ADD(...)                                        \
 	do {                                                \
@@ -144,18 +195,37 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 		}                                               \
 	} while (0)
 
+	oeap_error err_scan;
+	oeap_error_clear(&err_scan);
+	scanned = oeap_regions_scan(buf, len, &rs, &err_scan) == 0;
+	size_t ours = scanned ? oeap_regions_count(&rs, def->name) : 0;
+
+	/* The original: our regions stripped, parsed and planned (or known). */
+	if (ours) {
+		if (oeap_regions_strip(buf, len, &rs, def->name, &stripped)) {
+			error = -1;
+			goto done;
+		}
+		if (known && known->len == stripped.len && memcmp(known->buf, stripped.data, stripped.len) == 0) {
+			orig = known->src;
+			planp = known->plan;
+		} else if (pysource_parse(stripped.data, stripped.len, what, &orig_own, &orig_err) == 0) {
+			orig = orig_own;
+			if (oeap_plan_build(def, orig, &plan, &plan_err) == 0)
+				planp = &plan;
+		}
+	}
+
 	oeap_error_clear(&err);
-	if (pysource_parse(buf, len, what, &src, &err))
+	if (parse_patched(def, buf, len, what, &rs, orig, &src, &err))
 		ADD("parse", 0, err.line, "%s", err.message);
 	else
 		ADD("parse", 1, 0, "parses without ERROR or MISSING nodes");
 
-	oeap_error_clear(&err);
-	if (oeap_regions_scan(buf, len, &rs, &err)) {
-		ADD("markers", 0, err.line, "%s", err.message);
+	if (!scanned) {
+		ADD("markers", 0, err_scan.line, "%s", err_scan.message);
 		goto done;
 	}
-	size_t ours = oeap_regions_count(&rs, def->name);
 	if (!ours) {
 		ADD("applied", 0, 0, "no %s region in %s: the patch is not applied", def->name, what);
 		goto done;
@@ -225,31 +295,25 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 			    r->name, r->begin_line, r->end_line, r->hash, r->actual);
 	}
 
-	if (oeap_regions_strip(buf, len, &rs, def->name, &stripped)) {
-		error = -1;
+	if (!orig) {
+		ADD("anchors", 0, orig_err.line, "without our regions the file does not parse: %s", orig_err.message);
 		goto done;
 	}
-	oeap_error_clear(&err);
-	if (pysource_parse(stripped.data, stripped.len, what, &orig, &err)) {
-		ADD("anchors", 0, err.line, "without our regions the file does not parse: %s", err.message);
-		goto done;
-	}
-	oeap_error_clear(&err);
-	if (oeap_plan_build(def, orig, &plan, &err)) {
-		ADD("anchors", 0, err.line, "%s: %s", err.where, err.message);
+	if (!planp) {
+		ADD("anchors", 0, plan_err.line, "%s: %s", plan_err.where, plan_err.message);
 		goto done;
 	}
 	{
 		char lines[256];
 		size_t used = 0;
-		for (size_t i = 0; i < plan.anchors.n && used < sizeof(lines) - 1; i++)
+		for (size_t i = 0; i < planp->anchors.n && used < sizeof(lines) - 1; i++)
 			used += (size_t)snprintf(lines + used, sizeof(lines) - used, "%s%s at line %ld", i ? ", " : "",
-			                         plan.anchors.items[i].def->name, plan.anchors.items[i].line);
+			                         planp->anchors.items[i].def->name, planp->anchors.items[i].line);
 		ADD("anchors", 1, 0, "each resolves once in the original: %s", lines);
 	}
 
-	for (size_t i = 0; i < plan.n; i++) {
-		const oeap_insertion *ins = &plan.items[i];
+	for (size_t i = 0; i < planp->n; i++) {
+		const oeap_insertion *ins = &planp->items[i];
 		const oeap_region *r = oeap_regions_find(&rs, def->name, ins->region->name);
 		char name[96];
 		if (!r)
@@ -270,7 +334,7 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 		if (ins->region->nargs) {
 			oeap_names names;
 			char unbound[256];
-			const oeap_resolved *scope = oeap_anchors_get(&plan.anchors, ins->region->scope);
+			const oeap_resolved *scope = oeap_anchors_get(&planp->anchors, ins->region->scope);
 			snprintf(name, sizeof(name), "names:%s", r->name);
 			if (oeap_scope_names(orig, scope->node, ins->offset, &names)) {
 				error = -1;
@@ -305,7 +369,7 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 #undef ADD
 done:
 	oeap_plan_free(&plan);
-	pysource_free(orig);
+	pysource_free(orig_own);
 	pysource_free(src);
 	oeap_buf_free(&stripped);
 	oeap_regions_free(&rs);
@@ -401,9 +465,11 @@ int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, cons
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
 		goto done;
 	}
-	/* Read the result back with verify's own checks before anyone writes it. */
+	/* Read the result back with verify's own checks before anyone writes it
+	 * (the parse and plan of the original are the ones just made). */
 	oeap_report_free(&rep);
-	if (oeap_verify_bytes(def, out.data, out.len, what, &rep)) {
+	known_original known = {base, blen, src, &o->plan};
+	if (verify_impl(def, out.data, out.len, what, &known, &rep)) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
 		goto done;
 	}

@@ -112,8 +112,56 @@ static int find_error(TSNode node, TSNode *bad)
 	return 0;
 }
 
+/* Row and byte column of an offset relative to the parsed text (after the BOM). */
+static TSPoint point_at(const char *text, size_t off)
+{
+	TSPoint p = {0, 0};
+	size_t ls = 0;
+	for (const char *q = text; (q = memchr(q, '\n', off - (size_t)(q - text))) != NULL; q++) {
+		p.row++;
+		ls = (size_t)(q - text) + 1;
+	}
+	p.column = (uint32_t)(off - ls);
+	return p;
+}
+
+static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
+                      oeap_error *err);
+
+int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
+                            const size_t *ins_len, size_t n, const char *what, pysource **out,
+                            oeap_error *err)
+{
+	size_t bom = len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+	if (bom != old->bom)
+		return pysource_parse(buf, len, what, out, err);
+	TSTree *t = ts_tree_copy(old->tree);
+	if (!t)
+		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	const char *text = buf + bom;
+	for (size_t i = 0; i < n; i++) {
+		/* Edits in ascending order, each in the coordinates left by the ones before. */
+		size_t at = ins_at[i] - bom;
+		TSInputEdit e;
+		e.start_byte = e.old_end_byte = (uint32_t)at;
+		e.new_end_byte = (uint32_t)(at + ins_len[i]);
+		e.start_point = e.old_end_point = point_at(text, at);
+		e.new_end_point = point_at(text, at + ins_len[i]);
+		ts_tree_edit(t, &e);
+	}
+	int rc = parse_with(buf, len, what, t, out, err);
+	ts_tree_delete(t);
+	return rc;
+}
+
 int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
                    oeap_error *err)
+{
+	return parse_with(buf, len, what, NULL, out, err);
+}
+
+static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
+                      oeap_error *err)
 {
 	int error = 0;
 	TSParser *parser = NULL;
@@ -146,7 +194,7 @@ int pysource_parse(const char *buf, size_t len, const char *what, pysource **out
 	src->eol = eol;
 	if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
 		src->bom = 3;
-	src->tree = ts_parser_parse_string(parser, NULL, buf + src->bom, (uint32_t)(len - src->bom));
+	src->tree = ts_parser_parse_string(parser, old_tree, buf + src->bom, (uint32_t)(len - src->bom));
 	if (!src->tree) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "tree-sitter returned no tree");
 		goto done;

@@ -36,6 +36,17 @@ int pysource_parse(const char *buf, size_t len, const char *what, pysource **out
                    oeap_error *err);
 void pysource_free(pysource *src);
 
+/*
+ * Parses `buf` (borrowed), which is `old`'s bytes with whole-text insertions
+ * made: ins_at[i] (offsets into `buf`, ascending) each ins_len[i] bytes long.
+ * tree-sitter re-parses only around the edits (incremental parsing), which
+ * gives the same tree as a fresh parse at a fraction of the cost. Refuses
+ * what pysource_parse refuses.
+ */
+int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
+                            const size_t *ins_len, size_t n, const char *what, pysource **out,
+                            oeap_error *err);
+
 TSNode pysource_root(const pysource *src);
 
 /* Absolute byte offset into buf of a node's start / end. */

@@ -37,6 +37,7 @@ int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_
 	git_buf buf = {0};
 	int error = 0;
 	git_diff_options opts;
+	git_libgit2_init(); /* refcounted; paired below */
 	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
 	opts.context_lines = 3;
 	/* libgit2 treats a buffer with NUL bytes as binary; ours never have them. */
@@ -54,6 +55,7 @@ int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_
 done:
 	git_buf_dispose(&buf);
 	git_patch_free(patch);
+	git_libgit2_shutdown();
 	return error;
 }
 
