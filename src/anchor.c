@@ -64,7 +64,7 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 		}
 		if (n == 0) {
 			free(nodes);
-			return oeap_fail(err, OEAP_ERR_ANCHOR, where, 0, "not found: no %s in %s", a->describe,
+			return oeap_fail(err, OEAP_ERR_ANCHOR, where, 0, "not found: %s is not in %s", a->describe,
 			                 scope_what);
 		}
 		if (n > 1 && !a->pick_last) {
@@ -102,11 +102,11 @@ const oeap_resolved *oeap_anchors_get(const oeap_anchors *a, const char *name)
 	return NULL;
 }
 
+/* Appends a name; oeap_scope_names() sorts and de-duplicates at the end
+ * (looking each one up here made a long function body quadratic: hardening fix). */
 static int names_add(oeap_names *names, const pysource *src, TSNode id)
 {
 	size_t s = pysource_start(src, id), e = pysource_end(src, id);
-	if (oeap_names_has(names, src->buf + s, e - s))
-		return 0;
 	char **p = realloc(names->items, (names->n + 1) * sizeof(*p));
 	if (!p)
 		return -1;
@@ -117,20 +117,52 @@ static int names_add(oeap_names *names, const pysource *src, TSNode id)
 	return 0;
 }
 
+/*
+ * Walks the named nodes of the subtree at `root` in source order with a
+ * cursor (no recursion: a file may nest expressions a hundred thousand
+ * levels deep, and a recursive walk overflowed the stack on such input;
+ * found by the hardening work). `visit` returns 1 to descend into the node,
+ * 0 to skip its subtree, -1 to stop with an error.
+ */
+static int walk_named(const pysource *src, TSNode root, oeap_names *names,
+                      int (*visit)(oeap_names *, const pysource *, TSNode))
+{
+	TSTreeCursor c = ts_tree_cursor_new(root);
+	int rc = 0;
+	for (;;) {
+		TSNode n = ts_tree_cursor_current_node(&c);
+		int down = 0;
+		if (ts_node_is_named(n) && (down = visit(names, src, n)) < 0) {
+			rc = -1;
+			break;
+		}
+		if (down && ts_tree_cursor_goto_first_child(&c))
+			continue;
+		/* The cursor's root has neither siblings nor a parent for it. */
+		while (!ts_tree_cursor_goto_next_sibling(&c))
+			if (!ts_tree_cursor_goto_parent(&c))
+				goto out;
+	}
+out:
+	ts_tree_cursor_delete(&c);
+	return rc;
+}
+
 /* Adds the identifiers a binding target binds: a, (a, b), [a, *b], a: int. */
-static int add_targets(oeap_names *names, const pysource *src, TSNode t)
+static int visit_target(oeap_names *names, const pysource *src, TSNode t)
 {
 	const char *type = ts_node_type(t);
 	if (strcmp(type, "identifier") == 0)
-		return names_add(names, src, t);
-	if (strcmp(type, "pattern_list") == 0 || strcmp(type, "tuple_pattern") == 0 ||
-	    strcmp(type, "list_pattern") == 0 || strcmp(type, "list_splat_pattern") == 0 ||
-	    strcmp(type, "parenthesized_expression") == 0) {
-		for (uint32_t i = 0; i < ts_node_named_child_count(t); i++)
-			if (add_targets(names, src, ts_node_named_child(t, i)))
-				return -1;
-	}
-	return 0; /* attribute and subscript targets bind no name */
+		return names_add(names, src, t) ? -1 : 0;
+	return strcmp(type, "pattern_list") == 0 || strcmp(type, "tuple_pattern") == 0 ||
+	       strcmp(type, "list_pattern") == 0 || strcmp(type, "list_splat_pattern") == 0 ||
+	       strcmp(type, "parenthesized_expression") == 0;
+	/* attribute and subscript targets bind no name */
+}
+
+static int add_targets(oeap_names *names, const pysource *src, TSNode t)
+{
+	return ts_node_is_null(t) ? 0 : walk_named(src, t, names, visit_target);
 }
 
 static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
@@ -152,7 +184,7 @@ static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
 
 /* Adds the names assigned anywhere in statement `st` (not in nested
  * function or class bodies, which have scopes of their own). */
-static int add_assigned(oeap_names *names, const pysource *src, TSNode st)
+static int visit_assigned(oeap_names *names, const pysource *src, TSNode st)
 {
 	const char *type = ts_node_type(st);
 	if (strcmp(type, "function_definition") == 0 || strcmp(type, "class_definition") == 0 ||
@@ -162,10 +194,17 @@ static int add_assigned(oeap_names *names, const pysource *src, TSNode st)
 		if (add_targets(names, src, ts_node_child_by_field_name(st, "left", 4)))
 			return -1;
 	}
-	for (uint32_t i = 0; i < ts_node_named_child_count(st); i++)
-		if (add_assigned(names, src, ts_node_named_child(st, i)))
-			return -1;
-	return 0;
+	return 1;
+}
+
+static int add_assigned(oeap_names *names, const pysource *src, TSNode st)
+{
+	return walk_named(src, st, names, visit_assigned);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 int oeap_scope_names(const pysource *src, TSNode function, size_t before, oeap_names *out)
@@ -176,12 +215,35 @@ int oeap_scope_names(const pysource *src, TSNode function, size_t before, oeap_n
 		if (add_parameter(out, src, ts_node_named_child(params, i)))
 			goto oom;
 	TSNode body = ts_node_child_by_field_name(function, "body", 4);
-	for (uint32_t i = 0; !ts_node_is_null(body) && i < ts_node_named_child_count(body); i++) {
-		TSNode st = ts_node_named_child(body, i);
-		if (pysource_start(src, st) >= before)
-			break;
-		if (add_assigned(out, src, st))
+	if (!ts_node_is_null(body)) {
+		/* Siblings by cursor: ts_node_named_child(body, i) walks from the
+		 * first child each time, quadratic in the length of the body. */
+		TSTreeCursor c = ts_tree_cursor_new(body);
+		int rc = 0;
+		for (int more = ts_tree_cursor_goto_first_child(&c); more; more = ts_tree_cursor_goto_next_sibling(&c)) {
+			TSNode st = ts_tree_cursor_current_node(&c);
+			if (!ts_node_is_named(st))
+				continue;
+			if (pysource_start(src, st) >= before)
+				break;
+			if ((rc = add_assigned(out, src, st)))
+				break;
+		}
+		ts_tree_cursor_delete(&c);
+		if (rc)
 			goto oom;
+	}
+	/* Sorted and unique, so that oeap_names_has() can search by halves. */
+	if (out->n > 1) {
+		qsort(out->items, out->n, sizeof(*out->items), name_cmp);
+		size_t k = 1;
+		for (size_t i = 1; i < out->n; i++) {
+			if (strcmp(out->items[i], out->items[k - 1]) == 0)
+				free(out->items[i]);
+			else
+				out->items[k++] = out->items[i];
+		}
+		out->n = k;
 	}
 	return 0;
 oom:
@@ -191,9 +253,21 @@ oom:
 
 int oeap_names_has(const oeap_names *names, const char *name, size_t len)
 {
-	for (size_t i = 0; i < names->n; i++)
-		if (strlen(names->items[i]) == len && memcmp(names->items[i], name, len) == 0)
+	size_t lo = 0, hi = names->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const char *it = names->items[mid];
+		size_t il = strlen(it);
+		int c = memcmp(name, it, len < il ? len : il);
+		if (c == 0)
+			c = len < il ? -1 : len > il ? 1 : 0;
+		if (c == 0)
 			return 1;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
 	return 0;
 }
 

@@ -160,7 +160,7 @@ char *oeap_library_default(void)
 		return realpath(env, real) ? strdup(real) : strdup(env);
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0 && OEAPATCH_INSTALL_LIBRARY_REL[0]) {
+	if (n > 0 && sizeof(OEAPATCH_INSTALL_LIBRARY_REL) > 1) {
 		exe[n] = '\0';
 		char *slash = strrchr(exe, '/');
 		if (slash) {

@@ -237,8 +237,11 @@ int oeap_lock(const char *path, int timeout_ms, oeap_error *err)
 			 * on that unlinked inode excludes nobody, so it only counts if
 			 * the file at the path is still the one we locked. */
 			struct stat a, b;
-			if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+				/* Hardening: a crash while holding the lock leaves the lock file behind. */
+				oeap_fault_point("lock:acquired");
 				return fd;
+			}
 			close(fd);
 			fd = -1;
 			continue;
@@ -313,6 +316,16 @@ void oeap_fault_point(const char *step)
 	 * the process there; the tests then show the file is old or new, never
 	 * a mix. Unset in production: one getenv per step. */
 	const char *want = getenv("OEAPATCH_FAULT_STEP");
-	if (want && strcmp(want, step) == 0)
+	if (!want)
+		return;
+	/* "<name>@<n>": exit the n-th time the step is reached (hardening: apply
+	 * writes the binding module and then the target through the same
+	 * write:* steps; "write:half-written@2" stops inside the second write). */
+	static unsigned hits;
+	const char *at = strchr(want, '@');
+	size_t n = at ? (size_t)(at - want) : strlen(want);
+	if (strlen(step) != n || strncmp(want, step, n) != 0)
+		return;
+	if (!at || ++hits == (unsigned)strtoul(at + 1, NULL, 10))
 		_exit(99);
 }

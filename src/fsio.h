@@ -44,8 +44,12 @@ void oeap_unlock(int fd, const char *path);
 int oeap_path_inside(const char *root, const char *rel, char **out, oeap_error *err);
 
 /* Fault injection for crash-safety tests: when $OEAPATCH_FAULT_STEP names
- * `step`, the process exits at once with status 99, as a kill would stop it
- * there (see docs/reliability.md). */
+ * `step` ("write:half-written"), or "<step>@N" names its N-th occurrence in
+ * the process ("write:half-written@2": inside the second file written), the
+ * process exits at once with status 99, as a kill would stop it there. Steps:
+ * lock:acquired, write:before-temp, write:half-written, write:before-rename,
+ * write:after-rename, apply:between-files, revert:between-files (see
+ * docs/reliability.md). */
 void oeap_fault_point(const char *step);
 
 #endif

@@ -395,6 +395,20 @@ static char *dup_bytes(const char *buf, size_t len)
 	return p;
 }
 
+/* oeap_regions_scan, with the file named in the error's "where". */
+static int scan_regions(const char *buf, size_t len, const char *what, oeap_regions *rs, oeap_error *err)
+{
+	if (oeap_regions_scan(buf, len, rs, err) == 0)
+		return 0;
+	if (err) {
+		/* "topk.py: region markers"; a long name is cut, the message says the rest */
+		char where[sizeof(err->where) * 2 + 4];
+		snprintf(where, sizeof(where), "%s: %s", what, err->where);
+		snprintf(err->where, sizeof(err->where), "%.*s", (int)sizeof(err->where) - 1, where);
+	}
+	return -1;
+}
+
 /* Refuses when a region of the patch was edited by hand. */
 static int refuse_damaged(const oeap_patchdef *def, const oeap_regions *rs, const char *what,
                           const char *hint, oeap_error *err)
@@ -426,7 +440,7 @@ int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, cons
 
 	memset(o, 0, sizeof(*o));
 	memset(&rep, 0, sizeof(rep));
-	if ((error = oeap_regions_scan(buf, len, &rs, err)))
+	if ((error = scan_regions(buf, len, what, &rs, err)))
 		goto done;
 	if (oeap_regions_count(&rs, def->name)) {
 		if ((error = oeap_verify_bytes(def, buf, len, what, &rep))) {
@@ -502,7 +516,7 @@ int oeap_revert_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 	oeap_regions rs = {0};
 	oeap_buf out = OEAP_BUF_INIT;
 	memset(o, 0, sizeof(*o));
-	if ((error = oeap_regions_scan(buf, len, &rs, err)))
+	if ((error = scan_regions(buf, len, what, &rs, err)))
 		goto done;
 	if (!oeap_regions_count(&rs, def->name)) {
 		o->before = OEAP_STATE_CLEAN;

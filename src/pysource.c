@@ -99,17 +99,26 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
  */
 static int find_error(TSNode node, TSNode *bad)
 {
-	if (ts_node_is_missing(node) || strcmp(ts_node_type(node), "ERROR") == 0) {
-		*bad = node;
-		return 1;
+	/* A cursor, not recursion: deeply nested input (a hundred thousand
+	 * parentheses) overflowed the stack of the recursive walk (hardening fix). */
+	TSTreeCursor c = ts_tree_cursor_new(node);
+	int found = 0;
+	for (;;) {
+		TSNode n = ts_tree_cursor_current_node(&c);
+		if (ts_node_is_missing(n) || strcmp(ts_node_type(n), "ERROR") == 0) {
+			*bad = n;
+			found = 1;
+			break;
+		}
+		if (ts_node_has_error(n) && ts_tree_cursor_goto_first_child(&c))
+			continue;
+		while (!ts_tree_cursor_goto_next_sibling(&c))
+			if (!ts_tree_cursor_goto_parent(&c))
+				goto out;
 	}
-	if (!ts_node_has_error(node))
-		return 0;
-	uint32_t n = ts_node_child_count(node);
-	for (uint32_t i = 0; i < n; i++)
-		if (find_error(ts_node_child(node, i), bad))
-			return 1;
-	return 0;
+out:
+	ts_tree_cursor_delete(&c);
+	return found;
 }
 
 /* Row and byte column of an offset relative to the parsed text (after the BOM). */

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Bounded fuzz run of every libFuzzer target on its seed corpus (CI's stage 4).
+#
+#   scripts/fuzz.sh BUILD_DIR        a build configured with -DOEAPATCH_FUZZ=ON (clang)
+#
+# Environment:
+#   OEAPATCH_FUZZ_SECONDS   seconds per target (default 15: about a minute in all)
+#   OEAPATCH_FUZZ_CORPUS    a directory to keep the working corpora in (one
+#                           sub-directory per target; default: a temporary
+#                           directory, removed afterwards). Longer runs use it
+#                           to carry the corpus from one session to the next.
+#   OEAPATCH_FUZZ_TARGETS   the targets to run (default: all three)
+#
+# The seed corpus is assembled at run time from tests/fixtures (eras,
+# variants, refuse) and tests/golden/*.expected.py; nothing generated is
+# committed. A crashing input is saved as
+# BUILD_DIR/fuzz-artifacts/<target>/crash-<sha1> (replay: BUILD_DIR/tests/fuzz/<target> FILE).
+# Prints one line per target (executions, time, result) and ends with
+# "N passed, M failed"; exits 1 when a target found a crash, leak or hang.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ $# -ne 1 ]; then
+  echo "usage: scripts/fuzz.sh BUILD_DIR" >&2
+  exit 2
+fi
+build=$(cd "$1" 2>/dev/null && pwd) || { echo "fuzz.sh: $1: no such build directory" >&2; exit 2; }
+seconds=${OEAPATCH_FUZZ_SECONDS:-15}
+case $seconds in ''|*[!0-9]*) echo "fuzz.sh: OEAPATCH_FUZZ_SECONDS must be a number of seconds" >&2; exit 2 ;; esac
+targets=${OEAPATCH_FUZZ_TARGETS:-"fuzz_roundtrip fuzz_regions fuzz_native"}
+
+for t in $targets; do
+  if [ ! -x "$build/tests/fuzz/$t" ]; then
+    echo "fuzz.sh: $build/tests/fuzz/$t not built: configure with CC=clang -DOEAPATCH_FUZZ=ON" >&2
+    exit 2
+  fi
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+seeds="$work/seeds"
+mkdir -p "$seeds"
+for f in "$root"/tests/fixtures/eras/*.py "$root"/tests/fixtures/variants/*.py \
+         "$root"/tests/fixtures/refuse/*.py; do
+  cp "$f" "$seeds/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+for f in "$root"/tests/golden/*.expected.py; do
+  cp "$f" "$seeds/golden-$(basename "$f")"
+done
+nseeds=$(ls "$seeds" | wc -l)
+corpora=${OEAPATCH_FUZZ_CORPUS:-"$work/corpus"}
+echo "fuzz: $nseeds seed files, ${seconds}s per target, build $build"
+
+export OEAPATCH_SOURCE_DIR="$root"
+# Leaks count as findings; a UBSan report stops the run like a crash.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+passed=0
+failed=0
+for t in $targets; do
+  corpus="$corpora/$t"
+  artifacts="$build/fuzz-artifacts/$t"
+  mkdir -p "$corpus" "$artifacts"
+  log="$build/fuzz-artifacts/$t.log"
+  args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 -print_final_stats=1
+        -artifact_prefix="$artifacts/")
+  case $t in
+    fuzz_roundtrip|fuzz_regions) args+=(-dict="$root/tests/fuzz/oeapatch.dict") ;;
+  esac
+  start=$(date +%s.%N)
+  # The seeds directory comes second: libFuzzer reads it but writes new inputs
+  # into the first one only.
+  timeout $((seconds + 120)) "$build/tests/fuzz/$t" "${args[@]}" "$corpus" "$seeds" >"$log" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
+  rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -n 1)
+  size=$(ls "$corpus" | wc -l)
+  if [ $rc -eq 0 ]; then
+    result=ok
+    passed=$((passed + 1))
+  else
+    found=$(ls -t "$artifacts" 2>/dev/null | head -n 1)
+    why=$(grep -m1 -E '^(==[0-9]+==ERROR|SUMMARY|fuzz_[a-z]+:|.*runtime error)' "$log" | cut -c1-200)
+    result="FAILED (exit $rc): ${why:-see $log}${found:+; input saved as $artifacts/$found}"
+    failed=$((failed + 1))
+  fi
+  printf '%-15s %9s execs %8s exec/s %6ss %5s corpus %5s MB  %s\n' "$t" "${execs:-?}" "${rate:-?}" \
+    "$elapsed" "$size" "${rss:-?}" "$result"
+done
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
