@@ -117,52 +117,32 @@ static int names_add(oeap_names *names, const pysource *src, TSNode id)
 	return 0;
 }
 
-/*
- * Walks the named nodes of the subtree at `root` in source order with a
- * cursor (no recursion: a file may nest expressions a hundred thousand
- * levels deep, and a recursive walk overflowed the stack on such input;
- * found by the hardening work). `visit` returns 1 to descend into the node,
- * 0 to skip its subtree, -1 to stop with an error.
- */
-static int walk_named(const pysource *src, TSNode root, oeap_names *names,
-                      int (*visit)(oeap_names *, const pysource *, TSNode))
-{
-	TSTreeCursor c = ts_tree_cursor_new(root);
-	int rc = 0;
-	for (;;) {
-		TSNode n = ts_tree_cursor_current_node(&c);
-		int down = 0;
-		if (ts_node_is_named(n) && (down = visit(names, src, n)) < 0) {
-			rc = -1;
-			break;
-		}
-		if (down && ts_tree_cursor_goto_first_child(&c))
-			continue;
-		/* The cursor's root has neither siblings nor a parent for it. */
-		while (!ts_tree_cursor_goto_next_sibling(&c))
-			if (!ts_tree_cursor_goto_parent(&c))
-				goto out;
-	}
-out:
-	ts_tree_cursor_delete(&c);
-	return rc;
-}
+typedef struct names_walk {
+	const pysource *src;
+	oeap_names *names;
+} names_walk;
 
 /* Adds the identifiers a binding target binds: a, (a, b), [a, *b], a: int. */
-static int visit_target(oeap_names *names, const pysource *src, TSNode t)
+static int visit_target(TSNode t, void *user)
 {
+	names_walk *w = user;
+	if (!ts_node_is_named(t))
+		return PYSOURCE_WALK_SKIP;
 	const char *type = ts_node_type(t);
 	if (strcmp(type, "identifier") == 0)
-		return names_add(names, src, t) ? -1 : 0;
-	return strcmp(type, "pattern_list") == 0 || strcmp(type, "tuple_pattern") == 0 ||
-	       strcmp(type, "list_pattern") == 0 || strcmp(type, "list_splat_pattern") == 0 ||
-	       strcmp(type, "parenthesized_expression") == 0;
+		return names_add(w->names, w->src, t) ? -1 : PYSOURCE_WALK_SKIP;
 	/* attribute and subscript targets bind no name */
+	return strcmp(type, "pattern_list") == 0 || strcmp(type, "tuple_pattern") == 0 ||
+	               strcmp(type, "list_pattern") == 0 || strcmp(type, "list_splat_pattern") == 0 ||
+	               strcmp(type, "parenthesized_expression") == 0
+	           ? PYSOURCE_WALK_DESCEND
+	           : PYSOURCE_WALK_SKIP;
 }
 
 static int add_targets(oeap_names *names, const pysource *src, TSNode t)
 {
-	return ts_node_is_null(t) ? 0 : walk_named(src, t, names, visit_target);
+	names_walk w = {src, names};
+	return ts_node_is_null(t) ? 0 : pysource_walk(t, visit_target, &w);
 }
 
 static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
@@ -184,22 +164,25 @@ static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
 
 /* Adds the names assigned anywhere in statement `st` (not in nested
  * function or class bodies, which have scopes of their own). */
-static int visit_assigned(oeap_names *names, const pysource *src, TSNode st)
+static int visit_assigned(TSNode st, void *user)
 {
+	names_walk *w = user;
+	if (!ts_node_is_named(st))
+		return PYSOURCE_WALK_SKIP;
 	const char *type = ts_node_type(st);
 	if (strcmp(type, "function_definition") == 0 || strcmp(type, "class_definition") == 0 ||
 	    strcmp(type, "lambda") == 0)
-		return 0;
-	if (strcmp(type, "assignment") == 0 || strcmp(type, "augmented_assignment") == 0) {
-		if (add_targets(names, src, ts_node_child_by_field_name(st, "left", 4)))
-			return -1;
-	}
-	return 1;
+		return PYSOURCE_WALK_SKIP;
+	if ((strcmp(type, "assignment") == 0 || strcmp(type, "augmented_assignment") == 0) &&
+	    add_targets(w->names, w->src, ts_node_child_by_field_name(st, "left", 4)))
+		return -1;
+	return PYSOURCE_WALK_DESCEND;
 }
 
 static int add_assigned(oeap_names *names, const pysource *src, TSNode st)
 {
-	return walk_named(src, st, names, visit_assigned);
+	names_walk w = {src, names};
+	return pysource_walk(st, visit_assigned, &w);
 }
 
 static int name_cmp(const void *a, const void *b)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "binding.h"
 #include "fsio.h"
 
 static void usage(const char *command, const char *synopsis, const char *summary, const oeap_option *opts,
@@ -141,4 +142,32 @@ int oeap_cli_error(const oeap_cli *cli, const oeap_error *err)
 const char *oeap_cli_target_rel(const oeap_cli *cli)
 {
 	return cli->def ? cli->def->target : "";
+}
+
+static int differs(const char *a, size_t alen, const char *b, size_t blen)
+{
+	if (!a || !b)
+		return a != b;
+	return alen != blen || memcmp(a, b, alen) != 0;
+}
+
+int oeap_cli_print_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_,
+                        size_t new_len, const char *bind_old, size_t bind_old_len, const char *bind_new,
+                        size_t bind_new_len, oeap_error *err)
+{
+	oeap_buf d = OEAP_BUF_INIT;
+	char *bind_rel = oeap_binding_path(cli->def, cli->def->target);
+	int rc = 0;
+	if (!bind_rel)
+		rc = oeap_fail(err, OEAP_ERR_INTERNAL, cli->command, 0, "out of memory");
+	else if ((differs(old, old_len, new_, new_len) &&
+	          oeap_diff(cli->def->target, old, old_len, new_, new_len, &d, err)) ||
+	         (differs(bind_old, bind_old_len, bind_new, bind_new_len) &&
+	          oeap_diff(bind_rel, bind_old, bind_old_len, bind_new, bind_new_len, &d, err)))
+		rc = -1;
+	else if (!cli->json)
+		fwrite(d.data ? d.data : "", 1, d.len, stdout);
+	free(bind_rel);
+	oeap_buf_free(&d);
+	return rc;
 }

@@ -131,21 +131,9 @@ int cmd_apply(int argc, char **argv)
 		goto fail;
 
 	if (o.diff) {
-		oeap_buf d = OEAP_BUF_INIT;
-		/* Paths relative to the checkout, so `git apply` takes the diff as it is. */
-		char *bind_rel = oeap_binding_path(cli.def, cli.def->target);
-		if (!bind_rel || (out.changed && oeap_diff(cli.def->target, buf, len, out.out, out.out_len, &d, &err)) ||
-		    (bp.needed && oeap_diff(bind_rel, bp.old, bp.old_len, bp.want.data, bp.want.len, &d, &err))) {
-			if (!bind_rel)
-				oeap_fail(&err, OEAP_ERR_INTERNAL, "apply", 0, "out of memory");
-			free(bind_rel);
-			oeap_buf_free(&d);
+		if (oeap_cli_print_diff(&cli, buf, len, out.out, out.out_len, bp.old, bp.old_len, bp.want.data,
+		                        bp.want.len, &err))
 			goto fail;
-		}
-		free(bind_rel);
-		if (!cli.json)
-			fwrite(d.data ? d.data : "", 1, d.len, stdout);
-		oeap_buf_free(&d);
 	} else if (writes && (out.changed || bp.needed)) {
 		/* The binding first: a target that imports it must never exist without it. */
 		if (bp.needed && oeap_write_atomic(bp.path, bp.want.data, bp.want.len, 0644, &err))

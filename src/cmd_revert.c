@@ -81,20 +81,9 @@ int cmd_revert(int argc, char **argv)
 	                oeap_binding_is_ours(bind_text, bind_len);
 
 	if (o.diff) {
-		oeap_buf d = OEAP_BUF_INIT;
-		char *bind_rel = oeap_binding_path(cli.def, cli.def->target);
-		if (!bind_rel || (out.changed && oeap_diff(cli.def->target, buf, len, out.out, out.out_len, &d, &err)) ||
-		    (bind_ours && oeap_diff(bind_rel, bind_text, bind_len, NULL, 0, &d, &err))) {
-			if (!bind_rel)
-				oeap_fail(&err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
-			free(bind_rel);
-			oeap_buf_free(&d);
+		if (oeap_cli_print_diff(&cli, buf, len, out.out, out.out_len, bind_ours ? bind_text : NULL, bind_len,
+		                        NULL, 0, &err))
 			goto fail;
-		}
-		free(bind_rel);
-		if (!cli.json)
-			fwrite(d.data ? d.data : "", 1, d.len, stdout);
-		oeap_buf_free(&d);
 	} else if (writes) {
 		/* The target first: a binding without an importer is harmless, the reverse is not. */
 		if (out.changed && oeap_write_atomic(cli.target, out.out, out.out_len, 0644, &err))

@@ -5,43 +5,42 @@
 
 #include "region.h"
 
+typedef struct indent_probe {
+	const pysource *src;
+	char *unit;
+	size_t cap;
+} indent_probe;
+
+/* A block whose first statement sits on its own line gives the unit: what
+ * that line's indentation adds to the indentation of the line that opened
+ * the block. */
+static int visit_block(TSNode n, void *user)
+{
+	indent_probe *p = user;
+	const pysource *src = p->src;
+	if (strcmp(ts_node_type(n), "block") != 0 || ts_node_named_child_count(n) == 0)
+		return PYSOURCE_WALK_DESCEND;
+	TSNode first = ts_node_named_child(n, 0);
+	TSNode owner = ts_node_parent(n);
+	size_t fs = pysource_start(src, first);
+	size_t os = ts_node_is_null(owner) ? 0 : pysource_start(src, owner);
+	size_t fl = pysource_line_start(src, fs), ol = pysource_line_start(src, os);
+	if (fl == ol)
+		return PYSOURCE_WALK_DESCEND;
+	size_t fi = fs - fl, oi = 0;
+	while (ol + oi < src->len && (src->buf[ol + oi] == ' ' || src->buf[ol + oi] == '\t'))
+		oi++;
+	if (fi <= oi || memcmp(src->buf + fl, src->buf + ol, oi) != 0 || fi - oi >= p->cap)
+		return PYSOURCE_WALK_DESCEND;
+	memcpy(p->unit, src->buf + fl + oi, fi - oi);
+	p->unit[fi - oi] = '\0';
+	return PYSOURCE_WALK_STOP;
+}
+
 int oeap_indent_unit(const pysource *src, char *unit, size_t cap)
 {
-	/* Walk in source order to the first block whose first statement sits on
-	 * its own line; the unit is what that line's indentation adds to the
-	 * indentation of the line that opened the block. */
-	TSTreeCursor cur = ts_tree_cursor_new(pysource_root(src));
-	int found = 0;
-	for (;;) {
-		TSNode n = ts_tree_cursor_current_node(&cur);
-		if (strcmp(ts_node_type(n), "block") == 0 && ts_node_named_child_count(n) > 0) {
-			TSNode first = ts_node_named_child(n, 0);
-			TSNode owner = ts_node_parent(n);
-			size_t fs = pysource_start(src, first);
-			size_t os = ts_node_is_null(owner) ? 0 : pysource_start(src, owner);
-			size_t fl = pysource_line_start(src, fs), ol = pysource_line_start(src, os);
-			if (fl != ol) {
-				size_t fi = fs - fl;
-				size_t oi = 0;
-				while (ol + oi < src->len && (src->buf[ol + oi] == ' ' || src->buf[ol + oi] == '\t'))
-					oi++;
-				if (fi > oi && memcmp(src->buf + fl, src->buf + ol, oi) == 0 && fi - oi < cap) {
-					memcpy(unit, src->buf + fl + oi, fi - oi);
-					unit[fi - oi] = '\0';
-					found = 1;
-					break;
-				}
-			}
-		}
-		if (ts_tree_cursor_goto_first_child(&cur))
-			continue;
-		while (!ts_tree_cursor_goto_next_sibling(&cur))
-			if (!ts_tree_cursor_goto_parent(&cur))
-				goto out;
-	}
-out:
-	ts_tree_cursor_delete(&cur);
-	if (!found)
+	indent_probe p = {src, unit, cap};
+	if (pysource_walk(pysource_root(src), visit_block, &p) != PYSOURCE_WALK_STOP)
 		snprintf(unit, cap, "    ");
 	return 0;
 }

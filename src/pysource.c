@@ -92,33 +92,45 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 	return 0;
 }
 
-/*
- * Depth-first search for the first ERROR or MISSING node, in source order.
- * ts_node_has_error() alone is not a verdict (conventions.md): it only tells
- * which subtrees are worth walking, and the walk finds the node to name.
- */
-static int find_error(TSNode node, TSNode *bad)
+int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user)
 {
-	/* A cursor, not recursion: deeply nested input (a hundred thousand
-	 * parentheses) overflowed the stack of the recursive walk (hardening fix). */
-	TSTreeCursor c = ts_tree_cursor_new(node);
-	int found = 0;
+	TSTreeCursor c = ts_tree_cursor_new(root);
+	int rc = 0;
 	for (;;) {
-		TSNode n = ts_tree_cursor_current_node(&c);
-		if (ts_node_is_missing(n) || strcmp(ts_node_type(n), "ERROR") == 0) {
-			*bad = n;
-			found = 1;
+		int v = visit(ts_tree_cursor_current_node(&c), user);
+		if (v < 0 || v == PYSOURCE_WALK_STOP) {
+			rc = v;
 			break;
 		}
-		if (ts_node_has_error(n) && ts_tree_cursor_goto_first_child(&c))
+		if (v == PYSOURCE_WALK_DESCEND && ts_tree_cursor_goto_first_child(&c))
 			continue;
+		/* The cursor's root has neither siblings nor a parent for it. */
 		while (!ts_tree_cursor_goto_next_sibling(&c))
 			if (!ts_tree_cursor_goto_parent(&c))
 				goto out;
 	}
 out:
 	ts_tree_cursor_delete(&c);
-	return found;
+	return rc;
+}
+
+/*
+ * The first ERROR or MISSING node, in source order. ts_node_has_error() alone
+ * is not a verdict (conventions.md): it only tells which subtrees are worth
+ * walking, and the walk finds the node to name.
+ */
+static int visit_error(TSNode n, void *user)
+{
+	if (ts_node_is_missing(n) || strcmp(ts_node_type(n), "ERROR") == 0) {
+		*(TSNode *)user = n;
+		return PYSOURCE_WALK_STOP;
+	}
+	return ts_node_has_error(n) ? PYSOURCE_WALK_DESCEND : PYSOURCE_WALK_SKIP;
+}
+
+static int find_error(TSNode node, TSNode *bad)
+{
+	return pysource_walk(node, visit_error, bad) == PYSOURCE_WALK_STOP;
 }
 
 /* Row and byte column of an offset relative to the parsed text (after the BOM). */

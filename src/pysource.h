@@ -68,6 +68,22 @@ char *pysource_text(const pysource *src, TSNode node);
 /* 1 when the node's text equals `s`. */
 int pysource_text_eq(const pysource *src, TSNode node, const char *s);
 
+/* What a pysource_walk() visitor returns for a node. */
+enum {
+	PYSOURCE_WALK_SKIP = 0,    /* do not look below this node */
+	PYSOURCE_WALK_DESCEND = 1, /* visit its children too */
+	PYSOURCE_WALK_STOP = 2,    /* done: pysource_walk returns PYSOURCE_WALK_STOP */
+};
+
+/*
+ * Visits `root` and the nodes below it in source order, with a tree cursor
+ * rather than recursion: input may nest a hundred thousand levels deep, and
+ * a recursive walk overflows the stack there. `visit` returns one of the
+ * values above, or a negative value to stop with that value (an error).
+ * Returns 0 when the walk ran to the end.
+ */
+int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user);
+
 /* Checks buf for what parsing refuses, without parsing (shared with region scanning). */
 int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
                          oeap_error *err);

@@ -676,4 +676,3 @@ def route(
     if cast_back is not None:
         weights = weights.to(cast_back)
     return weights, ids
-
