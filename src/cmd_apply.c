@@ -12,11 +12,12 @@
 #include "fsio.h"
 #include "pipeline.h"
 
-enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY };
+enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH };
 
 typedef struct apply_opts {
 	int check;
 	int diff;
+	int refresh;
 	const char *library;
 } apply_opts;
 
@@ -33,6 +34,9 @@ static int on_option(int val, const char *arg, void *user)
 	case OPT_LIBRARY:
 		o->library = arg;
 		return 0;
+	case OPT_REFRESH:
+		o->refresh = 1;
+		return 0;
 	}
 	return -1;
 }
@@ -42,6 +46,8 @@ static const oeap_option options[] = {
 	{"check", no_argument, OPT_CHECK, NULL, "write nothing: say whether the patch lands (exit 0) or not"},
 	{"dry-run", no_argument, OPT_CHECK, NULL, "the same as --check"},
 	{"diff", no_argument, OPT_DIFF, NULL, "write nothing: print the unified diff apply would make"},
+	{"refresh", no_argument, OPT_REFRESH, NULL,
+	 "move regions that upstream changes left away from their anchors (otherwise refused)"},
 	{"library", required_argument, OPT_LIBRARY, "PATH",
 	 "the liboea the binding loads (default: $OEAPATCH_LIBRARY, the installed one, or the build tree's)"},
 	{NULL, 0, 0, NULL, NULL},
@@ -87,7 +93,7 @@ int cmd_apply(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0, lock = -1;
 	oeap_cli cli;
-	apply_opts o = {0, 0, NULL};
+	apply_opts o = {0, 0, 0, NULL};
 	oeap_error err;
 	char *buf = NULL, *library = NULL, *disk = NULL;
 	size_t len = 0, disk_len = 0;
@@ -98,7 +104,7 @@ int cmd_apply(int argc, char **argv)
 	memset(&bp, 0, sizeof(bp));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "apply", "[-C DIR] [--check | --diff] [--library PATH] [--json]",
+	int p = oeap_cli_parse(&cli, "apply", "[-C DIR] [--check | --diff] [--refresh] [--library PATH] [--json]",
 	                       "Insert the env-gated OEA call site into the checkout's target file and write the "
 	                       "binding module beside it.",
 	                       options, argc, argv, on_option, &o, &first);
@@ -126,7 +132,8 @@ int cmd_apply(int argc, char **argv)
 	if (writes && (lock = oeap_lock(cli.target, 10000, &err)) < 0)
 		goto fail;
 	if (oeap_read_file(cli.target, &buf, &len, &err) ||
-	    oeap_apply_bytes(cli.def, buf, len, oeap_cli_target_rel(&cli), &out, &err) ||
+	    oeap_apply_bytes_flags(cli.def, buf, len, oeap_cli_target_rel(&cli), o.refresh ? OEAP_APPLY_REFRESH : 0,
+	                           &out, &err) ||
 	    plan_binding(&cli, library, &bp, &err))
 		goto fail;
 
@@ -188,8 +195,8 @@ int cmd_apply(int argc, char **argv)
 		                           : state;
 		printf("%s: %s/%d %s\n", cli.def->target, cli.def->name, cli.def->version, verb);
 		if (out.before == OEAP_STATE_STALE && !o.check)
-			printf("  (the regions found were of version %d or no longer at their anchors: replaced)\n",
-			       out.from_version);
+			printf("  (the regions found were of version %d%s: replaced)\n", out.from_version,
+			       out.from_version == cli.def->version ? " and no longer at their anchors" : "");
 		for (size_t i = 0; i < out.plan.n; i++) {
 			const oeap_insertion *ins = &out.plan.items[i];
 			size_t at = oeap_plan_output_offset(&out.plan, i);

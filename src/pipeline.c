@@ -430,6 +430,12 @@ static int refuse_damaged(const oeap_patchdef *def, const oeap_regions *rs, cons
 int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                      oeap_outcome *o, oeap_error *err)
 {
+	return oeap_apply_bytes_flags(def, buf, len, what, 0, o, err);
+}
+
+int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                           unsigned flags, oeap_outcome *o, oeap_error *err)
+{
 	int error = 0;
 	oeap_regions rs = {0};
 	oeap_report rep;
@@ -459,9 +465,20 @@ int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, cons
 		if ((error = refuse_damaged(def, &rs, what,
 		                            "restore it, or drop it with `oeapatch revert --force` and apply again", err)))
 			goto done;
-		/* Intact regions of an older version, or regions that no longer sit
-		 * where their anchors are: taking them out gives the exact original,
-		 * so re-planning on that is as safe as a first apply. */
+		/* Intact regions: taking them out gives the exact original, so
+		 * re-planning on that is as safe as a first apply. An older version
+		 * is upgraded; drift under the current version (upstream moved the
+		 * code around our regions) is the user's call: verify names it, and
+		 * --refresh moves the regions. */
+		if (rep.version == def->version && !(flags & OEAP_APPLY_REFRESH)) {
+			const oeap_check *c = first_failure(&rep);
+			error = oeap_fail(err, OEAP_ERR_REGION, what, c->line,
+			                  "applied, but it no longer holds (%s: %s): refusing to move it silently; "
+			                  "`oeapatch apply --refresh` re-applies it at its anchors, `oeapatch revert` "
+			                  "removes it",
+			                  c->name, c->detail);
+			goto done;
+		}
 		o->before = OEAP_STATE_STALE;
 		o->from_version = rep.version;
 		if (oeap_regions_strip(buf, len, &rs, def->name, &stripped)) {

@@ -67,13 +67,24 @@ void oeap_outcome_free(oeap_outcome *o);
 int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                       oeap_report *rep);
 
+/* oeap_apply_bytes_flags() flags. */
+#define OEAP_APPLY_REFRESH 0x1u /* move intact regions that drifted from their anchors */
+
 /*
  * Applies `def` to `buf`. Already applied and verified: success with
- * o->changed == 0. Intact regions of an older version or moved anchors: they
- * are replaced (o->before == OEAP_STATE_STALE). Damaged regions: refused.
- * The result is verified before it is returned; a result that would not
- * verify is an error, never an output.
+ * o->changed == 0. Intact regions of an older version are upgraded in place
+ * (o->before == OEAP_STATE_STALE, o->from_version). Intact regions of this
+ * version that no longer sit where their anchors demand, or pass names that
+ * are no longer bound (upstream moved the code under them): refused naming
+ * the failed check, unless OEAP_APPLY_REFRESH, which strips and re-applies
+ * them. Damaged regions (edited by hand, broken markers): refused. The result
+ * is verified before it is returned; a result that would not verify is an
+ * error, never an output.
  */
+int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                           unsigned flags, oeap_outcome *o, oeap_error *err);
+
+/* oeap_apply_bytes_flags() without flags. */
 int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                      oeap_outcome *o, oeap_error *err);
 

@@ -179,11 +179,18 @@ static void test_moved_callsite(void **state)
 	assert_int_equal(at, n);
 	verify_expect(moved, n, "placement:callsite", "demands it directly after");
 
-	/* The regions are intact, so apply puts it back where it belongs. */
+	/* apply refuses to move it silently, naming the check and the way out ... */
 	oeap_outcome o;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(oeap_apply_bytes(def, moved, n, "topk.py", &o, &err), 0);
+	assert_int_equal(oeap_apply_bytes(def, moved, n, "topk.py", &o, &err), -1);
+	assert_null(o.out);
+	assert_int_equal(err.kind, OEAP_ERR_REGION);
+	assert_non_null(strstr(err.message, "placement:callsite"));
+	assert_non_null(strstr(err.message, "--refresh"));
+	/* ... and, the regions being intact, --refresh puts it back where it belongs. */
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes_flags(def, moved, n, "topk.py", OEAP_APPLY_REFRESH, &o, &err), 0);
 	assert_int_equal(o.before, OEAP_STATE_STALE);
 	assert_int_equal(o.out_len, n);
 	assert_memory_equal(o.out, buf, n);
