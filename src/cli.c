@@ -67,14 +67,23 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 			usage(command, synopsis, summary, opts, stdout);
 			return 1;
 		case '?':
-		case ':':
+		case ':': {
+			oeap_error err;
+			oeap_error_clear(&err);
 			if (optopt && optopt < 256)
-				oeap_msg("%s: unknown option or missing argument: -%c (see oeapatch %s --help)", command, optopt,
-				         command);
+				oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
+				          "unknown option or missing argument: -%c (see oeapatch %s --help)", optopt, command);
 			else
-				oeap_msg("%s: unknown option or missing argument: %s (see oeapatch %s --help)", command,
-				         argv[optind - 1], command);
+				oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
+				          "unknown option or missing argument: %s (see oeapatch %s --help)", argv[optind - 1],
+				          command);
+			/* A script that asked for JSON gets its one document, even now. */
+			for (int i = 1; i < argc; i++)
+				if (strcmp(argv[i], "--json") == 0)
+					cli->json = 1;
+			oeap_cli_error(cli, &err);
 			return -1;
+		}
 		default:
 			if (!on_option || on_option(c, optarg, user))
 				return -1;
@@ -98,9 +107,10 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 	free(dir);
 	if (rc)
 		return -1;
-	if (stat(cli->dir, &st) || !S_ISDIR(st.st_mode))
-		return oeap_fail(err, OEAP_ERR_USAGE, cli->dir, 0, "not a directory: %s",
-		                 errno ? strerror(errno) : "not a directory");
+	if (stat(cli->dir, &st))
+		return oeap_fail(err, OEAP_ERR_USAGE, cli->dir, 0, "cannot use it as the checkout: %s", strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return oeap_fail(err, OEAP_ERR_USAGE, cli->dir, 0, "is not a directory: -C takes the checkout's directory");
 	if (!(cli->root = realpath(cli->dir, NULL)))
 		return oeap_fail(err, OEAP_ERR_IO, cli->dir, 0, "cannot resolve: %s", strerror(errno));
 	if (!need_target)
@@ -151,23 +161,19 @@ static int differs(const char *a, size_t alen, const char *b, size_t blen)
 	return alen != blen || memcmp(a, b, alen) != 0;
 }
 
-int oeap_cli_print_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_,
-                        size_t new_len, const char *bind_old, size_t bind_old_len, const char *bind_new,
-                        size_t bind_new_len, oeap_error *err)
+int oeap_cli_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_, size_t new_len,
+                  const char *bind_old, size_t bind_old_len, const char *bind_new, size_t bind_new_len,
+                  oeap_buf *out, oeap_error *err)
 {
-	oeap_buf d = OEAP_BUF_INIT;
 	char *bind_rel = oeap_binding_path(cli->def, cli->def->target);
 	int rc = 0;
 	if (!bind_rel)
 		rc = oeap_fail(err, OEAP_ERR_INTERNAL, cli->command, 0, "out of memory");
 	else if ((differs(old, old_len, new_, new_len) &&
-	          oeap_diff(cli->def->target, old, old_len, new_, new_len, &d, err)) ||
+	          oeap_diff(cli->def->target, old, old_len, new_, new_len, out, err)) ||
 	         (differs(bind_old, bind_old_len, bind_new, bind_new_len) &&
-	          oeap_diff(bind_rel, bind_old, bind_old_len, bind_new, bind_new_len, &d, err)))
+	          oeap_diff(bind_rel, bind_old, bind_old_len, bind_new, bind_new_len, out, err)))
 		rc = -1;
-	else if (!cli->json)
-		fwrite(d.data ? d.data : "", 1, d.len, stdout);
 	free(bind_rel);
-	oeap_buf_free(&d);
 	return rc;
 }

@@ -58,14 +58,14 @@ void oeap_cli_close(oeap_cli *cli);
 int oeap_cli_error(const oeap_cli *cli, const oeap_error *err);
 
 /*
- * Prints (unless --json) the unified diff a command would make: the target
- * from `old` to `new_`, and the binding module from `bind_old` to `bind_new`
- * (NULL: absent). Unchanged files print nothing; paths are relative to the
+ * Appends to `out` the unified diff a command would make: the target from
+ * `old` to `new_`, and the binding module from `bind_old` to `bind_new`
+ * (NULL: absent). Unchanged files add nothing; paths are relative to the
  * checkout so that `git apply` takes the output as it is.
  */
-int oeap_cli_print_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_,
-                        size_t new_len, const char *bind_old, size_t bind_old_len, const char *bind_new,
-                        size_t bind_new_len, oeap_error *err);
+int oeap_cli_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_, size_t new_len,
+                  const char *bind_old, size_t bind_old_len, const char *bind_new, size_t bind_new_len,
+                  oeap_buf *out, oeap_error *err);
 
 /* The target's path relative to the checkout, for messages and diffs. */
 const char *oeap_cli_target_rel(const oeap_cli *cli);

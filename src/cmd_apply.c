@@ -82,6 +82,20 @@ static int plan_binding(const oeap_cli *cli, const char *library, binding_plan *
 	return 0;
 }
 
+/* The library path an existing binding module of ours records, or NULL. */
+static char *recorded_library(const oeap_cli *cli)
+{
+	char *path = oeap_binding_path(cli->def, cli->target), *text = NULL, *lib = NULL;
+	size_t len = 0;
+	oeap_error ignore;
+	oeap_error_clear(&ignore);
+	if (path && oeap_read_file(path, &text, &len, &ignore) == 0 && oeap_binding_is_ours(text, len))
+		lib = oeap_binding_recorded_library(cli->def, text, len);
+	free(text);
+	free(path);
+	return lib;
+}
+
 static void binding_plan_free(binding_plan *bp)
 {
 	free(bp->path);
@@ -99,6 +113,7 @@ int cmd_apply(int argc, char **argv)
 	size_t len = 0, disk_len = 0;
 	oeap_outcome out;
 	binding_plan bp;
+	oeap_buf diff = OEAP_BUF_INIT;
 	char detail[768];
 	memset(&out, 0, sizeof(out));
 	memset(&bp, 0, sizeof(bp));
@@ -114,10 +129,19 @@ int cmd_apply(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "unexpected argument '%s'", argv[first]);
 		return oeap_cli_error(&cli, &err);
 	}
+	if (o.check && o.diff) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "--check and --diff: choose one");
+		return oeap_cli_error(&cli, &err);
+	}
 	int writes = !o.check && !o.diff;
 	if (oeap_cli_open(&cli, 1, &err))
 		goto fail;
-	library = o.library ? realpath(o.library, NULL) : oeap_library_default();
+	/* --library, else the library the checkout's binding already records (a
+	 * plain re-apply, as the hooks run after a pull, must not rebind it),
+	 * else the default one. */
+	library = o.library ? realpath(o.library, NULL) : recorded_library(&cli);
+	if (!library && !o.library)
+		library = oeap_library_default();
 	if (!library) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "--library", 0, "%s",
 		          o.library ? "the library given does not exist"
@@ -138,9 +162,11 @@ int cmd_apply(int argc, char **argv)
 		goto fail;
 
 	if (o.diff) {
-		if (oeap_cli_print_diff(&cli, buf, len, out.out, out.out_len, bp.old, bp.old_len, bp.want.data,
-		                        bp.want.len, &err))
+		if (oeap_cli_diff(&cli, buf, len, out.out, out.out_len, bp.old, bp.old_len, bp.want.data, bp.want.len,
+		                  &diff, &err))
 			goto fail;
+		if (!cli.json)
+			fwrite(diff.data ? diff.data : "", 1, diff.len, stdout);
 	} else if (writes && (out.changed || bp.needed)) {
 		/* The binding first: a target that imports it must never exist without it. */
 		if (bp.needed && oeap_write_atomic(bp.path, bp.want.data, bp.want.len, 0644, &err))
@@ -189,6 +215,8 @@ int cmd_apply(int argc, char **argv)
 		                    oeap_json_insertions(&out.plan, cli.def->target, out.out, out.out_len));
 		json_object_set_new(j, "binding", json_pack("{s:s,s:s,s:b}", "path", bp.path, "library", library,
 		                                            "changed", bp.needed));
+		if (o.diff)
+			json_object_set_new(j, "diff", json_stringn(diff.data ? diff.data : "", diff.len));
 		oeap_json_emit(j);
 	} else if (!o.diff) {
 		const char *verb = o.check ? (out.changed || bp.needed ? "would be applied" : "already applied")
@@ -216,6 +244,7 @@ done:
 	if (lock >= 0)
 		oeap_unlock(lock, cli.target);
 	binding_plan_free(&bp);
+	oeap_buf_free(&diff);
 	oeap_outcome_free(&out);
 	free(disk);
 	free(buf);

@@ -154,7 +154,9 @@ static int write_junit(const char *file, const oeap_patchdef *def, const oeap_re
 		}
 		rc |= oeap_buf_puts(&b, ">\n    <failure message=\"");
 		rc |= xml_escape(&b, detail);
-		rc |= oeap_buf_printf(&b, "\" type=\"%s\">commit %s\nfile %s\n", oeap_land_name(res[i].land), full, r->path);
+		rc |= oeap_buf_printf(&b, "\" type=\"%s\">commit %s\nfile ", oeap_land_name(res[i].land), full);
+		rc |= xml_escape(&b, r->path);
+		rc |= oeap_buf_puts(&b, "\n");
 		rc |= xml_escape(&b, detail);
 		rc |= oeap_buf_puts(&b, "</failure>\n  </testcase>\n");
 	}
@@ -235,6 +237,10 @@ int cmd_check(int argc, char **argv)
 		nfailed += failed(&res[i]);
 	}
 
+	/* The report file first: a failure to write it is then the command's
+	 * one error, not a second JSON document after the results. */
+	if (o.junit && write_junit(o.junit, cli.def, &revs, res, nfailed, total, &err))
+		goto fail;
 	if (cli.json) {
 		json_t *j = json_object(), *arr = json_array();
 		for (size_t i = 0; i < revs.n; i++) {
@@ -306,8 +312,6 @@ int cmd_check(int argc, char **argv)
 		if (revs.n == 0)
 			printf("(no commit in the range given touched %s)\n", path);
 	}
-	if (o.junit && write_junit(o.junit, cli.def, &revs, res, nfailed, total, &err))
-		goto fail;
 	rc = nfailed ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
 	goto done;
 fail:

@@ -76,6 +76,9 @@ static int selected(const hook_opts *o, int bare, const char *name)
 
 static int check_only(const char *only, oeap_error *err)
 {
+	if (only && (!*only || strstr(only, ",,") || only[0] == ',' || only[strlen(only) - 1] == ','))
+		return oeap_fail(err, OEAP_ERR_USAGE, "--only", 0,
+		                 "an empty hook name in '%s': list hooks separated by commas", only);
 	for (const char *p = only; p && *p;) {
 		const char *e = strchr(p, ',');
 		size_t len = e ? (size_t)(e - p) : strlen(p);
@@ -104,18 +107,17 @@ int cmd_hook(int argc, char **argv)
 	int from_config = 0, problems = 0;
 	oeap_error_clear(&err);
 
-	/* The action comes first (git remote add style); its options follow it. */
-	if (argc >= 2 && argv[1][0] != '-') {
-		sub = argv[1];
-		snprintf(command, sizeof(command), "hook %s", sub);
-		argc--;
-		argv++;
-	} else {
-		snprintf(command, sizeof(command), "hook");
-	}
+	/* The action is the first operand, before or after the options
+	 * (`hook install -C R`, `hook -C R install`). */
+	snprintf(command, sizeof(command), "hook");
 	int p = oeap_cli_parse(&cli, command, synopsis, summary, options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
+	if (first < argc) {
+		sub = argv[first++];
+		snprintf(command, sizeof(command), "hook %s", sub);
+		cli.command = command;
+	}
 	if (!sub) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "say what to do: oeapatch hook install | uninstall | status");
 		return oeap_cli_error(&cli, &err);

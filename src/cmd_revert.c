@@ -50,6 +50,7 @@ int cmd_revert(int argc, char **argv)
 	char *buf = NULL, *bind_text = NULL, *bind_path = NULL;
 	size_t len = 0, bind_len = 0;
 	oeap_outcome out;
+	oeap_buf diff = OEAP_BUF_INIT;
 	memset(&out, 0, sizeof(out));
 	oeap_error_clear(&err);
 
@@ -60,6 +61,10 @@ int cmd_revert(int argc, char **argv)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if (first < argc) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "revert", 0, "unexpected argument '%s'", argv[first]);
+		return oeap_cli_error(&cli, &err);
+	}
+	if (o.check && o.diff) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "revert", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);
 	}
 	int writes = !o.check && !o.diff;
@@ -81,9 +86,11 @@ int cmd_revert(int argc, char **argv)
 	                oeap_binding_is_ours(bind_text, bind_len);
 
 	if (o.diff) {
-		if (oeap_cli_print_diff(&cli, buf, len, out.out, out.out_len, bind_ours ? bind_text : NULL, bind_len,
-		                        NULL, 0, &err))
+		if (oeap_cli_diff(&cli, buf, len, out.out, out.out_len, bind_ours ? bind_text : NULL, bind_len, NULL, 0,
+		                  &diff, &err))
 			goto fail;
+		if (!cli.json)
+			fwrite(diff.data ? diff.data : "", 1, diff.len, stdout);
 	} else if (writes) {
 		/* The target first: a binding without an importer is harmless, the reverse is not. */
 		if (out.changed && oeap_write_atomic(cli.target, out.out, out.out_len, 0644, &err))
@@ -105,6 +112,8 @@ int cmd_revert(int argc, char **argv)
 		json_object_set_new(j, "before", json_string(oeap_file_state_name(out.before)));
 		json_object_set_new(j, "changed", json_boolean(out.changed));
 		json_object_set_new(j, "binding_removed", json_boolean(bind_ours));
+		if (o.diff)
+			json_object_set_new(j, "diff", json_stringn(diff.data ? diff.data : "", diff.len));
 		oeap_json_emit(j);
 	} else if (!o.diff) {
 		printf("%s: %s/%d %s\n", cli.def->target, cli.def->name, cli.def->version, verb);
@@ -116,6 +125,7 @@ done:
 	if (lock >= 0)
 		oeap_unlock(lock, cli.target);
 	oeap_outcome_free(&out);
+	oeap_buf_free(&diff);
 	free(bind_text);
 	free(bind_path);
 	free(buf);

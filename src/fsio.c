@@ -285,11 +285,13 @@ int oeap_path_inside(const char *root, const char *rel, char **out, oeap_error *
 	if (strstr(rel, "..") && (strncmp(rel, "../", 3) == 0 || strstr(rel, "/../") || strcmp(rel, "..") == 0 ||
 	                          (strlen(rel) >= 3 && strcmp(rel + strlen(rel) - 3, "/..") == 0)))
 		return oeap_fail(err, OEAP_ERR_IO, rel, 0, "a path with '..' may lead outside the checkout: refusing");
-	/* A missing file: check the deepest directory that exists instead, so a
-	 * path through a symlink out of the tree is refused before it exists. */
+	/* The directories are resolved (the deepest one that exists, so a path
+	 * through a symlink out of the tree is refused before the file exists);
+	 * the file name is not: see the symlink check below. */
 	char probe[PATH_MAX];
 	snprintf(probe, sizeof(probe), "%s", joined);
-	const char *rest = "";
+	const char *rest = strrchr(joined, '/');
+	probe[rest - joined] = '\0';
 	while (!realpath(probe, real)) {
 		if (errno != ENOENT && errno != ENOTDIR)
 			return oeap_fail(err, OEAP_ERR_IO, joined, 0, "cannot resolve: %s", strerror(errno));
@@ -306,6 +308,22 @@ int oeap_path_inside(const char *root, const char *rel, char **out, oeap_error *
 		                 real, rroot);
 	char full[PATH_MAX * 2];
 	snprintf(full, sizeof(full), "%s%s", real, rest);
+	/* A target that is itself a symbolic link is refused, wherever it points:
+	 * Python imports it from the link's directory, so the binding module
+	 * beside it must go there, and the file written is another one. */
+	struct stat st;
+	if (lstat(full, &st) == 0 && S_ISLNK(st.st_mode)) {
+		char target[PATH_MAX];
+		if (realpath(full, target) && strcmp(rroot, "/") != 0 &&
+		    (strncmp(target, rroot, n) != 0 || (target[n] != '/' && target[n] != '\0')))
+			return oeap_fail(err, OEAP_ERR_IO, joined, 0,
+			                 "resolves to %s, outside the checkout %s (a symbolic link out of the tree): "
+			                 "refusing",
+			                 target, rroot);
+		return oeap_fail(err, OEAP_ERR_IO, joined, 0,
+		                 "is a symbolic link: refusing (Python imports it from here, the file written would be "
+		                 "another one; replace the link by the file)");
+	}
 	*out = strdup(full);
 	return *out ? 0 : oeap_fail(err, OEAP_ERR_INTERNAL, rel, 0, "out of memory");
 }

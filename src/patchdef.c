@@ -153,6 +153,18 @@ static int parse_args(oeap_arg_def *a, const char *value)
 	return a->nexprs > 0;
 }
 
+/* A whole positive decimal integer ("1x", "", "0" are not), or 0. */
+static int positive_int(const char *v)
+{
+	char *end = NULL;
+	while (isspace((unsigned char)*v))
+		v++;
+	long n = strtol(v, &end, 10);
+	while (end && isspace((unsigned char)*end))
+		end++;
+	return end != v && end && *end == '\0' && n >= 1 && n <= 1000000 ? (int)n : 0;
+}
+
 static int bad(load_ctx *c, int line, const char *section, const char *name, const char *why)
 {
 	char where[sizeof(c->manifest) + 16];
@@ -173,7 +185,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 		if (strcmp(name, "name") == 0)
 			return set_str(&def->name, value) || bad(c, lineno, section, name, "out of memory");
 		if (strcmp(name, "version") == 0) {
-			def->version = atoi(value);
+			def->version = positive_int(value);
 			return def->version >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
 		}
 		if (strcmp(name, "summary") == 0)
@@ -181,7 +193,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 		if (strcmp(name, "target") == 0)
 			return set_str(&def->target, value);
 		if (strcmp(name, "abi") == 0) {
-			def->abi = atoi(value);
+			def->abi = positive_int(value);
 			return def->abi >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
 		}
 		return bad(c, lineno, section, name, "unknown key");
@@ -416,6 +428,10 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 	    !def->binding_text) {
 		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
 		                  "needs [patch] name, version, target, abi and [binding] module, source");
+		goto done;
+	}
+	if (!def->name[0]) {
+		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0, "[patch] name is empty");
 		goto done;
 	}
 	for (const char *p = def->name; *p; p++)
