@@ -47,14 +47,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-bad-input.XXXXXX")
 chmod 755 "$work" # the unprivileged runs below must reach it
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); printf 'ok    %s\n' "$1"; }
-bad() { failed=$((failed + 1)); printf 'FAIL  %s\n' "$1"; [ -n "${2:-}" ] && printf '      %s\n' "$2"; }
-check() { # check NAME COMMAND...: passes when the command succeeds
-  local name=$1; shift
-  if "$@"; then ok "$name"; else bad "$name"; fi
-}
+. "$(dirname "$0")/testlib.sh"
 
 # new_checkout FIXTURE_FILE: a fresh checkout holding FIXTURE as topk.py; prints its root.
 # (It runs in $(...), a subshell: mktemp, not a counter, keeps the roots apart.)
@@ -427,5 +420,4 @@ else
     cmp -s "$root/$target_rel" "$fix/eras/2025-12_layer_id_capturer.py"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_summary

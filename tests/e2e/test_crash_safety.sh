@@ -35,10 +35,7 @@ rounds=${OEAPATCH_RACE_ROUNDS:-20}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-crash.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); printf 'ok    %s\n' "$1"; }
-bad() { failed=$((failed + 1)); printf 'FAIL  %s\n' "$1"; [ -n "${2:-}" ] && printf '      %s\n' "$2"; }
+. "$(dirname "$0")/testlib.sh"
 
 sha() { if [ -f "$1" ]; then sha256sum <"$1" | cut -d' ' -f1; else echo absent; fi; }
 old_sha=$(sha "$old")
@@ -241,5 +238,4 @@ race apply-apply clean
 race apply-revert clean
 race apply-revert patched
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_summary

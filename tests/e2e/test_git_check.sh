@@ -18,26 +18,8 @@ OLD=python/sglang/srt/layers/topk.py
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-git-check.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-# Deterministic git, whatever the user's configuration.
-export HOME=$WORK/home GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=Test GIT_AUTHOR_EMAIL=test@example.org \
-	GIT_COMMITTER_NAME=Test GIT_COMMITTER_EMAIL=test@example.org NO_COLOR=1
-mkdir -p "$HOME"
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
-
-pass=0 failn=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { failn=$((failn + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     | /'; }
-# expect DESC WANT_RC CMD...: runs CMD, keeps its output in $out.
-expect() {
-	local desc=$1 want=$2
-	shift 2
-	out=$("$@" 2>&1)
-	local rc=$?
-	if [ "$rc" -eq "$want" ]; then ok "$desc (exit $rc)"; else bad "$desc: exit $rc, wanted $want" "$out"; fi
-}
-has() { # has DESC TEXT: $out contains TEXT
-	if grep -qF -- "$2" <<<"$out"; then ok "$1"; else bad "$1: no '$2' in the output" "$out"; fi
-}
+. "$(dirname "$0")/testlib.sh"
+e2e_git_env "$WORK"
 json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)" <<<"$out"; }
 
 g() { git -c init.defaultBranch=main "$@"; }
@@ -184,5 +166,4 @@ t1=$(date +%s.%N)
 has "... all 100 land" "100 revisions of $T"
 echo "     time for 100 revisions: $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s ($(tail -1 <<<"$out"))"
 
-echo "$pass passed, $failn failed"
-[ "$failn" -eq 0 ]
+e2e_summary

@@ -16,30 +16,17 @@ LIB=()
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-git-hooks.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-export HOME=$WORK/home GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=Test GIT_AUTHOR_EMAIL=test@example.org \
-	GIT_COMMITTER_NAME=Test GIT_COMMITTER_EMAIL=test@example.org NO_COLOR=1
-mkdir -p "$HOME"
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
+. "$(dirname "$0")/testlib.sh"
+e2e_git_env "$WORK"
 git config --global init.defaultBranch main
 git config --global pull.rebase false
 git config --global advice.detachedHead false
 
-pass=0 failn=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { failn=$((failn + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     | /'; }
-expect() {
-	local desc=$1 want=$2
-	shift 2
-	out=$("$@" 2>&1)
-	local rc=$?
-	if [ "$rc" -eq "$want" ]; then ok "$desc (exit $rc)"; else bad "$desc: exit $rc, wanted $want" "$out"; fi
-}
 # run DESC CMD...: any exit status; output in $out.
 run() {
 	out=$("${@:2}" 2>&1)
 	echo "     ($1: exit $?)"
 }
-has() { if grep -qF -- "$2" <<<"$out"; then ok "$1"; else bad "$1: no '$2' in the output" "$out"; fi; }
 hasnt() { if grep -qF -- "$2" <<<"$out"; then bad "$1: '$2' in the output" "$out"; else ok "$1"; fi; }
 # Names, types, modes and contents of everything in a directory.
 snapshot() {
@@ -182,5 +169,4 @@ has "... leaves it alone" "post-rewrite   foreign       not ours: left alone"
 expect "hook status of a bare repository" 1 "$OEAPATCH" hook status -C "$P"
 has "... only pre-push applies" "only pre-push applies"
 
-echo "$pass passed, $failn failed"
-[ "$failn" -eq 0 ]
+e2e_summary

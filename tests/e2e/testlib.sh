@@ -1,0 +1,49 @@
+# Shared by the end-to-end shell tests (sourced, not run): pass/fail counting
+# with one line per check, the closing "N passed, M failed" line that CI
+# reads, and a git that behaves the same whatever the user's configuration.
+
+e2e_passed=0
+e2e_failed=0
+
+# ok NAME / bad NAME [DETAIL]: record one check.
+ok() { e2e_passed=$((e2e_passed + 1)); printf 'ok    %s\n' "$1"; }
+bad() {
+	e2e_failed=$((e2e_failed + 1))
+	printf 'FAIL  %s\n' "$1"
+	[ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/      | /'
+	return 0
+}
+
+# check NAME COMMAND...: passes when the command succeeds.
+check() {
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else bad "$name"; fi
+}
+
+# expect DESC WANT_RC COMMAND...: passes when the exit status is WANT_RC;
+# the command's output (stdout and stderr) is left in $out.
+expect() {
+	local desc=$1 want=$2
+	shift 2
+	out=$("$@" 2>&1)
+	local rc=$?
+	if [ "$rc" -eq "$want" ]; then ok "$desc (exit $rc)"; else bad "$desc: exit $rc, wanted $want" "$out"; fi
+}
+
+# has DESC TEXT: $out contains TEXT.
+has() { if grep -qF -- "$2" <<<"$out"; then ok "$1"; else bad "$1: no '$2' in the output" "$out"; fi; }
+
+# e2e_git_env DIR: a deterministic git (identity, no system or user config, HOME in DIR).
+e2e_git_env() {
+	export HOME=$1/home GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=Test GIT_AUTHOR_EMAIL=test@example.org \
+		GIT_COMMITTER_NAME=Test GIT_COMMITTER_EMAIL=test@example.org NO_COLOR=1
+	mkdir -p "$HOME"
+	unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
+}
+
+# e2e_summary: the closing line; its status is the script's verdict.
+e2e_summary() {
+	echo "$e2e_passed passed, $e2e_failed failed"
+	[ "$e2e_failed" -eq 0 ]
+}
