@@ -367,6 +367,39 @@ static void test_missing_node_refused(void **state)
 	assert_int_equal(err.line, 2);
 }
 
+/* Deep nesting must neither overflow the stack (the error search walks with
+ * a cursor) nor hide a syntax error at the bottom. */
+static void test_deep_nesting(void **state)
+{
+	(void)state;
+	enum { DEPTH = 100000 };
+	size_t cap = 2 * DEPTH + 64;
+	char *buf = malloc(cap);
+	assert_non_null(buf);
+	size_t n = 0;
+	n += (size_t)sprintf(buf + n, "x = ");
+	memset(buf + n, '(', DEPTH);
+	n += DEPTH;
+	buf[n++] = '1';
+	memset(buf + n, ')', DEPTH);
+	n += DEPTH;
+	buf[n++] = '\n';
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(buf, n, "deep.py", &src, &err), 0);
+	pysource_free(src);
+	/* One closing parenthesis fewer: an error, found and named. */
+	memmove(buf + n - 2, buf + n - 1, 1);
+	n--;
+	src = NULL;
+	assert_int_equal(pysource_parse(buf, n, "deep.py", &src, &err), -1);
+	assert_null(src);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_non_null(strstr(err.message, "syntax error"));
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -386,6 +419,7 @@ int main(void)
 		cmocka_unit_test(test_line_helpers),
 		cmocka_unit_test(test_check_bytes_alone),
 		cmocka_unit_test(test_missing_node_refused),
+		cmocka_unit_test(test_deep_nesting),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
