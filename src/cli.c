@@ -93,6 +93,16 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 	return 0;
 }
 
+int oeap_cli_no_operands(const oeap_cli *cli, int argc, char **argv, int first)
+{
+	if (first >= argc)
+		return 0;
+	oeap_error err;
+	oeap_error_clear(&err);
+	oeap_fail(&err, OEAP_ERR_USAGE, cli->command, 0, "unexpected argument '%s'", argv[first]);
+	return oeap_cli_error(cli, &err);
+}
+
 int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 {
 	struct stat st;

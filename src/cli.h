@@ -50,6 +50,13 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
                    const oeap_option *opts, int argc, char **argv,
                    int (*on_option)(int val, const char *arg, void *user), void *user, int *first_arg);
 
+/*
+ * For commands that take no operands: 0 when argv has none from `first` on;
+ * else the usage error is printed (as JSON with --json) and its exit code
+ * returned.
+ */
+int oeap_cli_no_operands(const oeap_cli *cli, int argc, char **argv, int first);
+
 /* Loads the definition and, when `need_target`, resolves the target file. */
 int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err);
 void oeap_cli_close(oeap_cli *cli);

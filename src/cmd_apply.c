@@ -125,10 +125,8 @@ int cmd_apply(int argc, char **argv)
 	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
-	if (first < argc) {
-		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "unexpected argument '%s'", argv[first]);
-		return oeap_cli_error(&cli, &err);
-	}
+	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
+		return p;
 	if (o.check && o.diff) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);

@@ -127,10 +127,8 @@ int cmd_hook(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "'%s' is not install, uninstall or status", sub);
 		return oeap_cli_error(&cli, &err);
 	}
-	if (first < argc) {
-		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "unexpected argument '%s'", argv[first]);
-		return oeap_cli_error(&cli, &err);
-	}
+	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
+		return p;
 	if (!install && (o.reapply || o.library)) {
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "--reapply and --library are options of hook install");
 		return oeap_cli_error(&cli, &err);

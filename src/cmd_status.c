@@ -34,10 +34,8 @@ int cmd_status(int argc, char **argv)
 	                       options, argc, argv, NULL, NULL, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
-	if (first < argc) {
-		oeap_fail(&err, OEAP_ERR_USAGE, "status", 0, "unexpected argument '%s'", argv[first]);
-		return oeap_cli_error(&cli, &err);
-	}
+	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
+		return p;
 	if (oeap_cli_open(&cli, 1, &err) || oeap_read_file(cli.target, &buf, &len, &err))
 		goto fail;
 	/* The same checks as verify, binding module and library included: a

@@ -90,10 +90,8 @@ int cmd_verify(int argc, char **argv)
 	                       options, argc, argv, on_option, &ref, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
-	if (first < argc) {
-		oeap_fail(&err, OEAP_ERR_USAGE, "verify", 0, "unexpected argument '%s'", argv[first]);
-		return oeap_cli_error(&cli, &err);
-	}
+	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
+		return p;
 	if (ref) {
 		/* A commit has no binding module written beside the file, nor a
 		 * library: those checks are about a work tree, so they are skipped. */
