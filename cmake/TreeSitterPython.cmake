@@ -1,13 +1,14 @@
-# The tree-sitter-python grammar, compiled from the pinned npm package that
-# scripts/setup-deps.sh unpacks under deps/ (never committed). Defines the
-# static library target `tree_sitter_python`.
+# The tree-sitter-python grammar, compiled from the pinned PyPI source
+# distribution that scripts/setup-deps.sh unpacks under deps/ (never committed),
+# with tree-sitter's generator headers beside it. Defines the static library
+# target `tree_sitter_python`.
 set(TREE_SITTER_PYTHON_VERSION 0.23.6)
 set(TREE_SITTER_PYTHON_DIR "${PROJECT_SOURCE_DIR}/deps/tree-sitter-python-${TREE_SITTER_PYTHON_VERSION}"
-    CACHE PATH "Unpacked tree-sitter-python npm package (holding src/parser.c)")
-if(NOT EXISTS "${TREE_SITTER_PYTHON_DIR}/src/parser.c")
+    CACHE PATH "Unpacked tree-sitter-python sources (holding src/parser.c and src/tree_sitter/parser.h)")
+if(NOT EXISTS "${TREE_SITTER_PYTHON_DIR}/src/parser.c" OR NOT EXISTS "${TREE_SITTER_PYTHON_DIR}/src/tree_sitter/parser.h")
   message(FATAL_ERROR
     "tree-sitter-python ${TREE_SITTER_PYTHON_VERSION} not found at ${TREE_SITTER_PYTHON_DIR}: "
-    "run scripts/setup-deps.sh (it fetches and verifies the pinned npm package)")
+    "run scripts/setup-deps.sh (it fetches and verifies the pinned PyPI sources)")
 endif()
 add_library(tree_sitter_python STATIC
   "${TREE_SITTER_PYTHON_DIR}/src/parser.c"
@@ -15,6 +16,11 @@ add_library(tree_sitter_python STATIC
 target_include_directories(tree_sitter_python PRIVATE "${TREE_SITTER_PYTHON_DIR}/src")
 # Third-party generated code: its warnings are not ours to fix.
 target_compile_options(tree_sitter_python PRIVATE -w)
+# The scanner allocates through tree-sitter's ts_malloc family. The generator's own
+# alloc.h maps them to the C library unless a grammar opts into sharing the runtime's
+# allocator; Debian 12's 0.20.7 runtime has no such hooks, so map them here.
+target_compile_definitions(tree_sitter_python PRIVATE
+  ts_malloc=malloc ts_calloc=calloc ts_realloc=realloc ts_free=free)
 set_target_properties(tree_sitter_python PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
 if(OEAPATCH_SANITIZE)
   string(REPLACE ";" "," _san "${OEAPATCH_SANITIZE}")

@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
-# Installs what oeapatch needs to build and test, and nothing else. Idempotent:
-# a second run only checks. Debian packages come from apt; the tree-sitter-python
-# grammar comes from the npm registry as a pinned, checksum-verified tarball whose
-# C sources our CMake build compiles (the grammar is never committed).
+# Installs what oeapatch needs, and nothing else. Idempotent: a second run only checks.
+#   scripts/setup-deps.sh build   what building the CLI and liboea needs (the default)
+#   scripts/setup-deps.sh demo    that, plus Debian's torch for scripts/demo's routing run
+#   scripts/setup-deps.sh test    that, plus what the test suite needs
+#
+# Debian packages come from apt. The tree-sitter-python grammar comes from PyPI as a
+# pinned, checksum-verified source distribution whose C sources our CMake build
+# compiles (the grammar is never committed). That sdist ships parser.c and
+# scanner.c but not the three headers the tree-sitter generator puts beside them
+# (tree_sitter/parser.h, array.h, alloc.h): those are tree-sitter's own, and come
+# from the source distribution of tree-sitter's Python binding of the generator
+# release that produced the grammar (0.24.0), also pinned and verified.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+what=${1:-build}
+case "$what" in build|demo|test) ;; *) echo "usage: setup-deps.sh [build|demo|test]" >&2; exit 2 ;; esac
 
-# Debian 12 package names. python3-torch/numpy are for the end-to-end tests only,
-# libfuzzer for the fuzz targets; they are small next to torch and always installed so
-# that "the test command" is one command.
-debs=(build-essential cmake pkg-config git clang llvm libfuzzer-14-dev valgrind
-      libtree-sitter-dev libgit2-dev libcmocka-dev libjansson-dev libinih-dev
-      libssl-dev python3 python3-torch python3-numpy)
+# Debian 12 package names.
+#  build: compiler, CMake, the libraries the CLI links, and python3-pip to fetch the grammar.
+#  demo:  Debian's torch and numpy (select_experts runs on the CPU).
+#  test:  cmocka (unit tests), clang/llvm/libfuzzer (sanitizer build and fuzzers), valgrind,
+#         python3-venv (the environments of real sglang releases).
+debs=(build-essential cmake pkg-config git ca-certificates python3 python3-pip
+      libtree-sitter-dev libgit2-dev libjansson-dev libinih-dev libssl-dev)
+case "$what" in
+  demo) debs+=(python3-torch python3-numpy) ;;
+  test) debs+=(python3-torch python3-numpy libcmocka-dev clang llvm libfuzzer-14-dev valgrind
+               python3-venv) ;;
+esac
 
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# npm may come with a nodejs package of another origin: ask for the command, not the package.
-command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "setup-deps: installing Debian packages: ${missing[*]}" >&2
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -29,16 +43,35 @@ fi
 # The grammar: pinned to 0.23.6 (ABI 14). Debian 12's tree-sitter 0.20.7 runtime loads
 # ABI 13-14 only; 0.25 is ABI 15 and would fail at ts_parser_set_language.
 ts_ver=0.23.6
-ts_sha256=aab5b860d93dbf84b37fed532f7dacc0468ede5387d0c74911d68f964287662a
+ts_sha256=354bfa0a2f9217431764a631516f85173e9711af2c13dbd796a8815acfe505d9
+# The generator's headers: tree-sitter 0.24.0, the release line that generated 0.23.6.
+core_ver=0.24.0
+core_sha256=abd95af65ca2f4f7eca356343391ed669e764f37748b5352946f00f7fc78e734
 dest="$here/deps/tree-sitter-python-$ts_ver"
-if [ ! -f "$dest/src/parser.c" ]; then
-  echo "setup-deps: fetching tree-sitter-python@$ts_ver from the npm registry" >&2
+
+# Fetches one pinned sdist into $2 with pip (the ordinary client for PyPI), verifies it.
+fetch_sdist() { # NAME==VERSION DIR SHA256
+  local spec=$1 dir=$2 sum=$3 f
+  # Debian's /usr/bin/python3 has python3-pip; a python3 earlier on PATH may not.
+  /usr/bin/python3 -m pip download --quiet --no-deps --no-binary=:all: \
+    --disable-pip-version-check -d "$dir" "$spec" >&2 || {
+      echo "setup-deps: could not download $spec from PyPI" >&2; exit 2; }
+  f=$(ls "$dir"/*.tar.gz)
+  echo "$sum  $f" | sha256sum -c --quiet - || {
+    echo "setup-deps: checksum mismatch for $spec: refusing it" >&2; exit 2; }
+  tar -xzf "$f" -C "$dir"
+}
+
+if [ ! -f "$dest/src/parser.c" ] || [ ! -f "$dest/src/tree_sitter/parser.h" ]; then
+  echo "setup-deps: fetching tree-sitter-python==$ts_ver (and tree-sitter==$core_ver's headers) from PyPI" >&2
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-  (cd "$tmp" && npm pack --silent "tree-sitter-python@$ts_ver" >/dev/null)
-  tgz="$tmp/tree-sitter-python-$ts_ver.tgz"
-  echo "$ts_sha256  $tgz" | sha256sum -c --quiet - || {
-    echo "setup-deps: checksum mismatch for tree-sitter-python@$ts_ver: refusing it" >&2; exit 2; }
-  mkdir -p "$tmp/x" && tar -xzf "$tgz" -C "$tmp/x"
-  mkdir -p "$here/deps" && rm -rf "$dest.partial" && mv "$tmp/x/package" "$dest.partial"
+  mkdir -p "$tmp/g" "$tmp/c" "$tmp/out/src/tree_sitter"
+  fetch_sdist "tree-sitter-python==$ts_ver" "$tmp/g" "$ts_sha256"
+  fetch_sdist "tree-sitter==$core_ver" "$tmp/c" "$core_sha256"
+  g="$tmp/g/tree_sitter_python-$ts_ver" c="$tmp/c/tree-sitter-$core_ver/tree_sitter/core/lib/src"
+  cp "$g/src/parser.c" "$g/src/scanner.c" "$tmp/out/src/"
+  cp "$g/LICENSE" "$tmp/out/LICENSE"
+  cp "$c/parser.h" "$c/array.h" "$c/alloc.h" "$c/ts_assert.h" "$tmp/out/src/tree_sitter/"
+  mkdir -p "$here/deps" && rm -rf "$dest.partial" "$dest" && mv "$tmp/out" "$dest.partial"
   mv "$dest.partial" "$dest"
 fi
