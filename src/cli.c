@@ -1,27 +1,168 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "binding.h"
 #include "fsio.h"
+
+/* The options before the command; a command starts from these. */
+static struct {
+	const char *dir, *python, *patch;
+	int json, quiet;
+} globals;
+
+/* A relative -C is taken relative to the one before it, as git does. */
+static char composed_dir[2][8192];
+static int composed_which;
+
+static const char *compose_dir(const char *prev, const char *next)
+{
+	if (!prev || next[0] == '/')
+		return next;
+	char *buf = composed_dir[composed_which ^= 1];
+	snprintf(buf, sizeof(composed_dir[0]), "%s/%s", prev, next);
+	return buf;
+}
+
+static void print_options(const oeap_option *opts, FILE *f)
+{
+	for (const oeap_option *o = opts; o->name; o++) {
+		char left[64];
+		const char *sep = o->arg && o->has_arg != optional_argument ? " " : "";
+		if (o->val < 256)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->val, o->name, sep, o->arg ? o->arg : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", o->name, sep, o->arg ? o->arg : "");
+		fprintf(f, "  %-28s %s\n", left, o->help);
+	}
+}
 
 static void usage(const char *command, const char *synopsis, const char *summary, const oeap_option *opts,
                   FILE *f)
 {
 	fprintf(f, "usage: oeapatch %s %s\n\n%s\n\noptions:\n", command, synopsis, summary);
-	for (const oeap_option *o = opts; o->name; o++) {
-		char left[64];
-		if (o->val < 256)
-			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->val, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-		else
-			snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-		fprintf(f, "  %-28s %s\n", left, o->help);
-	}
+	print_options(opts, f);
 	fprintf(f, "\nexit status: 0 done or holds, 1 a check found a difference, 2 usage error or trouble\n");
+}
+
+static const oeap_option global_options[] = {
+	OEAP_COMMON_OPTIONS,
+	{"version", no_argument, 'V', NULL, "print the version"},
+	{NULL, 0, 0, NULL, NULL},
+};
+
+void oeap_cli_print_global_options(FILE *f)
+{
+	print_options(global_options, f);
+}
+
+/* --color's value; NULL (a bare --color) means always, as in git. */
+static int set_color(const char *arg, oeap_error *err)
+{
+	if (!arg || !strcmp(arg, "always"))
+		oeap_set_color(OEAP_COLOR_ALWAYS);
+	else if (!strcmp(arg, "never"))
+		oeap_set_color(OEAP_COLOR_NEVER);
+	else if (!strcmp(arg, "auto"))
+		oeap_set_color(OEAP_COLOR_AUTO);
+	else
+		return oeap_fail(err, OEAP_ERR_USAGE, "--color", 0, "'%s' is not never, always or auto", arg);
+	return 0;
+}
+
+/* getopt tables from an option table: `lopts` holds 64, `shorts` 64 bytes. */
+static void getopt_tables(const oeap_option *opts, struct option *lopts, char *shorts, int stop_at_operand)
+{
+	size_t n = 0, sn = 0;
+	if (stop_at_operand)
+		shorts[sn++] = '+';
+	for (const oeap_option *o = opts; o->name && n < 63; o++, n++) {
+		lopts[n].name = o->name;
+		lopts[n].has_arg = o->has_arg;
+		lopts[n].flag = NULL;
+		lopts[n].val = o->val;
+		if (o->val < 256 && sn < 61) {
+			shorts[sn++] = (char)o->val;
+			if (o->has_arg == required_argument)
+				shorts[sn++] = ':';
+		}
+	}
+	memset(&lopts[n], 0, sizeof(lopts[n]));
+	shorts[sn] = '\0';
+}
+
+static void unknown_option(oeap_error *err, const char *command, int argc, char **argv)
+{
+	const char *help = command ? command : "";
+	if (optopt && optopt < 256)
+		oeap_fail(err, OEAP_ERR_USAGE, command ? command : "oeapatch", 0,
+		          "unknown option or missing argument: -%c (see oeapatch %s%s--help)", optopt, help,
+		          *help ? " " : "");
+	else
+		oeap_fail(err, OEAP_ERR_USAGE, command ? command : "oeapatch", 0,
+		          "unknown option or missing argument: %s (see oeapatch %s%s--help)",
+		          argv[optind - 1 < argc ? optind - 1 : argc - 1], help, *help ? " " : "");
+}
+
+int oeap_cli_globals(int argc, char **argv, void (*main_usage)(FILE *f), const char *version)
+{
+	struct option lopts[64];
+	char shorts[64];
+	oeap_error err;
+	oeap_error_clear(&err);
+	getopt_tables(global_options, lopts, shorts, 1);
+	optind = 0;
+	opterr = 0;
+	int c;
+	/* '+': stop at the command; its own options are its business. */
+	while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+		switch (c) {
+		case 'C':
+			globals.dir = compose_dir(globals.dir, optarg);
+			break;
+		case OEAP_OPT_PYTHON:
+			globals.python = optarg;
+			break;
+		case OEAP_OPT_PATCH:
+			globals.patch = optarg;
+			break;
+		case OEAP_OPT_JSON:
+			globals.json = 1;
+			break;
+		case 'q':
+			globals.quiet = 1;
+			break;
+		case OEAP_OPT_COLOR:
+			if (set_color(optarg, &err))
+				goto usage_error;
+			break;
+		case 'h':
+			main_usage(stdout);
+			return -2;
+		case 'V':
+			printf("oeapatch %s\n", version);
+			return -2;
+		default:
+			unknown_option(&err, NULL, argc, argv);
+			goto usage_error;
+		}
+	}
+	return optind;
+usage_error:
+	oeap_print_error(&err);
+	return -1;
+}
+
+void oeap_cli_globals_free(void)
+{
+	memset(&globals, 0, sizeof(globals));
 }
 
 int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, const char *summary,
@@ -30,32 +171,29 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 {
 	struct option lopts[64];
 	/* GNU order: options may follow operands (`check HEAD --json`). */
-	char shorts[64] = "";
-	size_t n = 0, sn = 0;
+	char shorts[64];
+	oeap_error err;
+	oeap_error_clear(&err);
 	memset(cli, 0, sizeof(*cli));
 	cli->command = command;
-	cli->dir = ".";
-	cli->patch = "sglang-oea";
-	for (const oeap_option *o = opts; o->name && n < 63; o++, n++) {
-		lopts[n].name = o->name;
-		lopts[n].has_arg = o->has_arg;
-		lopts[n].flag = NULL;
-		lopts[n].val = o->val;
-		if (o->val < 256 && sn < sizeof(shorts) - 3) {
-			shorts[sn++] = (char)o->val;
-			if (o->has_arg == required_argument)
-				shorts[sn++] = ':';
-		}
-	}
-	memset(&lopts[n], 0, sizeof(lopts[n]));
-	shorts[sn] = '\0';
-	optind = 1;
+	cli->dir = globals.dir;
+	cli->python = globals.python;
+	cli->patch = globals.patch ? globals.patch : "sglang-oea";
+	cli->json = globals.json;
+	cli->quiet = globals.quiet;
+	getopt_tables(opts, lopts, shorts, 0);
+	/* 0, not 1: glibc then re-reads the ordering ('+' in main's scan of
+	 * the global options would otherwise stick, and stop at operands). */
+	optind = 0;
 	opterr = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
 		switch (c) {
 		case 'C':
-			cli->dir = optarg;
+			cli->dir = compose_dir(cli->dir, optarg);
+			break;
+		case OEAP_OPT_PYTHON:
+			cli->python = optarg;
 			break;
 		case OEAP_OPT_PATCH:
 			cli->patch = optarg;
@@ -63,34 +201,47 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 		case OEAP_OPT_JSON:
 			cli->json = 1;
 			break;
+		case 'q':
+			cli->quiet = 1;
+			break;
+		case OEAP_OPT_COLOR:
+			if (set_color(optarg, &err))
+				goto usage_error;
+			break;
 		case 'h':
 			usage(command, synopsis, summary, opts, stdout);
 			return 1;
 		case '?':
-		case ':': {
-			oeap_error err;
-			oeap_error_clear(&err);
-			if (optopt && optopt < 256)
-				oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
-				          "unknown option or missing argument: -%c (see oeapatch %s --help)", optopt, command);
-			else
-				oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
-				          "unknown option or missing argument: %s (see oeapatch %s --help)", argv[optind - 1],
-				          command);
-			/* A script that asked for JSON gets its one document, even now. */
-			for (int i = 1; i < argc; i++)
-				if (strcmp(argv[i], "--json") == 0)
-					cli->json = 1;
-			oeap_cli_error(cli, &err);
-			return -1;
-		}
+		case ':':
+			unknown_option(&err, command, argc, argv);
+			goto usage_error;
 		default:
 			if (!on_option || on_option(c, optarg, user))
 				return -1;
 		}
 	}
+	if (cli->dir && cli->python) {
+		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
+		          "-C and --python both name the target: give one (-C a folder, --python an interpreter)");
+		goto usage_error;
+	}
+	if (!cli->dir)
+		cli->dir = ".";
+	/* --quiet: one place for every command, so none can forget it. With
+	 * --json the document is what was asked for. */
+	if (cli->quiet && !cli->json && !freopen("/dev/null", "w", stdout)) {
+		oeap_fail(&err, OEAP_ERR_IO, "--quiet", 0, "cannot open /dev/null: %s", strerror(errno));
+		goto usage_error;
+	}
 	*first_arg = optind;
 	return 0;
+usage_error:
+	/* A script that asked for JSON gets its one document, even now. */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--json") == 0)
+			cli->json = 1;
+	oeap_cli_error(cli, &err);
+	return -1;
 }
 
 int oeap_cli_no_operands(const oeap_cli *cli, int argc, char **argv, int first)
@@ -103,10 +254,178 @@ int oeap_cli_no_operands(const oeap_cli *cli, int argc, char **argv, int first)
 	return oeap_cli_error(cli, &err);
 }
 
+/* Does `dir`/`rel` exist (a file, or anything stat follows to)? */
+static int exists_at(const char *dir, const char *rel, struct stat *st)
+{
+	char path[PATH_MAX * 2];
+	if (snprintf(path, sizeof(path), "%s/%s", strcmp(dir, "/") ? dir : "", rel) >= (int)sizeof(path))
+		return 0;
+	return stat(path, st) == 0;
+}
+
+/* Cuts the last component off an absolute path; 0 when it was "/". */
+static int to_parent(char *dir)
+{
+	char *slash = strrchr(dir, '/');
+	if (!slash || (slash == dir && !dir[1]))
+		return 0;
+	if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	return 1;
+}
+
+/*
+ * From `start` (absolute) upward, as git searches for .git: the first folder
+ * where the definition's target (a checkout) or its installed_target (a
+ * site-packages folder) exists. An installed match gives way to a checkout
+ * further up that holds the very same file (its python/ folder looks like
+ * site-packages, and so does an editable install): messages and git paths
+ * are then the checkout's.
+ */
+static int find_root(const oeap_patchdef *def, const char *start, char **root, oeap_layout *layout)
+{
+	char *dir = strdup(start);
+	struct stat st, inst;
+	*root = NULL;
+	*layout = OEAP_LAYOUT_NONE;
+	if (!dir)
+		return -1;
+	do {
+		if (exists_at(dir, def->target, &st)) {
+			if (*layout == OEAP_LAYOUT_INSTALLED && (st.st_dev != inst.st_dev || st.st_ino != inst.st_ino))
+				continue; /* another file: the installed one found first stands */
+			free(*root);
+			*root = strdup(dir);
+			*layout = OEAP_LAYOUT_CHECKOUT;
+			break;
+		}
+		if (*layout == OEAP_LAYOUT_NONE && def->installed_target && exists_at(dir, def->installed_target, &inst)) {
+			*root = strdup(dir);
+			*layout = OEAP_LAYOUT_INSTALLED;
+		}
+	} while (to_parent(dir));
+	free(dir);
+	return 0;
+}
+
+/* The top-level package of the installed layout: installed_target's first component. */
+static int package_name(const oeap_patchdef *def, char *out, size_t cap)
+{
+	const char *t = def->installed_target;
+	size_t n = t ? strcspn(t, "/") : 0;
+	if (!n || n >= cap)
+		return -1;
+	memcpy(out, t, n);
+	out[n] = '\0';
+	return 0;
+}
+
+/*
+ * --python: asks the interpreter where it would import the package from
+ * (importlib's find_spec locates a top-level package without importing it,
+ * so neither torch nor a GPU is needed) and returns the folder that holds it.
+ */
+static int python_root(const oeap_cli *cli, char **out, oeap_error *err)
+{
+	static const char script[] =
+		"import importlib.util, os, sys\n"
+		"s = importlib.util.find_spec(sys.argv[1])\n"
+		"if s is None:\n"
+		"    sys.exit(3)\n"
+		"locs = list(s.submodule_search_locations or [])\n"
+		"print(locs[0] if locs else os.path.dirname(s.origin))\n";
+	char pkg[128], line[PATH_MAX + 2];
+	int fds[2] = {-1, -1}, status = 0, error = 0;
+	pid_t pid = -1;
+	FILE *f = NULL;
+	*out = NULL;
+	if (package_name(cli->def, pkg, sizeof(pkg)))
+		return oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
+		                 "the patch definition %s states no installed_target: it cannot act on an installed "
+		                 "package",
+		                 cli->def->name);
+	if (pipe(fds))
+		return oeap_fail(err, OEAP_ERR_IO, "--python", 0, "pipe: %s", strerror(errno));
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		error = oeap_fail(err, OEAP_ERR_IO, "--python", 0, "fork: %s", strerror(errno));
+		goto done;
+	}
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		/* execvp: a bare `--python python3` is looked up on PATH, as a shell would. */
+		char *args[] = {(char *)cli->python, (char *)"-c", (char *)script, pkg, NULL};
+		execvp(cli->python, args);
+		_exit(127);
+	}
+	close(fds[1]);
+	fds[1] = -1;
+	line[0] = '\0';
+	if ((f = fdopen(fds[0], "r"))) {
+		fds[0] = -1;
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		while (fgetc(f) != EOF)
+			; /* drain, so the child never blocks on a full pipe */
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	line[strcspn(line, "\n")] = '\0';
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == 127) {
+		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0, "%s: cannot run it as a Python interpreter",
+		                  cli->python);
+		goto done;
+	}
+	if (WEXITSTATUS(status) == 3) {
+		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
+		                  "%s does not import %s: install it there (pip install %s) or pass -C with its "
+		                  "checkout or site-packages folder",
+		                  cli->python, pkg, pkg);
+		goto done;
+	}
+	if (WEXITSTATUS(status) != 0 || line[0] != '/') {
+		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0, "%s could not say where %s is (exit %d)",
+		                  cli->python, pkg, WEXITSTATUS(status));
+		goto done;
+	}
+	/* The folder that holds the package is the root of the installed layout. */
+	if (!to_parent(line) || !(*out = strdup(line)))
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "out of memory");
+done:
+	if (f)
+		fclose(f);
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	return error;
+}
+
+/* Where it looked and what -C takes: the not-found message. */
+static int not_found(const oeap_cli *cli, const char *start, oeap_error *err)
+{
+	if (cli->python)
+		return oeap_fail(err, OEAP_ERR_IO, cli->def->installed_target, 0,
+		                 "not found in %s, where %s imports the package from", start, cli->python);
+	return oeap_fail(err, OEAP_ERR_IO, cli->def->target, 0,
+	                 "not found in %s or any folder above it%s%s%s: -C takes an SGLang source checkout, a "
+	                 "site-packages folder that holds the installed package, or a folder inside either; "
+	                 "--python PATH (a virtual environment's bin/python) finds the package that interpreter "
+	                 "imports",
+	                 start, cli->def->installed_target ? " (nor " : "",
+	                 cli->def->installed_target ? cli->def->installed_target : "",
+	                 cli->def->installed_target ? ", as installed)" : "");
+}
+
 int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 {
 	struct stat st;
-	char *dir = NULL;
+	char *dir = NULL, *start = NULL, *from_python = NULL;
+	int error = 0;
 	if (strchr(cli->patch, '/'))
 		dir = strdup(cli->patch);
 	else if (!(dir = oeap_patchdef_locate(cli->patch)))
@@ -117,24 +436,53 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 	free(dir);
 	if (rc)
 		return -1;
-	if (stat(cli->dir, &st))
-		return oeap_fail(err, OEAP_ERR_USAGE, cli->dir, 0, "cannot use it as the checkout: %s", strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return oeap_fail(err, OEAP_ERR_USAGE, cli->dir, 0, "is not a directory: -C takes the checkout's directory");
-	if (!(cli->root = realpath(cli->dir, NULL)))
-		return oeap_fail(err, OEAP_ERR_IO, cli->dir, 0, "cannot resolve: %s", strerror(errno));
-	if (!need_target)
-		return 0;
-	if (oeap_path_inside(cli->root, cli->def->target, &cli->target, err))
+	cli->rel = cli->def->target;
+	if (cli->python && python_root(cli, &from_python, err))
 		return -1;
+	const char *given = from_python ? from_python : cli->dir;
+	if (stat(given, &st)) {
+		error = oeap_fail(err, OEAP_ERR_USAGE, given, 0, "cannot use it as the checkout: %s", strerror(errno));
+		goto done;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		error = oeap_fail(err, OEAP_ERR_USAGE, given, 0,
+		                  "is not a directory: -C takes the checkout's or site-packages' directory");
+		goto done;
+	}
+	if (!(start = realpath(given, NULL))) {
+		error = oeap_fail(err, OEAP_ERR_IO, given, 0, "cannot resolve: %s", strerror(errno));
+		goto done;
+	}
+	if (find_root(cli->def, start, &cli->root, &cli->layout)) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "oeapatch", 0, "out of memory");
+		goto done;
+	}
+	if (cli->layout == OEAP_LAYOUT_INSTALLED)
+		cli->rel = cli->def->installed_target;
+	if (cli->layout == OEAP_LAYOUT_NONE) {
+		if (need_target) {
+			error = not_found(cli, start, err);
+			goto done;
+		}
+		/* check, hook: a bare repository has no work tree to find it in. */
+		cli->root = start;
+		start = NULL;
+		goto done;
+	}
+	if (!need_target)
+		goto done;
+	if ((error = oeap_path_inside(cli->root, cli->rel, &cli->target, err)))
+		goto done;
 	if (stat(cli->target, &st)) {
-		return oeap_fail(err, OEAP_ERR_IO, cli->def->target, 0,
-		                 "not found in %s: is this a checkout of the framework %s patches?", cli->root,
-		                 cli->def->name);
+		error = oeap_fail(err, OEAP_ERR_IO, cli->rel, 0, "not found in %s: %s", cli->root, strerror(errno));
+		goto done;
 	}
 	if (S_ISDIR(st.st_mode))
-		return oeap_fail(err, OEAP_ERR_IO, cli->def->target, 0, "is a directory, not a file");
-	return 0;
+		error = oeap_fail(err, OEAP_ERR_IO, cli->rel, 0, "is a directory, not a file");
+done:
+	free(start);
+	free(from_python);
+	return error;
 }
 
 void oeap_cli_close(oeap_cli *cli)
@@ -144,15 +492,66 @@ void oeap_cli_close(oeap_cli *cli)
 	free(cli->target);
 	cli->def = NULL;
 	cli->root = cli->target = NULL;
+	cli->rel = NULL;
+}
+
+json_t *oeap_cli_json_head(const oeap_cli *cli, int exit_code)
+{
+	json_t *j = json_object();
+	json_object_set_new(j, "command", json_string(cli->command));
+	json_object_set_new(j, "ok", json_boolean(exit_code == OEAP_EXIT_OK));
+	return j;
+}
+
+const char *oeap_cli_layout_name(const oeap_cli *cli)
+{
+	return cli->layout == OEAP_LAYOUT_INSTALLED ? "installed" : "checkout";
+}
+
+/* Quotes `s` for a POSIX shell when it needs it. */
+static void shell_word(char *out, size_t cap, const char *s)
+{
+	if (s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-+=:@,")] == '\0') {
+		snprintf(out, cap, "%s", s);
+		return;
+	}
+	size_t n = 0;
+	if (cap < 3)
+		return;
+	out[n++] = '\'';
+	for (; *s && n + 5 < cap; s++) {
+		if (*s == '\'') {
+			memcpy(out + n, "'\\''", 4);
+			n += 4;
+		} else {
+			out[n++] = *s;
+		}
+	}
+	out[n++] = '\'';
+	out[n] = '\0';
+}
+
+const char *oeap_cli_apply_hint(const oeap_cli *cli)
+{
+	static char hint[PATH_MAX * 3 + 64];
+	char word[PATH_MAX * 2], python[PATH_MAX * 2], cwd[PATH_MAX];
+	/* A relative interpreter path is made absolute but not resolved: a
+	 * venv's bin/python is a symlink whose target knows nothing of the venv. */
+	if (cli->python && strchr(cli->python, '/') && cli->python[0] != '/' && getcwd(cwd, sizeof(cwd))) {
+		snprintf(python, sizeof(python), "%s/%s", cwd, cli->python);
+		shell_word(word, sizeof(word), python);
+	} else {
+		shell_word(word, sizeof(word), cli->python ? cli->python : cli->root ? cli->root : cli->dir);
+	}
+	snprintf(hint, sizeof(hint), "oeapatch apply %s %s%s%s", cli->python ? "--python" : "-C", word,
+	         strcmp(cli->patch, "sglang-oea") ? " --patch " : "", strcmp(cli->patch, "sglang-oea") ? cli->patch : "");
+	return hint;
 }
 
 int oeap_cli_error(const oeap_cli *cli, const oeap_error *err)
 {
 	if (cli->json) {
-		json_t *j = json_object();
-		json_object_set_new(j, "command", json_string(cli->command));
-		json_object_set_new(j, "ok", json_false());
-		json_object_set_new(j, "error", oeap_json_error(err));
+		json_t *j = oeap_cli_json_head(cli, oeap_error_exit_code(err));
 		oeap_json_emit(j);
 	}
 	oeap_print_error(err);
@@ -161,7 +560,7 @@ int oeap_cli_error(const oeap_cli *cli, const oeap_error *err)
 
 const char *oeap_cli_target_rel(const oeap_cli *cli)
 {
-	return cli->def ? cli->def->target : "";
+	return cli->rel ? cli->rel : cli->def ? cli->def->target : "";
 }
 
 static int differs(const char *a, size_t alen, const char *b, size_t blen)
@@ -175,12 +574,12 @@ int oeap_cli_diff(const oeap_cli *cli, const char *old, size_t old_len, const ch
                   const char *bind_old, size_t bind_old_len, const char *bind_new, size_t bind_new_len,
                   oeap_buf *out, oeap_error *err)
 {
-	char *bind_rel = oeap_binding_path(cli->def, cli->def->target);
+	char *bind_rel = oeap_binding_path(cli->def, oeap_cli_target_rel(cli));
 	int rc = 0;
 	if (!bind_rel)
 		rc = oeap_fail(err, OEAP_ERR_INTERNAL, cli->command, 0, "out of memory");
 	else if ((differs(old, old_len, new_, new_len) &&
-	          oeap_diff(cli->def->target, old, old_len, new_, new_len, out, err)) ||
+	          oeap_diff(oeap_cli_target_rel(cli), old, old_len, new_, new_len, out, err)) ||
 	         (differs(bind_old, bind_old_len, bind_new, bind_new_len) &&
 	          oeap_diff(bind_rel, bind_old, bind_old_len, bind_new, bind_new_len, out, err)))
 		rc = -1;

@@ -6,6 +6,7 @@
 #define OEAP_CLI_H
 
 #include <getopt.h>
+#include <stdio.h>
 
 #include "error.h"
 #include "patchdef.h"
@@ -20,24 +21,51 @@ typedef struct oeap_option {
 	const char *help;
 } oeap_option;
 
-/* Options every command takes; a command's table starts with these. */
-enum { OEAP_OPT_JSON = 256, OEAP_OPT_PATCH, OEAP_OPT_FIRST_FREE = 300 };
-#define OEAP_COMMON_OPTIONS                                                                  \
-	{"directory", required_argument, 'C', "DIR", "act on the checkout in DIR (default: .)"}, \
-	{"patch", required_argument, OEAP_OPT_PATCH, "NAME|DIR",                                 \
-	 "the patch definition: a name under patches/ or a directory (default: sglang-oea)"},    \
-	{"json", no_argument, OEAP_OPT_JSON, NULL, "print one JSON document on stdout"},          \
+/*
+ * Options every command takes, before the command (`oeapatch -C DIR status`,
+ * as git) or after it; a command's table starts with these.
+ */
+enum { OEAP_OPT_JSON = 256, OEAP_OPT_PATCH, OEAP_OPT_PYTHON, OEAP_OPT_COLOR, OEAP_OPT_FIRST_FREE = 300 };
+#define OEAP_COMMON_OPTIONS                                                                              \
+	{"directory", required_argument, 'C', "DIR",                                                         \
+	 "a checkout, a site-packages folder, or any folder inside either (default: .)"},                    \
+	{"python", required_argument, OEAP_OPT_PYTHON, "PATH",                                               \
+	 "act on the package the interpreter PATH imports (instead of -C)"},                                  \
+	{"patch", required_argument, OEAP_OPT_PATCH, "NAME|DIR",                                             \
+	 "the patch definition: a name under patches/ or a directory (default: sglang-oea)"},                \
+	{"json", no_argument, OEAP_OPT_JSON, NULL, "print one JSON document on stdout"},                      \
+	{"quiet", no_argument, 'q', NULL, "print nothing on stdout (the exit status says it; errors still do)"}, \
+	{"color", optional_argument, OEAP_OPT_COLOR, "[=WHEN]",                                              \
+	 "colour diffs and verdicts: never, always or auto (default: auto, on a terminal without NO_COLOR)"}, \
 	{"help", no_argument, 'h', NULL, "show this help"}
+
+/* Where the target was found: a source checkout, or an installed package. */
+typedef enum oeap_layout { OEAP_LAYOUT_NONE = 0, OEAP_LAYOUT_CHECKOUT, OEAP_LAYOUT_INSTALLED } oeap_layout;
 
 typedef struct oeap_cli {
 	const char *command;
 	const char *dir;
+	const char *python; /* --python: the interpreter whose package is the target */
 	const char *patch;
 	int json;
+	int quiet;
 	oeap_patchdef *def;
-	char *root;   /* the checkout, resolved */
-	char *target; /* the target file, resolved inside the checkout */
+	char *root;       /* the checkout or site-packages folder, resolved */
+	char *target;     /* the target file, resolved inside it */
+	const char *rel;  /* the target relative to root (the definition's target for its layout) */
+	oeap_layout layout;
 } oeap_cli;
+
+/*
+ * main.c: parses the options before the command into the defaults every
+ * command starts from. Returns the index of the command in argv (argc when
+ * there is none), -1 on a usage error (printed), or -2 when --help or
+ * --version was handled (exit 0).
+ */
+int oeap_cli_globals(int argc, char **argv, void (*usage)(FILE *f), const char *version);
+
+/* Frees what oeap_cli_globals() kept (a composed -C path). */
+void oeap_cli_globals_free(void);
 
 /*
  * Parses argv with `opts` (which must start with OEAP_COMMON_OPTIONS and
@@ -57,12 +85,41 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
  */
 int oeap_cli_no_operands(const oeap_cli *cli, int argc, char **argv, int first);
 
-/* Loads the definition and, when `need_target`, resolves the target file. */
+/*
+ * Loads the definition and finds the root: from -C (or the folder that holds
+ * the package --python imports) upward, the first folder where the
+ * definition's target exists (a checkout) or its installed_target does (a
+ * site-packages folder); an installed match inside a checkout that holds the
+ * same file gives way to the checkout. With `need_target` the target must
+ * exist (else an error that says where it looked and what -C takes);
+ * without, a folder where nothing is found is taken as the root itself
+ * (check and hook on bare repositories).
+ */
 int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err);
 void oeap_cli_close(oeap_cli *cli);
 
 /* Prints `err` (as JSON when --json) and returns its exit code. */
 int oeap_cli_error(const oeap_cli *cli, const oeap_error *err);
+
+/*
+ * The head of every JSON document: {"command": ..., "ok": ...}. `ok` is
+ * derived from the exit code the command is about to return, so the two
+ * cannot disagree. Caller adds its fields and passes it to oeap_json_emit().
+ */
+json_t *oeap_cli_json_head(const oeap_cli *cli, int exit_code);
+
+/* Prints the options table of the global options (for main's usage). */
+void oeap_cli_print_global_options(FILE *f);
+
+/*
+ * The command that (re-)applies the patch to the same target this command
+ * acted on ("oeapatch apply -C ROOT", or with --python), for messages such
+ * as the one after a `pip install -U` dropped the patch. Static storage.
+ */
+const char *oeap_cli_apply_hint(const oeap_cli *cli);
+
+/* "checkout" or "installed". */
+const char *oeap_cli_layout_name(const oeap_cli *cli);
 
 /*
  * Appends to `out` the unified diff a command would make: the target from

@@ -103,25 +103,153 @@ static void binding_plan_free(binding_plan *bp)
 	oeap_buf_free(&bp->want);
 }
 
+/* What apply did (or would do): compute fills it, the printers print it. */
+typedef struct apply_result {
+	char *buf;        /* the target as read */
+	size_t len;
+	char *library;    /* the library the binding records */
+	oeap_outcome out;
+	binding_plan bp;
+	oeap_buf diff;    /* --diff */
+} apply_result;
+
+static void apply_result_free(apply_result *r)
+{
+	binding_plan_free(&r->bp);
+	oeap_buf_free(&r->diff);
+	oeap_outcome_free(&r->out);
+	free(r->buf);
+	free(r->library);
+}
+
+/* The file on disk must be the bytes that were verified: anything else means
+ * someone else wrote meanwhile. */
+static int read_back(const char *path, const char *want, size_t want_len, const char *name, oeap_error *err)
+{
+	char *disk = NULL;
+	size_t disk_len = 0;
+	int error = oeap_read_file(path, &disk, &disk_len, err);
+	if (!error && (disk_len != want_len || memcmp(disk, want, disk_len) != 0))
+		error = oeap_fail(err, OEAP_ERR_IO, name, 0,
+		                  "written, but the file on disk now differs from what was written and verified: "
+		                  "another process changed it; run `oeapatch verify`");
+	free(disk);
+	return error;
+}
+
+static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oeap_error *err)
+{
+	int error = 0, lock = -1, writes = !o->check && !o->diff;
+	char detail[768];
+	/* --library, else the library the checkout's binding already records (a
+	 * plain re-apply, as the hooks run after a pull, must not rebind it),
+	 * else the default one. */
+	r->library = o->library ? realpath(o->library, NULL) : recorded_library(cli);
+	if (!r->library && !o->library)
+		r->library = oeap_library_default();
+	if (!r->library)
+		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0, "%s",
+		                 o->library ? "the library given does not exist"
+		                            : "no liboea found (not installed beside oeapatch, not in the build tree): pass "
+		                              "--library");
+	if (oeap_library_probe(r->library, cli->def->abi, detail, sizeof(detail)))
+		return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
+		                 "%s: the binding would load a library that does not work", detail);
+	if (writes && (lock = oeap_lock(cli->target, 10000, err)) < 0)
+		return -1;
+	if ((error = oeap_read_file(cli->target, &r->buf, &r->len, err)) ||
+	    (error = oeap_apply_bytes_flags(cli->def, r->buf, r->len, oeap_cli_target_rel(cli),
+	                                    o->refresh ? OEAP_APPLY_REFRESH : 0, &r->out, err)) ||
+	    (error = plan_binding(cli, r->library, &r->bp, err)))
+		goto done;
+	if (o->diff) {
+		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bp.old, r->bp.old_len,
+		                      r->bp.want.data, r->bp.want.len, &r->diff, err);
+	} else if (writes && (r->out.changed || r->bp.needed)) {
+		/* The binding first: a target that imports it must never exist without it. */
+		if (r->bp.needed && (error = oeap_write_atomic(r->bp.path, r->bp.want.data, r->bp.want.len, 0644, err)))
+			goto done;
+		oeap_fault_point("apply:between-files");
+		if (r->out.changed && (error = oeap_write_atomic(cli->target, r->out.out, r->out.out_len, 0644, err)))
+			goto done;
+		/* Read back what is on disk now: that, not our buffer, is what the
+		 * server runs. The bytes were verified in memory (and the library
+		 * probed) before writing, so the same bytes on disk carry the same
+		 * verdict. */
+		if ((error = read_back(cli->target, r->out.out, r->out.out_len, oeap_cli_target_rel(cli), err)) ||
+		    (error = read_back(r->bp.path, r->bp.want.data, r->bp.want.len, r->bp.path, err)))
+			goto done;
+	}
+done:
+	if (lock >= 0)
+		oeap_unlock(lock, cli->target);
+	return error;
+}
+
+static void print_json(const oeap_cli *cli, const apply_opts *o, const apply_result *r)
+{
+	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
+	json_object_set_new(j, "mode", json_string(o->check ? "check" : o->diff ? "diff" : "write"));
+	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
+	json_object_set_new(j, "root", json_string(cli->root));
+	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+	json_object_set_new(j, "before", json_string(oeap_file_state_name(r->out.before)));
+	json_object_set_new(j, "changed", json_boolean(r->out.changed));
+	if (r->out.from_version)
+		json_object_set_new(j, "from_version", json_integer(r->out.from_version));
+	json_object_set_new(j, "insertions",
+	                    oeap_json_insertions(&r->out.plan, oeap_cli_target_rel(cli), r->out.out, r->out.out_len));
+	json_object_set_new(j, "binding", json_pack("{s:s,s:s,s:b}", "path", r->bp.path, "library", r->library,
+	                                            "changed", r->bp.needed));
+	if (o->diff)
+		json_object_set_new(j, "diff", json_stringn(r->diff.data ? r->diff.data : "", r->diff.len));
+	oeap_json_emit(j);
+}
+
+static void print_text(const oeap_cli *cli, const apply_opts *o, const apply_result *r)
+{
+	if (o->diff) {
+		oeap_print_diff(r->diff.data ? r->diff.data : "", r->diff.len, stdout);
+		return;
+	}
+	const oeap_outcome *out = &r->out;
+	const char *state = out->before == OEAP_STATE_APPLIED ? "already applied"
+	                    : out->before == OEAP_STATE_STALE ? "refreshed"
+	                                                      : "applied";
+	const char *verb = o->check ? (out->changed || r->bp.needed ? "would be applied" : "already applied") : state;
+	printf("%s: %s/%d %s%s%s\n", oeap_cli_target_rel(cli), cli->def->name, cli->def->version,
+	       oeap_color_good(stdout), verb, oeap_color_reset(stdout));
+	if (out->before == OEAP_STATE_STALE && !o->check)
+		printf("  (the regions found were of version %d%s: replaced)\n", out->from_version,
+		       out->from_version == cli->def->version ? " and no longer at their anchors" : "");
+	for (size_t i = 0; i < out->plan.n; i++) {
+		const oeap_insertion *ins = &out->plan.items[i];
+		size_t at = oeap_plan_output_offset(&out->plan, i);
+		long line = 1;
+		for (size_t k = 0; k < at; k++)
+			line += out->out[k] == '\n';
+		printf("  %-9s line %ld, after %s (line %ld of the original)\n", ins->region->name, line,
+		       ins->anchor->def->describe, ins->anchor->line);
+	}
+	if (r->bp.needed)
+		printf("  binding   %s -> %s\n", r->bp.path, r->library);
+}
+
 int cmd_apply(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0, lock = -1;
+	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	apply_opts o = {0, 0, 0, NULL};
 	oeap_error err;
-	char *buf = NULL, *library = NULL, *disk = NULL;
-	size_t len = 0, disk_len = 0;
-	oeap_outcome out;
-	binding_plan bp;
-	oeap_buf diff = OEAP_BUF_INIT;
-	char detail[768];
-	memset(&out, 0, sizeof(out));
-	memset(&bp, 0, sizeof(bp));
+	apply_result r;
+	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "apply", "[-C DIR] [--check | --diff] [--refresh] [--library PATH] [--json]",
-	                       "Insert the env-gated OEA call site into the checkout's target file and write the "
-	                       "binding module beside it.",
+	int p = oeap_cli_parse(&cli, "apply",
+	                       "[-C DIR | --python PATH] [--check | --diff] [--refresh] [--library PATH] [--json] [-q]",
+	                       "Insert the env-gated OEA call site into the target file (a checkout's, or an "
+	                       "installed package's) and write the binding module beside it.",
 	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
@@ -131,122 +259,16 @@ int cmd_apply(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);
 	}
-	int writes = !o.check && !o.diff;
-	if (oeap_cli_open(&cli, 1, &err))
-		goto fail;
-	/* --library, else the library the checkout's binding already records (a
-	 * plain re-apply, as the hooks run after a pull, must not rebind it),
-	 * else the default one. */
-	library = o.library ? realpath(o.library, NULL) : recorded_library(&cli);
-	if (!library && !o.library)
-		library = oeap_library_default();
-	if (!library) {
-		oeap_fail(&err, OEAP_ERR_USAGE, "--library", 0, "%s",
-		          o.library ? "the library given does not exist"
-		                    : "no liboea found (not installed beside oeapatch, not in the build tree): pass --library");
-		goto fail;
+	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &o, &r, &err)) {
+		rc = oeap_cli_error(&cli, &err);
+		goto done;
 	}
-	if (oeap_library_probe(library, cli.def->abi, detail, sizeof(detail))) {
-		oeap_fail(&err, OEAP_ERR_INPUT, "library", 0, "%s: the binding would load a library that does not work",
-		          detail);
-		goto fail;
-	}
-	if (writes && (lock = oeap_lock(cli.target, 10000, &err)) < 0)
-		goto fail;
-	if (oeap_read_file(cli.target, &buf, &len, &err) ||
-	    oeap_apply_bytes_flags(cli.def, buf, len, oeap_cli_target_rel(&cli), o.refresh ? OEAP_APPLY_REFRESH : 0,
-	                           &out, &err) ||
-	    plan_binding(&cli, library, &bp, &err))
-		goto fail;
-
-	if (o.diff) {
-		if (oeap_cli_diff(&cli, buf, len, out.out, out.out_len, bp.old, bp.old_len, bp.want.data, bp.want.len,
-		                  &diff, &err))
-			goto fail;
-		if (!cli.json)
-			fwrite(diff.data ? diff.data : "", 1, diff.len, stdout);
-	} else if (writes && (out.changed || bp.needed)) {
-		/* The binding first: a target that imports it must never exist without it. */
-		if (bp.needed && oeap_write_atomic(bp.path, bp.want.data, bp.want.len, 0644, &err))
-			goto fail;
-		oeap_fault_point("apply:between-files");
-		if (out.changed && oeap_write_atomic(cli.target, out.out, out.out_len, 0644, &err))
-			goto fail;
-		/* Read back what is on disk now: that, not our buffer, is what the
-		 * server runs. The bytes were verified in memory (and the library
-		 * probed) before writing, so the same bytes on disk carry the same
-		 * verdict; any other bytes mean someone else wrote meanwhile. */
-		if (oeap_read_file(cli.target, &disk, &disk_len, &err))
-			goto fail;
-		if (disk_len != out.out_len || memcmp(disk, out.out, disk_len) != 0) {
-			oeap_fail(&err, OEAP_ERR_IO, cli.def->target, 0,
-			          "written, but the file on disk now differs from what was written and verified: "
-			          "another process changed it; run `oeapatch verify`");
-			goto fail;
-		}
-		free(disk);
-		disk = NULL;
-		if (oeap_read_file(bp.path, &disk, &disk_len, &err))
-			goto fail;
-		if (disk_len != bp.want.len || memcmp(disk, bp.want.data, disk_len) != 0) {
-			oeap_fail(&err, OEAP_ERR_IO, bp.path, 0,
-			          "written, but it now differs from what was written: another process changed it");
-			goto fail;
-		}
-	}
-
-	const char *state = out.before == OEAP_STATE_APPLIED ? "already applied"
-	                    : out.before == OEAP_STATE_STALE ? "refreshed"
-	                                                     : "applied";
-	if (cli.json) {
-		json_t *j = json_object();
-		json_object_set_new(j, "command", json_string("apply"));
-		json_object_set_new(j, "ok", json_true());
-		json_object_set_new(j, "mode", json_string(o.check ? "check" : o.diff ? "diff" : "write"));
-		json_object_set_new(j, "file", json_string(cli.def->target));
-		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
-		json_object_set_new(j, "before", json_string(oeap_file_state_name(out.before)));
-		json_object_set_new(j, "changed", json_boolean(out.changed));
-		if (out.from_version)
-			json_object_set_new(j, "from_version", json_integer(out.from_version));
-		json_object_set_new(j, "insertions",
-		                    oeap_json_insertions(&out.plan, cli.def->target, out.out, out.out_len));
-		json_object_set_new(j, "binding", json_pack("{s:s,s:s,s:b}", "path", bp.path, "library", library,
-		                                            "changed", bp.needed));
-		if (o.diff)
-			json_object_set_new(j, "diff", json_stringn(diff.data ? diff.data : "", diff.len));
-		oeap_json_emit(j);
-	} else if (!o.diff) {
-		const char *verb = o.check ? (out.changed || bp.needed ? "would be applied" : "already applied")
-		                           : state;
-		printf("%s: %s/%d %s\n", cli.def->target, cli.def->name, cli.def->version, verb);
-		if (out.before == OEAP_STATE_STALE && !o.check)
-			printf("  (the regions found were of version %d%s: replaced)\n", out.from_version,
-			       out.from_version == cli.def->version ? " and no longer at their anchors" : "");
-		for (size_t i = 0; i < out.plan.n; i++) {
-			const oeap_insertion *ins = &out.plan.items[i];
-			size_t at = oeap_plan_output_offset(&out.plan, i);
-			long line = 1;
-			for (size_t k = 0; k < at; k++)
-				line += out.out[k] == '\n';
-			printf("  %-9s line %ld, after %s (line %ld of the original)\n", ins->region->name, line,
-			       ins->anchor->def->describe, ins->anchor->line);
-		}
-		if (bp.needed)
-			printf("  binding   %s -> %s\n", bp.path, library);
-	}
-	goto done;
-fail:
-	rc = oeap_cli_error(&cli, &err);
+	if (cli.json)
+		print_json(&cli, &o, &r);
+	else
+		print_text(&cli, &o, &r);
 done:
-	if (lock >= 0)
-		oeap_unlock(lock, cli.target);
-	binding_plan_free(&bp);
-	oeap_buf_free(&diff);
-	oeap_outcome_free(&out);
-	free(disk);
-	free(buf);
-	free(library);
+	apply_result_free(&r);
 	oeap_cli_close(&cli);
 	return rc;
 }

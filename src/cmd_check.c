@@ -202,11 +202,11 @@ int cmd_check(int argc, char **argv)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if (oeap_cli_open(&cli, 0, &err) || oeap_repo_open(cli.root, &repo, &prefix, &err))
 		goto fail;
-	if (!(path = malloc(strlen(prefix) + strlen(cli.def->target) + 1))) {
+	if (!(path = malloc(strlen(prefix) + strlen(oeap_cli_target_rel(&cli)) + 1))) {
 		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
 		goto fail;
 	}
-	sprintf(path, "%s%s", prefix, cli.def->target);
+	sprintf(path, "%s%s", prefix, oeap_cli_target_rel(&cli));
 
 	double t0 = now_seconds();
 	if (first == argc) {
@@ -242,7 +242,7 @@ int cmd_check(int argc, char **argv)
 	if (o.junit && write_junit(o.junit, cli.def, &revs, res, nfailed, total, &err))
 		goto fail;
 	if (cli.json) {
-		json_t *j = json_object(), *arr = json_array();
+		json_t *j = oeap_cli_json_head(&cli, nfailed ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK), *arr = json_array();
 		for (size_t i = 0; i < revs.n; i++) {
 			const oeap_rev *r = &revs.items[i];
 			char full[GIT_OID_HEXSZ + 1], blob[GIT_OID_HEXSZ + 1];
@@ -261,8 +261,6 @@ int cmd_check(int argc, char **argv)
 				json_object_set_new(e, "error", oeap_json_error(&res[i].err));
 			json_array_append_new(arr, e);
 		}
-		json_object_set_new(j, "command", json_string("check"));
-		json_object_set_new(j, "ok", json_boolean(nfailed == 0));
 		json_object_set_new(j, "file", json_string(path));
 		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
 		json_object_set_new(j, "revisions", arr);

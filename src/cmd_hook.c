@@ -171,11 +171,11 @@ int cmd_hook(int argc, char **argv)
 		cfg.patch = patch;
 		cfg.library = library;
 		cfg.subdir = prefix;
-		cfg.target = cli.def->target;
+		cfg.target = oeap_cli_target_rel(&cli);
 		cfg.reapply = o.reapply;
 	}
 
-	json_t *j = cli.json ? json_object() : NULL, *arr = cli.json ? json_array() : NULL;
+	json_t *j = NULL, *arr = cli.json ? json_array() : NULL;
 	if (!cli.json) {
 		printf("hooks directory: %s%s\n", dir, from_config ? " (core.hooksPath)" : "");
 		if (bare && !o.only)
@@ -233,8 +233,7 @@ int cmd_hook(int argc, char **argv)
 		}
 	}
 	if (cli.json) {
-		json_object_set_new(j, "command", json_string(command));
-		json_object_set_new(j, "ok", json_boolean(!problems));
+		j = oeap_cli_json_head(&cli, problems ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK);
 		json_object_set_new(j, "hooks_dir", json_string(dir));
 		json_object_set_new(j, "from_core_hooks_path", json_boolean(from_config));
 		json_object_set_new(j, "bare", json_boolean(bare));

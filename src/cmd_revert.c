@@ -41,20 +41,102 @@ static const oeap_option options[] = {
 	{NULL, 0, 0, NULL, NULL},
 };
 
+/* What revert did (or would do): compute fills it, the printers print it. */
+typedef struct revert_result {
+	char *buf;        /* the target as read */
+	size_t len;
+	oeap_outcome out;
+	char *bind_text;  /* the binding module, when one exists */
+	size_t bind_len;
+	char *bind_path;
+	int bind_ours;    /* it is one oeapatch generated: revert removes it */
+	oeap_buf diff;    /* --diff */
+} revert_result;
+
+static void revert_result_free(revert_result *r)
+{
+	oeap_outcome_free(&r->out);
+	oeap_buf_free(&r->diff);
+	free(r->bind_text);
+	free(r->bind_path);
+	free(r->buf);
+}
+
+static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, oeap_error *err)
+{
+	int error = 0, lock = -1, writes = !o->check && !o->diff;
+	if (writes && (lock = oeap_lock(cli->target, 10000, err)) < 0)
+		return -1;
+	if ((error = oeap_read_file(cli->target, &r->buf, &r->len, err)) ||
+	    (error = oeap_revert_bytes(cli->def, r->buf, r->len, oeap_cli_target_rel(cli), o->force, &r->out, err)))
+		goto done;
+	if (!(r->bind_path = oeap_binding_path(cli->def, cli->target))) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
+		goto done;
+	}
+	oeap_error ignore;
+	oeap_error_clear(&ignore);
+	/* Only a module we generated is ours to remove. */
+	r->bind_ours = oeap_read_file(r->bind_path, &r->bind_text, &r->bind_len, &ignore) == 0 &&
+	               oeap_binding_is_ours(r->bind_text, r->bind_len);
+	if (o->diff) {
+		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bind_ours ? r->bind_text : NULL,
+		                      r->bind_len, NULL, 0, &r->diff, err);
+	} else if (writes) {
+		/* The target first: a binding without an importer is harmless, the reverse is not. */
+		if (r->out.changed && (error = oeap_write_atomic(cli->target, r->out.out, r->out.out_len, 0644, err)))
+			goto done;
+		oeap_fault_point("revert:between-files");
+		if (r->bind_ours)
+			error = oeap_remove_file(r->bind_path, err);
+	}
+done:
+	if (lock >= 0)
+		oeap_unlock(lock, cli->target);
+	return error;
+}
+
+static void print_json(const oeap_cli *cli, const revert_opts *o, const revert_result *r)
+{
+	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
+	json_object_set_new(j, "mode", json_string(o->check ? "check" : o->diff ? "diff" : "write"));
+	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
+	json_object_set_new(j, "root", json_string(cli->root));
+	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	json_object_set_new(j, "before", json_string(oeap_file_state_name(r->out.before)));
+	json_object_set_new(j, "changed", json_boolean(r->out.changed));
+	json_object_set_new(j, "binding_removed", json_boolean(r->bind_ours));
+	if (o->diff)
+		json_object_set_new(j, "diff", json_stringn(r->diff.data ? r->diff.data : "", r->diff.len));
+	oeap_json_emit(j);
+}
+
+static void print_text(const oeap_cli *cli, const revert_opts *o, const revert_result *r)
+{
+	int writes = !o->check && !o->diff;
+	if (o->diff) {
+		oeap_print_diff(r->diff.data ? r->diff.data : "", r->diff.len, stdout);
+		return;
+	}
+	const char *verb = r->out.changed ? (writes ? "reverted" : "would be reverted")
+	                   : r->bind_ours ? (writes ? "not applied; removed a stray binding module"
+	                                            : "not applied; a stray binding module would be removed")
+	                                  : "not applied: nothing to revert";
+	printf("%s: %s/%d %s%s%s\n", oeap_cli_target_rel(cli), cli->def->name, cli->def->version,
+	       oeap_color_good(stdout), verb, oeap_color_reset(stdout));
+}
+
 int cmd_revert(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0, lock = -1;
+	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	revert_opts o = {0, 0, 0};
 	oeap_error err;
-	char *buf = NULL, *bind_text = NULL, *bind_path = NULL;
-	size_t len = 0, bind_len = 0;
-	oeap_outcome out;
-	oeap_buf diff = OEAP_BUF_INIT;
-	memset(&out, 0, sizeof(out));
+	revert_result r;
+	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "revert", "[-C DIR] [--check | --diff] [--force] [--json]",
+	int p = oeap_cli_parse(&cli, "revert", "[-C DIR | --python PATH] [--check | --diff] [--force] [--json] [-q]",
 	                       "Remove exactly what apply inserted, and the binding module it wrote.", options, argc,
 	                       argv, on_option, &o, &first);
 	if (p)
@@ -65,68 +147,16 @@ int cmd_revert(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "revert", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);
 	}
-	int writes = !o.check && !o.diff;
-	if (oeap_cli_open(&cli, 1, &err))
-		goto fail;
-	if (writes && (lock = oeap_lock(cli.target, 10000, &err)) < 0)
-		goto fail;
-	if (oeap_read_file(cli.target, &buf, &len, &err) ||
-	    oeap_revert_bytes(cli.def, buf, len, oeap_cli_target_rel(&cli), o.force, &out, &err))
-		goto fail;
-	if (!(bind_path = oeap_binding_path(cli.def, cli.target))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
-		goto fail;
+	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &o, &r, &err)) {
+		rc = oeap_cli_error(&cli, &err);
+		goto done;
 	}
-	oeap_error ignore;
-	oeap_error_clear(&ignore);
-	/* Only a module we generated is ours to remove. */
-	int bind_ours = oeap_read_file(bind_path, &bind_text, &bind_len, &ignore) == 0 &&
-	                oeap_binding_is_ours(bind_text, bind_len);
-
-	if (o.diff) {
-		if (oeap_cli_diff(&cli, buf, len, out.out, out.out_len, bind_ours ? bind_text : NULL, bind_len, NULL, 0,
-		                  &diff, &err))
-			goto fail;
-		if (!cli.json)
-			fwrite(diff.data ? diff.data : "", 1, diff.len, stdout);
-	} else if (writes) {
-		/* The target first: a binding without an importer is harmless, the reverse is not. */
-		if (out.changed && oeap_write_atomic(cli.target, out.out, out.out_len, 0644, &err))
-			goto fail;
-		oeap_fault_point("revert:between-files");
-		if (bind_ours && oeap_remove_file(bind_path, &err))
-			goto fail;
-	}
-	const char *verb = out.changed ? (writes ? "reverted" : "would be reverted")
-	                               : (bind_ours ? (writes ? "not applied; removed a stray binding module"
-	                                                      : "not applied; a stray binding module would be removed")
-	                                            : "not applied: nothing to revert");
-	if (cli.json) {
-		json_t *j = json_object();
-		json_object_set_new(j, "command", json_string("revert"));
-		json_object_set_new(j, "ok", json_true());
-		json_object_set_new(j, "mode", json_string(o.check ? "check" : o.diff ? "diff" : "write"));
-		json_object_set_new(j, "file", json_string(cli.def->target));
-		json_object_set_new(j, "before", json_string(oeap_file_state_name(out.before)));
-		json_object_set_new(j, "changed", json_boolean(out.changed));
-		json_object_set_new(j, "binding_removed", json_boolean(bind_ours));
-		if (o.diff)
-			json_object_set_new(j, "diff", json_stringn(diff.data ? diff.data : "", diff.len));
-		oeap_json_emit(j);
-	} else if (!o.diff) {
-		printf("%s: %s/%d %s\n", cli.def->target, cli.def->name, cli.def->version, verb);
-	}
-	goto done;
-fail:
-	rc = oeap_cli_error(&cli, &err);
+	if (cli.json)
+		print_json(&cli, &o, &r);
+	else
+		print_text(&cli, &o, &r);
 done:
-	if (lock >= 0)
-		oeap_unlock(lock, cli.target);
-	oeap_outcome_free(&out);
-	oeap_buf_free(&diff);
-	free(bind_text);
-	free(bind_path);
-	free(buf);
+	revert_result_free(&r);
 	oeap_cli_close(&cli);
 	return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * oeapatch status: one look at a checkout: applied or not, which version,
  * whether it drifted, which library it binds and whether that loads.
+ * compute fills a status_result; print_json and print_text only print it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +16,126 @@ static const oeap_option options[] = {
 	{NULL, 0, 0, NULL, NULL},
 };
 
+typedef struct status_result {
+	oeap_report rep;
+	char *bind_text;  /* the binding module's text, NULL when absent */
+	char *bind_path;
+	char *library;    /* the library it records, or NULL */
+	int lib_ok;
+	char lib_detail[768];
+	int exit_code;
+} status_result;
+
+static void status_result_free(status_result *r)
+{
+	oeap_report_free(&r->rep);
+	free(r->bind_text);
+	free(r->bind_path);
+	free(r->library);
+}
+
+/* "not-applied", "applied" (and verifies) or "drift" (the failed checks say which). */
+static const char *state_name(const status_result *r)
+{
+	return !r->rep.applied ? "not-applied" : r->rep.ok ? "applied" : "drift";
+}
+
+static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
+{
+	char *buf = NULL;
+	size_t len = 0, bind_len = 0;
+	int error = 0;
+	if ((error = oeap_read_file(cli->target, &buf, &len, err)))
+		goto done;
+	/* The same checks as verify, binding module and library included: a
+	 * status that says "verifies" must mean what verify means. */
+	if (oeap_verify_bytes(cli->def, buf, len, oeap_cli_target_rel(cli), &r->rep) ||
+	    (r->rep.applied && oeap_binding_verify(cli->def, cli->target, &r->rep)) ||
+	    !(r->bind_path = oeap_binding_path(cli->def, cli->target))) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
+		goto done;
+	}
+	oeap_error ignore;
+	oeap_error_clear(&ignore);
+	if (oeap_read_file(r->bind_path, &r->bind_text, &bind_len, &ignore) == 0)
+		r->library = oeap_binding_recorded_library(cli->def, r->bind_text, bind_len);
+	/* verify's library check already loaded it: report what it found. */
+	for (size_t i = 0; r->library && i < r->rep.n; i++)
+		if (strcmp(r->rep.checks[i].name, "library") == 0) {
+			r->lib_ok = r->rep.checks[i].ok;
+			snprintf(r->lib_detail, sizeof(r->lib_detail), "%s", r->rep.checks[i].detail);
+		}
+	r->exit_code = r->rep.applied && r->rep.ok ? OEAP_EXIT_OK : OEAP_EXIT_DIFFERS;
+done:
+	free(buf);
+	return error;
+}
+
+static void print_json(const oeap_cli *cli, const status_result *r)
+{
+	json_t *j = oeap_cli_json_head(cli, r->exit_code);
+	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
+	json_object_set_new(j, "root", json_string(cli->root));
+	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	json_object_set_new(j, "state", json_string(state_name(r)));
+	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+	json_object_set_new(j, "applied_version", r->rep.applied ? json_integer(r->rep.version) : json_null());
+	json_object_set_new(j, "binding", r->bind_text ? json_string(r->bind_path) : json_null());
+	json_object_set_new(j, "library", r->library ? json_pack("{s:s,s:b,s:s}", "path", r->library, "loads",
+	                                                         r->lib_ok, "detail", r->lib_detail)
+	                                             : json_null());
+	json_t *drift = json_array();
+	for (size_t i = 0; r->rep.applied && i < r->rep.n; i++)
+		if (!r->rep.checks[i].ok)
+			json_array_append_new(drift, json_pack("{s:s,s:s}", "check", r->rep.checks[i].name, "detail",
+			                                       r->rep.checks[i].detail));
+	json_object_set_new(j, "drift", drift);
+	if (!r->rep.applied)
+		json_object_set_new(j, "fix", json_string(oeap_cli_apply_hint(cli)));
+	oeap_json_emit(j);
+}
+
+static void print_text(const oeap_cli *cli, const status_result *r)
+{
+	const oeap_report *rep = &r->rep;
+	const char *good = oeap_color_good(stdout), *bad = oeap_color_bad(stdout), *reset = oeap_color_reset(stdout);
+	size_t failed = 0;
+	for (size_t i = 0; i < rep->n; i++)
+		failed += !rep->checks[i].ok;
+	printf("file:     %s\n", oeap_cli_target_rel(cli));
+	if (cli->layout == OEAP_LAYOUT_INSTALLED)
+		printf("root:     %s (installed package)\n", cli->root);
+	printf("patch:    %s/%d\n", cli->def->name, cli->def->version);
+	if (!rep->applied)
+		printf("state:    %snot applied%s (run `%s`)\n", bad, reset, oeap_cli_apply_hint(cli));
+	else if (rep->ok)
+		printf("state:    %sapplied (version %d), verifies%s\n", good, rep->version, reset);
+	else
+		printf("state:    %sapplied (version %d), DRIFT%s: %zu check%s failed (run `oeapatch verify`)\n", bad,
+		       rep->version, reset, failed, failed == 1 ? "" : "s");
+	for (size_t i = 0; rep->applied && i < rep->n; i++)
+		if (!rep->checks[i].ok)
+			printf("          %s: %s\n", rep->checks[i].name, rep->checks[i].detail);
+	if (r->bind_text)
+		printf("binding:  %s\n", r->bind_path);
+	else
+		printf("binding:  none\n");
+	if (r->library)
+		printf("library:  %s\n", r->lib_detail);
+	else if (r->bind_text)
+		printf("library:  none recorded in the binding module\n");
+}
+
 int cmd_status(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	oeap_error err;
-	char *buf = NULL, *bind_text = NULL, *bind_path = NULL, *library = NULL;
-	size_t len = 0, bind_len = 0;
-	oeap_report rep;
-	char lib_detail[768] = "";
-	int lib_ok = 0;
-	memset(&rep, 0, sizeof(rep));
+	status_result r;
+	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "status", "[-C DIR] [--json]",
+	int p = oeap_cli_parse(&cli, "status", "[-C DIR | --python PATH] [--json] [-q]",
 	                       "Applied or not, which patch version, drift, and the library it binds. Exit 0 when "
 	                       "applied and verified, 1 otherwise.",
 	                       options, argc, argv, NULL, NULL, &first);
@@ -36,86 +143,17 @@ int cmd_status(int argc, char **argv)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (oeap_cli_open(&cli, 1, &err) || oeap_read_file(cli.target, &buf, &len, &err))
-		goto fail;
-	/* The same checks as verify, binding module and library included: a
-	 * status that says "verifies" must mean what verify means. */
-	if (oeap_verify_bytes(cli.def, buf, len, oeap_cli_target_rel(&cli), &rep) ||
-	    (rep.applied && oeap_binding_verify(cli.def, cli.target, &rep))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
-		goto fail;
+	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &r, &err)) {
+		rc = oeap_cli_error(&cli, &err);
+		goto done;
 	}
-	if (!(bind_path = oeap_binding_path(cli.def, cli.target))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
-		goto fail;
-	}
-	oeap_error ignore;
-	oeap_error_clear(&ignore);
-	if (oeap_read_file(bind_path, &bind_text, &bind_len, &ignore) == 0)
-		library = oeap_binding_recorded_library(cli.def, bind_text, bind_len);
-	/* verify's library check already loaded it: report what it found. */
-	for (size_t i = 0; library && i < rep.n; i++)
-		if (strcmp(rep.checks[i].name, "library") == 0) {
-			lib_ok = rep.checks[i].ok;
-			snprintf(lib_detail, sizeof(lib_detail), "%s", rep.checks[i].detail);
-		}
-
-	/* applied + verified, not applied, or applied with drift (the failed checks say which). */
-	const char *state = !rep.applied ? "not-applied" : rep.ok ? "applied" : "drift";
-	size_t failed = 0;
-	for (size_t i = 0; i < rep.n; i++)
-		failed += !rep.checks[i].ok;
-	if (cli.json) {
-		json_t *j = json_object();
-		json_object_set_new(j, "command", json_string("status"));
-		json_object_set_new(j, "ok", json_true());
-		json_object_set_new(j, "file", json_string(cli.def->target));
-		json_object_set_new(j, "state", json_string(state));
-		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
-		json_object_set_new(j, "applied_version", rep.applied ? json_integer(rep.version) : json_null());
-		json_object_set_new(j, "binding", bind_text ? json_string(bind_path) : json_null());
-		json_object_set_new(j, "library", library ? json_pack("{s:s,s:b,s:s}", "path", library, "loads",
-		                                                      lib_ok, "detail", lib_detail)
-		                                          : json_null());
-		json_t *drift = json_array();
-		for (size_t i = 0; rep.applied && i < rep.n; i++)
-			if (!rep.checks[i].ok)
-				json_array_append_new(drift, json_pack("{s:s,s:s}", "check", rep.checks[i].name, "detail",
-				                                       rep.checks[i].detail));
-		json_object_set_new(j, "drift", drift);
-		oeap_json_emit(j);
-	} else {
-		printf("file:     %s\n", cli.def->target);
-		printf("patch:    %s/%d\n", cli.def->name, cli.def->version);
-		if (!rep.applied)
-			printf("state:    not applied\n");
-		else if (rep.ok)
-			printf("state:    applied (version %d), verifies\n", rep.version);
-		else
-			printf("state:    applied (version %d), DRIFT: %zu check%s failed (run `oeapatch verify`)\n",
-			       rep.version, failed, failed == 1 ? "" : "s");
-		for (size_t i = 0; rep.applied && i < rep.n; i++)
-			if (!rep.checks[i].ok)
-				printf("          %s: %s\n", rep.checks[i].name, rep.checks[i].detail);
-		if (bind_text)
-			printf("binding:  %s\n", bind_path);
-		else
-			printf("binding:  none\n");
-		if (library)
-			printf("library:  %s\n", lib_detail);
-		else if (bind_text)
-			printf("library:  none recorded in the binding module\n");
-	}
-	rc = rep.applied && rep.ok ? OEAP_EXIT_OK : OEAP_EXIT_DIFFERS;
-	goto done;
-fail:
-	rc = oeap_cli_error(&cli, &err);
+	if (cli.json)
+		print_json(&cli, &r);
+	else
+		print_text(&cli, &r);
+	rc = r.exit_code;
 done:
-	oeap_report_free(&rep);
-	free(bind_text);
-	free(bind_path);
-	free(library);
-	free(buf);
+	status_result_free(&r);
 	oeap_cli_close(&cli);
 	return rc;
 }

@@ -46,11 +46,11 @@ static int read_ref(const oeap_cli *cli, const char *rev, char **buf, size_t *le
 	git_libgit2_init(); /* verify itself needs no git: only --ref does */
 	if (oeap_repo_open(cli->root, &repo, &prefix, err) || oeap_resolve_commit(repo, rev, &c, err))
 		goto done;
-	if (!(path = malloc(strlen(prefix) + strlen(cli->def->target) + 1))) {
+	if (!(path = malloc(strlen(prefix) + strlen(oeap_cli_target_rel(cli)) + 1))) {
 		oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;
 	}
-	sprintf(path, "%s%s", prefix, cli->def->target);
+	sprintf(path, "%s%s", prefix, oeap_cli_target_rel(cli));
 	snprintf(what, cap, "%s:%s", rev, path);
 	git_oid_tostr(commit_hex, GIT_OID_HEXSZ + 1, git_commit_id(c));
 	int has = oeap_commit_blob(repo, c, path, &id, buf, len, err);
@@ -70,20 +70,93 @@ done:
 	return rc;
 }
 
+/* What verify found: compute fills it, the printers print it. */
+typedef struct verify_result {
+	oeap_report rep;
+	char what[4200];  /* --ref: "REV:path" */
+	char commit_hex[GIT_OID_HEXSZ + 1];
+	int exit_code;
+} verify_result;
+
+static int compute(const oeap_cli *cli, const char *ref, verify_result *r, oeap_error *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int error = 0;
+	if (ref) {
+		/* A commit has no binding module written beside the file, nor a
+		 * library: those checks are about a work tree, so they are skipped. */
+		error = read_ref(cli, ref, &buf, &len, r->what, sizeof(r->what), r->commit_hex, &r->rep, err);
+	} else {
+		error = oeap_read_file(cli->target, &buf, &len, err);
+	}
+	if (error)
+		goto done;
+	if ((buf && oeap_verify_bytes(cli->def, buf, len, ref ? r->what : oeap_cli_target_rel(cli), &r->rep)) ||
+	    (!ref && r->rep.applied && oeap_binding_verify(cli->def, cli->target, &r->rep))) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
+		goto done;
+	}
+	r->exit_code = r->rep.ok ? OEAP_EXIT_OK : OEAP_EXIT_DIFFERS;
+done:
+	free(buf);
+	return error;
+}
+
+static void print_json(const oeap_cli *cli, const char *ref, const verify_result *r)
+{
+	json_t *j = oeap_cli_json_head(cli, r->exit_code);
+	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
+	json_object_set_new(j, "root", json_string(cli->root));
+	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+	json_object_set_new(j, "applied", json_boolean(r->rep.applied));
+	json_object_set_new(j, "checks", oeap_json_checks(&r->rep));
+	if (ref) {
+		json_object_set_new(j, "ref", json_string(ref));
+		json_object_set_new(j, "commit", json_string(r->commit_hex));
+		json_object_set_new(j, "skipped", json_pack("[s,s]", "binding", "library"));
+	} else if (!r->rep.applied) {
+		json_object_set_new(j, "fix", json_string(oeap_cli_apply_hint(cli)));
+	}
+	oeap_json_emit(j);
+}
+
+static void print_text(const oeap_cli *cli, const char *ref, const verify_result *r)
+{
+	size_t failed = 0;
+	for (size_t i = 0; i < r->rep.n; i++)
+		failed += !r->rep.checks[i].ok;
+	oeap_print_checks(&r->rep);
+	if (ref)
+		printf("(at %s, commit %.12s: the binding and library checks are about a work tree and were "
+		       "skipped)\n",
+		       ref, r->commit_hex);
+	if (r->rep.ok)
+		printf("%s: %s/%d %sverified%s (%zu checks)\n", oeap_cli_target_rel(cli), cli->def->name,
+		       cli->def->version, oeap_color_good(stdout), oeap_color_reset(stdout), r->rep.n);
+	else if (!r->rep.applied && !ref)
+		/* The usual cause after a working deployment: `pip install -U` or a
+		 * checkout replaced the file. Say how to put the patch back. */
+		printf("%s: %s/%d %sis NOT applied%s: `%s` applies it\n", oeap_cli_target_rel(cli), cli->def->name,
+		       cli->def->version, oeap_color_bad(stdout), oeap_color_reset(stdout), oeap_cli_apply_hint(cli));
+	else
+		printf("%s: %s/%d %sdoes NOT verify%s: %zu of %zu checks failed\n", oeap_cli_target_rel(cli),
+		       cli->def->name, cli->def->version, oeap_color_bad(stdout), oeap_color_reset(stdout), failed,
+		       r->rep.n);
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	oeap_error err;
-	char *buf = NULL;
-	size_t len = 0;
 	const char *ref = NULL;
-	char what[4200] = "", commit_hex[GIT_OID_HEXSZ + 1] = "";
-	oeap_report rep;
-	memset(&rep, 0, sizeof(rep));
+	verify_result r;
+	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "verify", "[-C DIR] [--ref REV] [--json]",
+	int p = oeap_cli_parse(&cli, "verify", "[-C DIR | --python PATH] [--ref REV] [--json] [-q]",
 	                       "Prove the patch is in place, intact and bound to a loadable library. Exit 0 only "
 	                       "when every check holds; otherwise each failed check is named. With --ref, the file "
 	                       "as committed at REV is verified instead of the work tree's.",
@@ -92,56 +165,17 @@ int cmd_verify(int argc, char **argv)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (ref) {
-		/* A commit has no binding module written beside the file, nor a
-		 * library: those checks are about a work tree, so they are skipped. */
-		if (oeap_cli_open(&cli, 0, &err) ||
-		    read_ref(&cli, ref, &buf, &len, what, sizeof(what), commit_hex, &rep, &err))
-			goto fail;
-	} else if (oeap_cli_open(&cli, 1, &err) || oeap_read_file(cli.target, &buf, &len, &err)) {
-		goto fail;
+	if (oeap_cli_open(&cli, !ref, &err) || compute(&cli, ref, &r, &err)) {
+		rc = oeap_cli_error(&cli, &err);
+		goto done;
 	}
-	if ((buf && oeap_verify_bytes(cli.def, buf, len, ref ? what : oeap_cli_target_rel(&cli), &rep)) ||
-	    (!ref && rep.applied && oeap_binding_verify(cli.def, cli.target, &rep))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
-		goto fail;
-	}
-	size_t failed = 0;
-	for (size_t i = 0; i < rep.n; i++)
-		failed += !rep.checks[i].ok;
-	if (cli.json) {
-		json_t *j = json_object();
-		json_object_set_new(j, "command", json_string("verify"));
-		json_object_set_new(j, "ok", json_boolean(rep.ok));
-		json_object_set_new(j, "file", json_string(cli.def->target));
-		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
-		json_object_set_new(j, "applied", json_boolean(rep.applied));
-		json_object_set_new(j, "checks", oeap_json_checks(&rep));
-		if (ref) {
-			json_object_set_new(j, "ref", json_string(ref));
-			json_object_set_new(j, "commit", json_string(commit_hex));
-			json_object_set_new(j, "skipped", json_pack("[s,s]", "binding", "library"));
-		}
-		oeap_json_emit(j);
-	} else {
-		oeap_print_checks(&rep);
-		if (ref)
-			printf("(at %s, commit %.12s: the binding and library checks are about a work tree and were "
-			       "skipped)\n",
-			       ref, commit_hex);
-		if (rep.ok)
-			printf("%s: %s/%d verified (%zu checks)\n", cli.def->target, cli.def->name, cli.def->version, rep.n);
-		else
-			printf("%s: %s/%d does NOT verify: %zu of %zu checks failed\n", cli.def->target, cli.def->name,
-			       cli.def->version, failed, rep.n);
-	}
-	rc = rep.ok ? OEAP_EXIT_OK : OEAP_EXIT_DIFFERS;
-	goto done;
-fail:
-	rc = oeap_cli_error(&cli, &err);
+	if (cli.json)
+		print_json(&cli, ref, &r);
+	else
+		print_text(&cli, ref, &r);
+	rc = r.exit_code;
 done:
-	oeap_report_free(&rep);
-	free(buf);
+	oeap_report_free(&r.rep);
 	oeap_cli_close(&cli);
 	return rc;
 }

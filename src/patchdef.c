@@ -192,6 +192,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 			return set_str(&def->summary, value);
 		if (strcmp(name, "target") == 0)
 			return set_str(&def->target, value);
+		if (strcmp(name, "installed_target") == 0)
+			return set_str(&def->installed_target, value);
 		if (strcmp(name, "abi") == 0) {
 			def->abi = positive_int(value);
 			return def->abi >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
@@ -445,6 +447,15 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 		                  "target '%s' must be a relative path inside the checkout", def->target);
 		goto done;
 	}
+	if (def->installed_target &&
+	    (!def->installed_target[0] || def->installed_target[0] == '/' || strstr(def->installed_target, "..") ||
+	     !strchr(def->installed_target, '/'))) {
+		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+		                  "installed_target '%s' must be a relative path inside site-packages, starting with "
+		                  "the package's folder",
+		                  def->installed_target);
+		goto done;
+	}
 	if ((error = load_anchor_queries(def, err)) || (error = load_regions(def, err)))
 		goto done;
 	*out = def;
@@ -491,6 +502,7 @@ void oeap_patchdef_free(oeap_patchdef *def)
 	free(def->name);
 	free(def->summary);
 	free(def->target);
+	free(def->installed_target);
 	free(def->binding_module);
 	free(def->binding_text);
 	free(def->library_env);

@@ -52,6 +52,8 @@ typedef struct oeap_patchdef {
 	int version;      /* >= 1 */
 	char *summary;
 	char *target;     /* path of the target file inside a checkout */
+	char *installed_target; /* the same file inside site-packages (installed by pip), or NULL;
+	                           its first component is the package --python looks for */
 	int abi;          /* the liboea ABI version the binding expects */
 	char *binding_module; /* module name written beside the target (no .py) */
 	char *binding_text;   /* its template */

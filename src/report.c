@@ -24,10 +24,65 @@ void oeap_print_error(const oeap_error *err)
 		fprintf(stderr, "oeapatch: %s\n", err->message);
 }
 
+static oeap_color color_mode = OEAP_COLOR_AUTO;
+
+void oeap_set_color(oeap_color mode)
+{
+	color_mode = mode;
+}
+
 int oeap_use_color(FILE *f)
 {
+	if (color_mode != OEAP_COLOR_AUTO)
+		return color_mode == OEAP_COLOR_ALWAYS;
 	const char *no = getenv("NO_COLOR");
 	return isatty(fileno(f)) && !(no && *no);
+}
+
+const char *oeap_color_good(FILE *f)
+{
+	return oeap_use_color(f) ? "\033[32m" : "";
+}
+
+const char *oeap_color_bad(FILE *f)
+{
+	return oeap_use_color(f) ? "\033[31m" : "";
+}
+
+const char *oeap_color_reset(FILE *f)
+{
+	return oeap_use_color(f) ? "\033[0m" : "";
+}
+
+void oeap_print_diff(const char *diff, size_t len, FILE *f)
+{
+	if (!oeap_use_color(f)) {
+		fwrite(diff, 1, len, f);
+		return;
+	}
+	/* git's default colours: meta bold, hunk headers cyan, - red, + green. */
+	for (size_t i = 0; i < len;) {
+		const char *l = diff + i;
+		const char *nl = memchr(l, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - l) : len - i;
+		const char *sgr = "";
+		if (n >= 4 && (!strncmp(l, "diff", 4) || !strncmp(l, "inde", 4) || !strncmp(l, "--- ", 4) ||
+		               !strncmp(l, "+++ ", 4) || !strncmp(l, "new ", 4) || !strncmp(l, "dele", 4)))
+			sgr = "\033[1m";
+		else if (n >= 2 && !strncmp(l, "@@", 2))
+			sgr = "\033[36m";
+		else if (n && l[0] == '-')
+			sgr = "\033[31m";
+		else if (n && l[0] == '+')
+			sgr = "\033[32m";
+		if (*sgr)
+			fprintf(f, "%s%.*s\033[0m", sgr, (int)n, l);
+		else
+			fwrite(l, 1, n, f);
+		if (nl)
+			fputc('\n', f);
+		i += n + (nl ? 1 : 0);
+	}
 }
 
 int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_, size_t newlen,
@@ -146,10 +201,9 @@ int oeap_json_emit(json_t *j)
 
 void oeap_print_checks(const oeap_report *rep)
 {
-	int color = oeap_use_color(stdout);
 	for (size_t i = 0; i < rep->n; i++) {
 		const oeap_check *c = &rep->checks[i];
-		const char *mark = c->ok ? (color ? "\033[32mok\033[0m  " : "ok  ") : (color ? "\033[31mFAIL\033[0m" : "FAIL");
-		printf("%s %-22s %s\n", mark, c->name, c->detail);
+		printf("%s%s%s %-22s %s\n", c->ok ? oeap_color_good(stdout) : oeap_color_bad(stdout), c->ok ? "ok  " : "FAIL",
+		       oeap_color_reset(stdout), c->name, c->detail);
 	}
 }

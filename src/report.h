@@ -22,8 +22,22 @@ void oeap_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints an error as "oeapatch: <where>: <message>" (with the line when known). */
 void oeap_print_error(const oeap_error *err);
 
-/* 1 when `f` should get colour. */
+/* --color: never, always, or auto (a terminal without NO_COLOR; the default). */
+typedef enum oeap_color { OEAP_COLOR_AUTO = 0, OEAP_COLOR_NEVER, OEAP_COLOR_ALWAYS } oeap_color;
+void oeap_set_color(oeap_color mode);
+
+/* 1 when `f` should get colour: --color=always (it wins over NO_COLOR, as
+ * an explicit request should), never with --color=never, else on a
+ * terminal unless NO_COLOR is set. */
 int oeap_use_color(FILE *f);
+
+/* SGR sequences for verdicts, or "" when `f` gets no colour. */
+const char *oeap_color_good(FILE *f);
+const char *oeap_color_bad(FILE *f);
+const char *oeap_color_reset(FILE *f);
+
+/* Writes a unified diff to `f`, coloured as git colours it when `f` gets colour. */
+void oeap_print_diff(const char *diff, size_t len, FILE *f);
 
 /* A unified diff (git's format, from libgit2) between two versions of `path`;
  * `old` NULL: the file is created, `new_` NULL: it is deleted. */

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SGLang where pip puts it (issue 10, item 2), on our own fixture package laid
+# out as site-packages in a real virtual environment (`python3 -m venv`):
+#  1. `--python VENV/bin/python` finds the package that interpreter imports;
+#     apply, verify, status and revert work on it as on a checkout, and the
+#     patched module imports in that interpreter;
+#  2. -C takes the site-packages folder or any folder inside it (searched
+#     upward, as git does), and a checkout or any folder inside it; the
+#     checkout's own python/ folder (which looks like site-packages) is
+#     still the checkout;
+#  3. a reinstall that replaces topk.py (what `pip install -U sglang` does)
+#     is reported by verify and status as not applied, with the command that
+#     re-applies it, and that command works;
+#  4. revert gives the installed file back byte for byte; the not-found
+#     message says what -C takes (site-packages, --python).
+# tests/e2e/test_installed_pip.sh does the same with a real wheel from PyPI.
+#
+# Environment (set by ctest): OEAPATCH, OEA_LIBRARY, OEAPATCH_SOURCE_DIR.
+set -uo pipefail
+
+: "${OEAPATCH:?set OEAPATCH to the oeapatch binary}"
+: "${OEA_LIBRARY:?set OEA_LIBRARY to liboea.so}"
+: "${OEAPATCH_SOURCE_DIR:?set OEAPATCH_SOURCE_DIR to the repository root}"
+fix=$OEAPATCH_SOURCE_DIR/tests/fixtures
+installed_rel=sglang/srt/layers/moe/topk.py
+binding=sglang/srt/layers/moe/_oeapatch_sglang_oea.py
+python=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-installed.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/testlib.sh"
+
+echo "== a virtual environment with the fixture package installed in site-packages"
+# --system-site-packages: Debian's torch, which the fixture package imports.
+if ! "$python" -m venv --without-pip --system-site-packages "$work/venv" >"$work/venv.log" 2>&1; then
+	bad "python3 -m venv failed (Debian: python3-venv)" "$(cat "$work/venv.log")"
+	e2e_summary
+	exit 1
+fi
+vpy=$work/venv/bin/python
+site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+cp -r "$fix/pkg/python/sglang" "$site/"
+cp "$fix/eras/2025-08_topk_config.py" "$site/$installed_rel"
+cp "$site/$installed_rel" "$work/pristine.py"
+ok "venv at $work/venv, package in $site"
+
+echo "== 1. --python"
+expect "status --python VENV/bin/python: not applied" 1 "$OEAPATCH" status --python "$vpy"
+has "status names the installed target" "file:     $installed_rel"
+has "status says it is an installed package" "$site (installed package)"
+expect "apply --python" 0 "$OEAPATCH" --python "$vpy" apply --library "$OEA_LIBRARY"
+has "apply names the installed file" "$installed_rel: sglang-oea/1 applied"
+check "the binding module is written beside it in site-packages" test -f "$site/$binding"
+expect "verify --python" 0 "$OEAPATCH" verify --python "$vpy"
+expect "status --python --json" 0 "$OEAPATCH" status --python "$vpy" --json
+has "the JSON says layout installed" '"layout": "installed"'
+has "the JSON's root is site-packages" "\"root\": \"$site\""
+out=$(cd "$work" && "$vpy" -c '
+import sglang.srt.layers.moe.topk as t
+print("binding", t._oeapatch_oea.__name__, "enabled", t._oeapatch_oea.ENABLED)' 2>&1)
+has "the patched module imports in the venv's interpreter (OEA off by default)" "binding sglang.srt.layers.moe._oeapatch_sglang_oea enabled False"
+expect "an interpreter without sglang is a usage error" 2 "$OEAPATCH" status --python "$python"
+has "it says what is missing and what to do" "does not import sglang"
+expect "a --python that is not an interpreter" 2 "$OEAPATCH" status --python "$work/nothing-here"
+
+echo "== 2. -C: site-packages, folders inside it, a checkout and folders inside it"
+expect "-C site-packages" 0 "$OEAPATCH" -C "$site" verify
+expect "-C site-packages/sglang/srt/layers (upward search)" 0 "$OEAPATCH" -C "$site/sglang/srt/layers" verify
+expect "from inside site-packages/sglang, no -C" 0 bash -c "cd '$site/sglang' && '$OEAPATCH' status"
+has "it found the installed package" "(installed package)"
+co=$work/checkout
+mkdir -p "$co/python/sglang/srt/layers/moe"
+cp "$fix/eras/2025-12_layer_id_capturer.py" "$co/python/$installed_rel"
+expect "-C checkout/python/sglang (inside a checkout)" 1 "$OEAPATCH" -C "$co/python/sglang" status --json
+has "the checkout's python/ folder is still the checkout" '"layout": "checkout"'
+has "and the file is named as in the checkout" '"file": "python/sglang/srt/layers/moe/topk.py"'
+has "its root is the checkout" "\"root\": \"$co\""
+expect "apply from inside the checkout" 0 "$OEAPATCH" -C "$co/python/sglang/srt" apply --library "$OEA_LIBRARY"
+check "the checkout got its binding module" test -f "$co/python/$binding"
+expect "-C a folder that holds neither" 2 "$OEAPATCH" -C "$work" verify
+has "the message names the checkout target" "python/sglang/srt/layers/moe/topk.py: not found in $work or any folder above it"
+has "the message names the installed target" "nor $installed_rel, as installed"
+has "the message says -C takes site-packages" "a site-packages folder"
+has "the message offers --python" "--python PATH"
+
+echo "== 3. a reinstall replaces topk.py (pip install -U)"
+cp "$work/pristine.py" "$site/$installed_rel"
+expect "verify after the reinstall: not applied" 1 "$OEAPATCH" verify --python "$vpy"
+has "verify says it is not applied" "$installed_rel: sglang-oea/1 is NOT applied"
+has "verify gives the command that re-applies it" "\`oeapatch apply --python $vpy\` applies it"
+expect "status after the reinstall" 1 "$OEAPATCH" -C "$site" status
+has "status gives the command too" "(run \`oeapatch apply -C $site\`)"
+expect "verify --json after the reinstall" 1 "$OEAPATCH" -C "$site" verify --json
+has "the JSON carries the fix" "\"fix\": \"oeapatch apply -C $site\""
+hint=$("$OEAPATCH" verify --python "$vpy" | sed -n 's/.*`\(oeapatch apply [^`]*\)`.*/\1/p')
+expect "the hinted command re-applies it" 0 bash -c "PATH='$(dirname "$OEAPATCH")':\$PATH; $hint"
+expect "verify after the re-apply" 0 "$OEAPATCH" verify --python "$vpy"
+
+echo "== 4. revert"
+expect "revert --python" 0 "$OEAPATCH" revert --python "$vpy"
+check "the installed topk.py is byte for byte as installed" cmp -s "$work/pristine.py" "$site/$installed_rel"
+check "the binding module is gone" test ! -e "$site/$binding"
+
+e2e_summary
