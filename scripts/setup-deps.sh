@@ -17,16 +17,18 @@ what=${1:-build}
 case "$what" in build|demo|test) ;; *) echo "usage: setup-deps.sh [build|demo|test]" >&2; exit 2 ;; esac
 
 # Debian 12 package names.
-#  build: compiler, CMake, the libraries the CLI links, and python3-pip to fetch the grammar.
+#  build: compiler, CMake, the libraries the CLI links, python3-pip to fetch the grammar,
+#         patchelf (cmake --install of a -DOEAPATCH_BUNDLE=ON build sets RUNPATHs with it).
 #  demo:  Debian's torch and numpy (select_experts runs on the CPU).
 #  test:  cmocka (unit tests), clang/llvm/libfuzzer (sanitizer build and fuzzers), valgrind,
-#         python3-venv (the environments of real sglang releases).
+#         python3-venv (the environments of real sglang releases), debootstrap (the clean
+#         Debian root that tests/e2e/test_install_bundle.sh runs the installed bundle in).
 debs=(build-essential cmake pkg-config git ca-certificates python3 python3-pip
-      libtree-sitter-dev libgit2-dev libjansson-dev libinih-dev libssl-dev)
+      libtree-sitter-dev libgit2-dev libjansson-dev libinih-dev libssl-dev patchelf)
 case "$what" in
   demo) debs+=(python3-torch python3-numpy) ;;
   test) debs+=(python3-torch python3-numpy libcmocka-dev clang llvm libfuzzer-14-dev valgrind
-               python3-venv) ;;
+               python3-venv debootstrap) ;;
 esac
 
 missing=()

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# clean_root.sh - prints the path of a clean Debian 12 root (debootstrap
+# --variant=minbase bookworm), creating it on first use. It is cached under
+# ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/ so that a reused machine builds it
+# once (a few minutes, about 200 MB); later runs only check it. The root is
+# never modified by the tests that use it, except under its /tmp.
+#
+# The Debian mirror is OEAPATCH_DEBIAN_MIRROR, else the first one this
+# machine's apt sources list for bookworm (no host name is written here).
+# Needs root and debootstrap (scripts/setup-deps.sh test installs it).
+set -euo pipefail
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch
+root=$cache/rootfs-bookworm-minbase
+mkdir -p "$cache"
+exec 9>"$cache/rootfs.lock"
+flock 9
+if [ -f "$root/.oeapatch-complete" ]; then
+	echo "$root"
+	exit 0
+fi
+
+mirror=${OEAPATCH_DEBIAN_MIRROR:-}
+if [ -z "$mirror" ]; then
+	# deb822 (.sources) first, then one-line sources.list entries.
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		mirror=$(awk '
+			/^[[:space:]]*$/ { if (uri != "" && suites ~ /(^| )bookworm( |$)/ && uri !~ /security/) { print uri; exit } uri = ""; suites = ""; next }
+			/^URIs:/ { uri = $2 }
+			/^Suites:/ { $1 = ""; suites = $0 " " }
+			END { if (uri != "" && suites ~ /(^| )bookworm( |$)/ && uri !~ /security/) print uri }' "$f" | head -1)
+		[ -n "$mirror" ] && break
+	done
+fi
+if [ -z "$mirror" ]; then
+	mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+		awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { if ($(i + 1) == "bookworm") { print $i; exit } } }')
+fi
+if [ -z "$mirror" ]; then
+	echo "clean_root: no Debian mirror for bookworm in the apt sources; set OEAPATCH_DEBIAN_MIRROR" >&2
+	exit 2
+fi
+command -v debootstrap >/dev/null || { echo "clean_root: debootstrap is not installed" >&2; exit 2; }
+
+rm -rf "$root.partial"
+echo "clean_root: debootstrap --variant=minbase bookworm into $root (first use only)" >&2
+start=$(date +%s)
+if ! debootstrap --variant=minbase bookworm "$root.partial" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+	echo "clean_root: debootstrap failed; the last lines of $cache/debootstrap.log:" >&2
+	tail -20 "$cache/debootstrap.log" >&2
+	exit 2
+fi
+# Nothing from apt's caches is needed: keep the cache small.
+rm -rf "$root.partial/var/cache/apt/archives/"*.deb "$root.partial/var/lib/apt/lists/"*_Packages 2>/dev/null || true
+touch "$root.partial/.oeapatch-complete"
+rm -rf "$root" && mv "$root.partial" "$root"
+echo "clean_root: done in $(($(date +%s) - start)) s" >&2
+echo "$root"
