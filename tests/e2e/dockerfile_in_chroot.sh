@@ -83,6 +83,14 @@ for ins in "${instructions[@]}"; do
 		echo "== stage $nstage: FROM $image${name:+ AS $name} (a copy of $CLEAN)"
 		cp -a "$CLEAN" "$root"
 		cp /etc/resolv.conf "$root/etc/resolv.conf" # as Docker does: the build's DNS
+		# A network that intercepts TLS with its own CA (this project's machines
+		# do) needs that CA in every stage, as a Docker build there would: the
+		# host's local CAs go where update-ca-certificates (run when a stage
+		# installs ca-certificates) takes them from.
+		if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+			mkdir -p "$root/usr/local/share/ca-certificates"
+			cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+		fi
 		[ -n "${name:-}" ] && stage_dir[$name]=$root
 		env_list=() workdir=/ name=""
 		base_env[0]="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
