@@ -105,8 +105,9 @@ for ins in "${instructions[@]}"; do
 	ENV)
 		# NAME=VALUE pairs separated by blanks (values without blanks, as in the recipe).
 		for pair in $rest; do
-			setenv "${pair%%=*}" "$(expand "${pair#*=}")"
-			echo "ENV ${pair%%=*}=$(expand "${pair#*=}")"
+			v=$(expand "${pair#*=}")
+			setenv "${pair%%=*}" "$v"
+			echo "ENV ${pair%%=*}=$v"
 		done
 		;;
 	WORKDIR)
