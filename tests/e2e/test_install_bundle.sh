@@ -14,7 +14,8 @@
 #     /proc, a clean environment): every library the binary and liboea load
 #     resolves to glibc or into the bundle, none to the root's own copies;
 #     `oeapatch version`; apply, verify (which dlopens liboea), status and
-#     revert on a fixture checkout, revert giving back the bytes; `check` on a
+#     revert on a fixture checkout and on a site-packages layout, revert
+#     giving back the bytes; `check` on a
 #     git repository (libgit2 without a git binary); verify fails at its
 #     library check when liboea is taken away, and holds again when it is back.
 #
@@ -148,6 +149,19 @@ expect "verify with liboea back: holds" 0 inroot "$O/bin/oeapatch" verify -C "$C
 expect "revert" 0 inroot "$O/bin/oeapatch" revert -C "$C"
 check "revert gives topk.py back byte for byte" cmp "$STAGE/original.py" "$ROOT$C/$T"
 expect "verify after revert: not applied" 1 inroot "$O/bin/oeapatch" verify -C "$C"
+
+# An installed package, as pip leaves it in site-packages, addressed by that
+# folder and from a folder inside it (the root has no Python: --python is
+# exercised by tests/e2e/dockerfile_in_chroot.sh).
+S=$IN/venv/lib/python3.11/site-packages
+mkdir -p "$ROOT$S" && cp -a "$FIX/pkg/python/sglang" "$ROOT$S/"
+cp "$FIX/eras/2026-02_post_process.py" "$ROOT$S/$(dirname "${T#python/}")/topk.py"
+cp "$ROOT$S/${T#python/}" "$STAGE/original-installed.py"
+expect "site-packages: apply -C $S" 0 inroot "$O/bin/oeapatch" apply -C "$S"
+expect "site-packages: verify -C a folder inside it" 0 inroot "$O/bin/oeapatch" -C "$S/sglang/srt" verify
+expect "site-packages: status" 0 inroot "$O/bin/oeapatch" status -C "$S"
+expect "site-packages: revert" 0 inroot "$O/bin/oeapatch" revert -C "$S"
+check "site-packages: revert gives topk.py back byte for byte" cmp "$STAGE/original-installed.py" "$ROOT$S/${T#python/}"
 
 # libgit2 in the root: a repository made here, read there (the root has no git).
 e2e_git_env "$STAGE"
