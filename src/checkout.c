@@ -372,8 +372,19 @@ static int add_named(git_repository *repo, const char *spec, const char *path, o
 int oeap_revs_add(git_repository *repo, const char *spec, const char *path, size_t max, oeap_revs *revs,
                   oeap_error *err)
 {
-	if (spec && !strstr(spec, ".."))
+	return oeap_revs_add_counted(repo, spec, path, max, revs, NULL, err);
+}
+
+int oeap_revs_add_counted(git_repository *repo, const char *spec, const char *path, size_t max, oeap_revs *revs,
+                          size_t *selected, oeap_error *err)
+{
+	if (selected)
+		*selected = 0;
+	if (spec && !strstr(spec, "..")) {
+		if (selected)
+			*selected = 1;
 		return add_named(repo, spec, path, revs, err);
+	}
 
 	int error = 0;
 	git_revwalk *walk = NULL;
@@ -490,6 +501,8 @@ int oeap_revs_add(git_repository *repo, const char *spec, const char *path, size
 			touched = 1;
 			kind = OEAP_REV_DELETED;
 		}
+		if (touched && selected)
+			++*selected; /* also when an earlier argument listed it already */
 		if (touched && !revs_has(revs, &id)) {
 			const char *from = has == 0 && phas && strcmp(p, ppath) ? ppath : NULL;
 			if (revs_push(repo, revs, c, p, from, kind, has == 0, &blob, err)) {
@@ -519,6 +532,48 @@ done:
 	oid_map_free(&paths);
 	pool_free(&pool);
 	return error;
+}
+
+int oeap_range_why_empty(git_repository *repo, const char *spec, const char *path, char *why, size_t cap)
+{
+	git_revspec rs;
+	git_commit *from = NULL, *to = NULL;
+	git_oid blob;
+	oeap_error ignore;
+	int rc = 0;
+	oeap_error_clear(&ignore);
+	memset(&rs, 0, sizeof(rs));
+	snprintf(why, cap, "no commit in %s touched %s", spec, path);
+	if (git_revparse(&rs, repo, spec) || !(rs.flags & GIT_REVSPEC_RANGE)) {
+		git_error_clear();
+		goto done;
+	}
+	/* "A.." leaves `to` NULL: it is HEAD. */
+	if (git_object_peel((git_object **)&from, rs.from, GIT_OBJECT_COMMIT) ||
+	    (rs.to ? git_object_peel((git_object **)&to, rs.to, GIT_OBJECT_COMMIT)
+	           : oeap_resolve_commit(repo, "HEAD", &to, &ignore))) {
+		git_error_clear();
+		goto done;
+	}
+	const git_oid *a = git_commit_id(from), *b = git_commit_id(to);
+	if (git_oid_equal(a, b))
+		snprintf(why, cap, "%s is empty: both ends are the same commit %.12s", spec, git_oid_tostr_s(b));
+	else if (git_graph_descendant_of(repo, a, b) == 1)
+		snprintf(why, cap, "%s is reversed: its end is an ancestor of its start, so it holds no commit "
+		         "(the other way round?)", spec);
+	else if ((rc = oeap_commit_blob(repo, to, path, &blob, NULL, NULL, &ignore)) == 1)
+		snprintf(why, cap, "%s: the range's end has no %s (moved away or deleted before it?), and no commit "
+		         "in the range touched it", spec, path);
+	else if (git_graph_descendant_of(repo, b, a) == 1)
+		snprintf(why, cap, "no commit in %s touched %s", spec, path);
+	git_error_clear();
+	rc = 0;
+done:
+	git_commit_free(from);
+	git_commit_free(to);
+	git_object_free(rs.from);
+	git_object_free(rs.to);
+	return rc;
 }
 
 /* ---- the dry run ------------------------------------------------------------ */

@@ -91,6 +91,20 @@ int oeap_revs_add(git_repository *repo, const char *spec, const char *path, size
                   oeap_error *err);
 void oeap_revs_free(oeap_revs *revs);
 
+/*
+ * oeap_revs_add(), and *selected = how many revisions the argument selects,
+ * counting those an earlier argument added already: 0 means the argument
+ * selects nothing at all (an empty or reversed range, or one in which no
+ * commit touched the file), which `check` reports as a failure.
+ */
+int oeap_revs_add_counted(git_repository *repo, const char *spec, const char *path, size_t max, oeap_revs *revs,
+                          size_t *selected, oeap_error *err);
+
+/* Why the range `spec` selects no commit that touched `path`: the same
+ * commit at both ends, reversed, its end lacks the file, or none touched it.
+ * Always fills `why`; returns 0. */
+int oeap_range_why_empty(git_repository *repo, const char *spec, const char *path, char *why, size_t cap);
+
 /* The verdict on one blob. */
 typedef enum oeap_land {
 	OEAP_LAND_LANDS = 0, /* apply would succeed (and its result verifies) */

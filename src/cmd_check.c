@@ -15,12 +15,21 @@
 #include "fsio.h"
 #include "pipeline.h"
 
-enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE };
+enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY };
 
 typedef struct check_opts {
 	const char *junit;
 	size_t max;
+	int allow_empty;
 } check_opts;
+
+/* A range argument that selected nothing: a check that checked nothing is a
+ * failure (a green run must mean something was checked), unless asked for
+ * with --allow-empty, and then it is reported as skipped, never as passed. */
+typedef struct empty_range {
+	const char *spec;
+	char why[512];
+} empty_range;
 
 static int on_option(int val, const char *arg, void *user)
 {
@@ -29,6 +38,9 @@ static int on_option(int val, const char *arg, void *user)
 	switch (val) {
 	case OPT_JUNIT:
 		o->junit = arg;
+		return 0;
+	case OPT_ALLOW_EMPTY:
+		o->allow_empty = 1;
 		return 0;
 	case 'n': {
 		errno = 0;
@@ -48,6 +60,8 @@ static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
 	{"junit", required_argument, OPT_JUNIT, "FILE", "also write the results as JUnit XML to FILE (for CI)"},
 	{"max-count", required_argument, 'n', "N", "a range walk stops after the N newest revisions that touched the file"},
+	{"allow-empty", no_argument, OPT_ALLOW_EMPTY, NULL,
+	 "a range that selects no revision is reported as skipped instead of failing the run"},
 	{NULL, 0, 0, NULL, NULL},
 };
 
@@ -120,7 +134,8 @@ static int xml_escape(oeap_buf *b, const char *s)
 }
 
 static int write_junit(const char *file, const oeap_patchdef *def, const oeap_revs *revs,
-                       const oeap_check_result *res, size_t nfailed, double total, oeap_error *err)
+                       const oeap_check_result *res, size_t nfailed, const empty_range *empty, size_t nempty,
+                       int allow_empty, double total, oeap_error *err)
 {
 	oeap_buf b = OEAP_BUF_INIT;
 	char detail[1024], ts[32];
@@ -130,10 +145,11 @@ static int write_junit(const char *file, const oeap_patchdef *def, const oeap_re
 	int rc = oeap_buf_printf(&b,
 	                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 	                         "<testsuite name=\"oeapatch check\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" "
-	                         "skipped=\"0\" time=\"%.3f\" timestamp=\"%s\">\n"
+	                         "skipped=\"%zu\" time=\"%.3f\" timestamp=\"%s\">\n"
 	                         "  <properties>\n"
 	                         "    <property name=\"patch\" value=\"",
-	                         revs->n, nfailed, total, ts);
+	                         revs->n + nempty, nfailed + (allow_empty ? 0 : nempty), allow_empty ? nempty : 0,
+	                         total, ts);
 	rc |= xml_escape(&b, def->name);
 	rc |= oeap_buf_printf(&b, "/%d\"/>\n    <property name=\"file\" value=\"", def->version);
 	rc |= xml_escape(&b, def->target);
@@ -160,6 +176,23 @@ static int write_junit(const char *file, const oeap_patchdef *def, const oeap_re
 		rc |= xml_escape(&b, detail);
 		rc |= oeap_buf_puts(&b, "</failure>\n  </testcase>\n");
 	}
+	/* An empty range is a test case too: with no test case at all a suite
+	 * reads tests="0", which CI systems take for a pass. */
+	for (size_t i = 0; i < nempty && !rc; i++) {
+		rc |= oeap_buf_puts(&b, "  <testcase classname=\"oeapatch.check.");
+		rc |= xml_escape(&b, def->name);
+		rc |= oeap_buf_puts(&b, "\" name=\"range ");
+		rc |= xml_escape(&b, empty[i].spec);
+		rc |= oeap_buf_printf(&b, "\" time=\"0\">\n    <%s message=\"", allow_empty ? "skipped" : "failure");
+		rc |= xml_escape(&b, empty[i].why);
+		if (allow_empty) {
+			rc |= oeap_buf_puts(&b, "\"/>\n  </testcase>\n");
+			continue;
+		}
+		rc |= oeap_buf_puts(&b, "\" type=\"empty\">");
+		rc |= xml_escape(&b, empty[i].why);
+		rc |= oeap_buf_puts(&b, " (--allow-empty reports it as skipped)</failure>\n  </testcase>\n");
+	}
 	rc |= oeap_buf_puts(&b, "</testsuite>\n");
 	if (rc) {
 		oeap_buf_free(&b);
@@ -181,22 +214,25 @@ int cmd_check(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	check_opts o = {NULL, 0};
+	check_opts o = {NULL, 0, 0};
 	oeap_error err;
 	git_repository *repo = NULL;
 	char *prefix = NULL, *path = NULL;
 	oeap_revs revs = {0};
 	oeap_check_result *res = NULL;
+	empty_range *empty = NULL;
+	size_t nempty = 0;
 	size_t counts[OEAP_LAND_DELETED + 1] = {0};
 	char detail[1024];
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--json] [REV | A..B ...]",
+	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--allow-empty] [--json] [REV | A..B ...]",
 	                       "Dry-run the patch on the target file as committed at each revision, read from the "
 	                       "object database (no checkout; bare repositories work). REV checks that revision; "
 	                       "A..B the commits reachable from B and not from A that touched the file; no argument "
 	                       "every commit reachable from HEAD that touched it (renames are followed). Exit 1 when "
-	                       "any revision fails, lacks the file, or deletes it.",
+	                       "any revision fails, lacks the file, or deletes it, or when a range selects no revision "
+	                       "(unless --allow-empty).",
 	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
@@ -220,9 +256,20 @@ int cmd_check(int argc, char **argv)
 			goto fail;
 		}
 	}
-	for (int i = first; i < argc; i++)
-		if (oeap_revs_add(repo, argv[i], path, o.max, &revs, &err))
+	if (first < argc && !(empty = calloc((size_t)(argc - first), sizeof(*empty)))) {
+		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+		goto fail;
+	}
+	for (int i = first; i < argc; i++) {
+		size_t selected = 0;
+		if (oeap_revs_add_counted(repo, argv[i], path, o.max, &revs, &selected, &err))
 			goto fail;
+		if (!selected) {
+			empty[nempty].spec = argv[i];
+			oeap_range_why_empty(repo, argv[i], path, empty[nempty].why, sizeof(empty[nempty].why));
+			nempty++;
+		}
+	}
 	if (revs.n && !(res = calloc(revs.n, sizeof(*res)))) {
 		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
 		goto fail;
@@ -239,10 +286,11 @@ int cmd_check(int argc, char **argv)
 
 	/* The report file first: a failure to write it is then the command's
 	 * one error, not a second JSON document after the results. */
-	if (o.junit && write_junit(o.junit, cli.def, &revs, res, nfailed, total, &err))
+	size_t nbad = nfailed + (o.allow_empty ? 0 : nempty);
+	if (o.junit && write_junit(o.junit, cli.def, &revs, res, nfailed, empty, nempty, o.allow_empty, total, &err))
 		goto fail;
 	if (cli.json) {
-		json_t *j = oeap_cli_json_head(&cli, nfailed ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK), *arr = json_array();
+		json_t *j = oeap_cli_json_head(&cli, nbad ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK), *arr = json_array();
 		for (size_t i = 0; i < revs.n; i++) {
 			const oeap_rev *r = &revs.items[i];
 			char full[GIT_OID_HEXSZ + 1], blob[GIT_OID_HEXSZ + 1];
@@ -261,20 +309,30 @@ int cmd_check(int argc, char **argv)
 				json_object_set_new(e, "error", oeap_json_error(&res[i].err));
 			json_array_append_new(arr, e);
 		}
+		json_t *ea = json_array();
+		for (size_t i = 0; i < nempty; i++)
+			json_array_append_new(ea, json_pack("{s:s,s:s,s:b}", "range", empty[i].spec, "detail", empty[i].why,
+			                                    "ok", o.allow_empty));
 		json_object_set_new(j, "file", json_string(path));
 		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
 		json_object_set_new(j, "revisions", arr);
+		json_object_set_new(j, "empty_ranges", ea);
 		json_object_set_new(j, "summary",
 		                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "revisions", (json_int_t)revs.n, "lands",
 		                              (json_int_t)counts[OEAP_LAND_LANDS], "applied",
 		                              (json_int_t)counts[OEAP_LAND_APPLIED], "fails",
 		                              (json_int_t)counts[OEAP_LAND_FAILS], "missing",
 		                              (json_int_t)counts[OEAP_LAND_MISSING], "deleted",
-		                              (json_int_t)counts[OEAP_LAND_DELETED], "failed", (json_int_t)nfailed,
+		                              (json_int_t)counts[OEAP_LAND_DELETED], "failed", (json_int_t)nbad,
 		                              "seconds", total));
 		oeap_json_emit(j);
 	} else {
 		int color = oeap_use_color(stdout);
+		for (size_t i = 0; i < nempty; i++)
+			printf("%-19s %s%-7s%s  %s%s\n", "(range)", color && !o.allow_empty ? "\033[31m" : "",
+			       o.allow_empty ? "empty" : "EMPTY", color && !o.allow_empty ? "\033[0m" : "", empty[i].why,
+			       o.allow_empty ? " (allowed: --allow-empty)"
+			                     : ": nothing was checked (--allow-empty reports it as skipped instead)");
 		for (size_t i = 0; i < revs.n; i++) {
 			const oeap_rev *r = &revs.items[i];
 			int bad = failed(&res[i]);
@@ -306,15 +364,16 @@ int cmd_check(int argc, char **argv)
 			printf(", %zu lack%s the file", counts[OEAP_LAND_MISSING], counts[OEAP_LAND_MISSING] == 1 ? "s" : "");
 		if (counts[OEAP_LAND_DELETED])
 			printf(", %zu delete%s it", counts[OEAP_LAND_DELETED], counts[OEAP_LAND_DELETED] == 1 ? "s" : "");
+		if (nempty)
+			printf(", %zu empty range%s%s", nempty, nempty == 1 ? "" : "s", o.allow_empty ? " (allowed)" : "");
 		printf(" [%s/%d]\n", cli.def->name, cli.def->version);
-		if (revs.n == 0)
-			printf("(no commit in the range given touched %s)\n", path);
 	}
-	rc = nfailed ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
+	rc = nbad ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
 	goto done;
 fail:
 	rc = oeap_cli_error(&cli, &err);
 done:
+	free(empty);
 	free(res);
 	oeap_revs_free(&revs);
 	free(path);

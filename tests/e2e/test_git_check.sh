@@ -82,8 +82,33 @@ expect "a range with a failure: C8..C10" 1 "$OEAPATCH" check "$C8..$C10"
 [ "$(grep -c '^[0-9a-f]\{7,\} ' <<<"$out")" -eq 2 ] && ok "C8..C10 has two revisions" || bad "C8..C10 count" "$out"
 expect "a range that lands: C9..HEAD" 0 "$OEAPATCH" check "$C9..HEAD"
 has "... with the one commit that touched it" "$(short "$C10") 2025-12-01  lands"
-expect "a range where nothing touched the file" 0 "$OEAPATCH" check "$C10..$C11"
-has "... says so" "no commit in the range given touched"
+# A check that selects nothing has checked nothing: it fails, unless asked
+# for with --allow-empty (and then it is reported as skipped, not passed).
+expect "a range where nothing touched the file fails" 1 "$OEAPATCH" check "$C10..$C11"
+has "... says so" "no commit in $C10..$C11 touched $T"
+has "... and names the option that allows it" "--allow-empty"
+expect "... unless --allow-empty" 0 "$OEAPATCH" check --allow-empty "$C10..$C11"
+has "... which still reports it" "1 empty range (allowed)"
+expect "HEAD..HEAD fails" 1 "$OEAPATCH" check HEAD..HEAD
+has "... as an empty range" "HEAD..HEAD is empty: both ends are the same commit"
+expect "a reversed range fails" 1 "$OEAPATCH" check "$C10..$C8"
+has "... and says it is reversed" "$C10..$C8 is reversed"
+expect "an empty range beside one that lands still fails" 1 "$OEAPATCH" check "$C9..HEAD" HEAD..HEAD
+expect "--junit of an empty range" 1 "$OEAPATCH" check --junit "$WORK/empty.xml" HEAD..HEAD
+got=$("$PY" -c "
+import xml.etree.ElementTree as E
+s = E.parse('$WORK/empty.xml').getroot()
+print(s.get('tests'), s.get('failures'), s.get('skipped'), [f.get('type') for f in s.iter('failure')])")
+[ "$got" = "1 1 0 ['empty']" ] && ok "... has a failing test case, never tests=\"0\"" || bad "empty junit" "$got"
+expect "--junit --allow-empty of an empty range" 0 "$OEAPATCH" check --allow-empty --junit "$WORK/empty.xml" HEAD..HEAD
+got=$("$PY" -c "
+import xml.etree.ElementTree as E
+s = E.parse('$WORK/empty.xml').getroot()
+print(s.get('tests'), s.get('failures'), s.get('skipped'), len(list(s.iter('skipped'))))")
+[ "$got" = "1 0 1 1" ] && ok "... has a skipped test case, not a pass" || bad "allowed empty junit" "$got"
+expect "check --json of an empty range" 1 "$OEAPATCH" check --json HEAD..HEAD
+[ "$(json "d['ok'], d['summary']['failed'], d['empty_ranges'][0]['range']")" = "False 1 HEAD..HEAD" ] &&
+	ok "... says not ok, with the range" || bad "empty json" "$out"
 expect "--max-count caps a walk" 0 "$OEAPATCH" check -n 1
 has "... to the newest" "1 revision of"
 expect "a named revision that lands" 0 "$OEAPATCH" check "$C10"
@@ -129,6 +154,15 @@ has "... is reported as deleted" "DELETED  drop topk"
 g init -q "$WORK/other" && (cd "$WORK/other" && echo x >x && git add x && git commit -q -m x)
 expect "no commit reachable has the file: trouble, clearly" 2 "$OEAPATCH" check -C "$WORK/other"
 has "... asks whether it is the right repository" "no commit reachable from HEAD has this file"
+git reset -q --hard "$C11"
+# A range at whose end the file was moved away selects nothing under the
+# definition's path: a failure that says the end lacks the file.
+git mv "$T" python/sglang/srt/layers/moe/topk_moved.py
+C13m=$(commit 2026-02-02 "move topk away")
+echo later >>README && git add -A
+C14m=$(commit 2026-02-03 "later docs")
+expect "a range whose end moved the file away fails" 1 "$OEAPATCH" check "$C13m..$C14m"
+has "... saying the end lacks the file" "the range's end has no $T"
 git reset -q --hard "$C11"
 
 echo "== verify --ref"

@@ -1,9 +1,16 @@
-# Shared by the end-to-end shell tests (sourced, not run): pass/fail counting
-# with one line per check, the closing "N passed, M failed" line that CI
-# reads, and a git that behaves the same whatever the user's configuration.
+# Shared by the end-to-end shell tests (sourced, not run): pass/fail/skip
+# counting with one line per check, the closing "N passed, M failed" line that
+# CI reads, and a git that behaves the same whatever the user's configuration.
+#
+# A check that cannot run here is skipped with `skip`, never passed: the
+# script then exits with E2E_SKIP (77, ctest's SKIP_RETURN_CODE for every
+# e2e test), so ctest reports it as skipped. Put such checks in a part of
+# their own (tests/CMakeLists.txt, E2E_PARTS) so a skip hides nothing else.
 
 e2e_passed=0
 e2e_failed=0
+e2e_skipped=0
+E2E_SKIP=77
 
 # ok NAME / bad NAME [DETAIL]: record one check.
 ok() { e2e_passed=$((e2e_passed + 1)); printf 'ok    %s\n' "$1"; }
@@ -12,6 +19,12 @@ bad() {
 	printf 'FAIL  %s\n' "$1"
 	[ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/      | /'
 	return 0
+}
+
+# skip NAME WHY: a check that cannot run on this machine (counted apart).
+skip() {
+	e2e_skipped=$((e2e_skipped + 1))
+	printf 'SKIP  %s: %s\n' "$1" "$2"
 }
 
 # check NAME COMMAND...: passes when the command succeeds.
@@ -42,8 +55,15 @@ e2e_git_env() {
 	unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
 }
 
-# e2e_summary: the closing line; its status is the script's verdict.
+# e2e_summary: the closing line; its status is the script's verdict: 1 when
+# a check failed, E2E_SKIP when one was skipped (or none ran at all: a
+# script that checked nothing has not passed), else 0.
 e2e_summary() {
-	echo "$e2e_passed passed, $e2e_failed failed"
-	[ "$e2e_failed" -eq 0 ]
+	if [ "$e2e_skipped" -gt 0 ]; then
+		echo "$e2e_passed passed, $e2e_failed failed, $e2e_skipped skipped"
+	else
+		echo "$e2e_passed passed, $e2e_failed failed"
+	fi
+	[ "$e2e_failed" -eq 0 ] || return 1
+	[ "$e2e_skipped" -eq 0 ] && [ "$e2e_passed" -gt 0 ] || return "$E2E_SKIP"
 }
