@@ -175,13 +175,49 @@ char *oeap_library_default(void)
 	return NULL;
 }
 
+int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const char *text, size_t len,
+                            oeap_report *rep, char **library_out)
+{
+	int error = 0;
+	char *library = NULL;
+	oeap_buf want = OEAP_BUF_INIT;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (library_out)
+		*library_out = NULL;
+	if (!(library = oeap_binding_recorded_library(def, text, len))) {
+		error = oeap_report_add(rep, "binding", 0, 0,
+		                        "%s is not the module %s/%d generates (header or library line differs)", label,
+		                        def->name, def->version);
+		goto done;
+	}
+	if (oeap_binding_render(def, library, &want, &err)) {
+		error = oeap_report_add(rep, "binding", 0, 0, "%s", err.message);
+		goto done;
+	}
+	if (want.len != len || memcmp(want.data, text, len) != 0) {
+		error = oeap_report_add(rep, "binding", 0, 0,
+		                        "%s was changed: it differs from what %s/%d generates for library %s", label,
+		                        def->name, def->version, library);
+		goto done;
+	}
+	error = oeap_report_add(rep, "binding", 1, 0, "%s intact", label);
+	if (!error && library_out) {
+		*library_out = library;
+		library = NULL;
+	}
+done:
+	oeap_buf_free(&want);
+	free(library);
+	return error;
+}
+
 int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_report *rep)
 {
 	int error = 0;
 	char *path = oeap_binding_path(def, target_path);
 	char *text = NULL, *library = NULL;
 	size_t len = 0;
-	oeap_buf want = OEAP_BUF_INIT;
 	oeap_error err;
 	char detail[768];
 	oeap_error_clear(&err);
@@ -191,23 +227,7 @@ int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_
 		error = oeap_report_add(rep, "binding", 0, 0, "%s: %s", path, err.message);
 		goto done;
 	}
-	if (!(library = oeap_binding_recorded_library(def, text, len))) {
-		error = oeap_report_add(rep, "binding", 0, 0,
-		                        "%s is not the module %s/%d generates (header or library line differs)", path,
-		                        def->name, def->version);
-		goto done;
-	}
-	if (oeap_binding_render(def, library, &want, &err)) {
-		error = oeap_report_add(rep, "binding", 0, 0, "%s", err.message);
-		goto done;
-	}
-	if (want.len != len || memcmp(want.data, text, len) != 0)
-		error = oeap_report_add(rep, "binding", 0, 0,
-		                        "%s was changed: it differs from what %s/%d generates for library %s", path,
-		                        def->name, def->version, library);
-	else
-		error = oeap_report_add(rep, "binding", 1, 0, "%s intact", path);
-	if (error)
+	if ((error = oeap_binding_check_text(def, path, text, len, rep, &library)) || !library)
 		goto done;
 	const char *override = def->library_env ? getenv(def->library_env) : NULL;
 	const char *lib = override && *override ? override : library;
@@ -217,7 +237,6 @@ int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_
 	else
 		error = oeap_report_add(rep, "library", 1, 0, "%s", detail);
 done:
-	oeap_buf_free(&want);
 	free(text);
 	free(library);
 	free(path);

@@ -42,6 +42,16 @@ int oeap_library_probe(const char *path, int abi, char *detail, size_t cap);
 char *oeap_library_default(void);
 
 /*
+ * Adds the "binding" check for the module text `text` (named `label` in
+ * messages): it must be what the definition renders for the library it
+ * records. *library_out (optional, caller frees) is that library when the
+ * check holds. Returns -1 only when memory ran out. Shared by the work tree
+ * (oeap_binding_verify) and a commit's tree (checkout.h).
+ */
+int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const char *text, size_t len,
+                            oeap_report *rep, char **library_out);
+
+/*
  * Adds the "binding" and "library" checks for a checkout whose target is
  * `target_path` to `rep`. Returns -1 only when memory ran out.
  */

@@ -1,5 +1,7 @@
 #include "checkout.h"
 
+#include "binding.h"
+
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -651,5 +653,73 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 		}
 	}
 	oid_map_free(&seen);
+	return error;
+}
+
+int oeap_commit_binding_check(git_repository *repo, const git_commit *commit, const oeap_patchdef *def,
+                              const char *path, oeap_report *rep, oeap_error *err)
+{
+	int error = 0;
+	char *bpath = oeap_binding_path(def, path), *text = NULL;
+	char label[4200], hex[GIT_OID_HEXSZ + 1];
+	size_t len = 0;
+	git_oid id;
+	if (!bpath)
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory");
+	git_oid_tostr(hex, sizeof(hex), git_commit_id(commit));
+	int has = oeap_commit_blob(repo, commit, bpath, &id, &text, &len, err);
+	if (has < 0) {
+		error = -1;
+		goto done;
+	}
+	/* The target of that commit imports the module: without it in the same
+	 * tree, a clone of the commit fails at import (`git commit -am` after
+	 * apply leaves the new module untracked). */
+	if (has == 1) {
+		if (oeap_report_add(rep, "binding", 0, 0,
+		                    "%s is not in commit %.12s, but its %s imports it: a checkout of that commit fails at "
+		                    "import; `git add %s` and commit it (or pass --skip-binding when every deploy runs "
+		                    "`oeapatch apply`, which writes it)",
+		                    bpath, hex, path, bpath))
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory");
+		goto done;
+	}
+	snprintf(label, sizeof(label), "%s (commit %.12s)", bpath, hex);
+	if (oeap_binding_check_text(def, label, text, len, rep, NULL))
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory");
+done:
+	free(text);
+	free(bpath);
+	return error;
+}
+
+int oeap_check_revs_binding(git_repository *repo, const oeap_patchdef *def, const oeap_revs *revs,
+                            oeap_check_result *results, oeap_error *err)
+{
+	int error = 0;
+	for (size_t i = 0; i < revs->n && !error; i++) {
+		oeap_check_result *res = &results[i];
+		git_commit *c = NULL;
+		oeap_report rep;
+		memset(&rep, 0, sizeof(rep));
+		rep.ok = 1;
+		/* Only a revision that carries the patch imports the module; one that
+		 * lands gets it from apply. */
+		if (res->land != OEAP_LAND_APPLIED)
+			continue;
+		if (git_commit_lookup(&c, repo, &revs->items[i].commit)) {
+			error = oeap_git_fail(err, revs->items[i].short_id, "cannot read the commit");
+			break;
+		}
+		if (oeap_commit_binding_check(repo, c, def, revs->items[i].path, &rep, err))
+			error = -1;
+		else if (!rep.ok) {
+			res->land = OEAP_LAND_FAILS;
+			oeap_error_clear(&res->err);
+			oeap_fail(&res->err, OEAP_ERR_INPUT, "binding", 0, "%s", rep.checks[rep.n - 1].detail);
+		}
+		oeap_report_free(&rep);
+		git_commit_free(c);
+	}
 	return error;
 }

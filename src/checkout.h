@@ -139,4 +139,21 @@ int oeap_check_bytes(const oeap_patchdef *def, const char *buf, size_t len, cons
 int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_revs *revs,
                     oeap_check_result *results, oeap_error *err);
 
+/*
+ * Adds the "binding" check of `commit`'s tree to `rep`: the binding module
+ * must sit beside `path` (the target in that commit) and be intact, since
+ * the committed target imports it. The library it records is not probed (a
+ * commit has no machine). Returns -1 with err filled on a git error or OOM.
+ */
+int oeap_commit_binding_check(git_repository *repo, const git_commit *commit, const oeap_patchdef *def,
+                              const char *path, oeap_report *rep, oeap_error *err);
+
+/*
+ * For each revision of `results` that is OEAP_LAND_APPLIED, the binding check
+ * of its tree; a failure turns it into OEAP_LAND_FAILS (where "binding").
+ * Returns -1 with err filled on a git error.
+ */
+int oeap_check_revs_binding(git_repository *repo, const oeap_patchdef *def, const oeap_revs *revs,
+                            oeap_check_result *results, oeap_error *err);
+
 #endif

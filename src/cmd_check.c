@@ -15,12 +15,13 @@
 #include "fsio.h"
 #include "pipeline.h"
 
-enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY };
+enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY, OPT_SKIP_BINDING };
 
 typedef struct check_opts {
 	const char *junit;
 	size_t max;
 	int allow_empty;
+	int skip_binding;
 } check_opts;
 
 /* A range argument that selected nothing: a check that checked nothing is a
@@ -42,6 +43,9 @@ static int on_option(int val, const char *arg, void *user)
 	case OPT_ALLOW_EMPTY:
 		o->allow_empty = 1;
 		return 0;
+	case OPT_SKIP_BINDING:
+		o->skip_binding = 1;
+		return 0;
 	case 'n': {
 		errno = 0;
 		long n = strtol(arg, &end, 10);
@@ -62,6 +66,8 @@ static const oeap_option options[] = {
 	{"max-count", required_argument, 'n', "N", "a range walk stops after the N newest revisions that touched the file"},
 	{"allow-empty", no_argument, OPT_ALLOW_EMPTY, NULL,
 	 "a range that selects no revision is reported as skipped instead of failing the run"},
+	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
+	 "a revision that carries the patch need not carry the binding module (every deploy runs `oeapatch apply`)"},
 	{NULL, 0, 0, NULL, NULL},
 };
 
@@ -214,7 +220,7 @@ int cmd_check(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	check_opts o = {NULL, 0, 0};
+	check_opts o = {NULL, 0, 0, 0};
 	oeap_error err;
 	git_repository *repo = NULL;
 	char *prefix = NULL, *path = NULL;
@@ -226,7 +232,7 @@ int cmd_check(int argc, char **argv)
 	char detail[1024];
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--allow-empty] [--json] [REV | A..B ...]",
+	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--allow-empty] [--skip-binding] [--json] [REV | A..B ...]",
 	                       "Dry-run the patch on the target file as committed at each revision, read from the "
 	                       "object database (no checkout; bare repositories work). REV checks that revision; "
 	                       "A..B the commits reachable from B and not from A that touched the file; no argument "
@@ -274,7 +280,8 @@ int cmd_check(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
 		goto fail;
 	}
-	if (oeap_check_revs(repo, cli.def, &revs, res, &err))
+	if (oeap_check_revs(repo, cli.def, &revs, res, &err) ||
+	    (!o.skip_binding && oeap_check_revs_binding(repo, cli.def, &revs, res, &err)))
 		goto fail;
 	double total = now_seconds() - t0;
 

@@ -13,20 +13,33 @@
 #include "fsio.h"
 #include "pipeline.h"
 
-enum { OPT_REF = OEAP_OPT_FIRST_FREE };
+enum { OPT_REF = OEAP_OPT_FIRST_FREE, OPT_SKIP_BINDING };
+
+typedef struct verify_opts {
+	const char *ref;
+	int skip_binding;
+} verify_opts;
 
 static int on_option(int val, const char *arg, void *user)
 {
-	if (val != OPT_REF)
+	verify_opts *o = user;
+	if (val == OPT_REF)
+		o->ref = arg;
+	else if (val == OPT_SKIP_BINDING)
+		o->skip_binding = 1;
+	else
 		return -1;
-	*(const char **)user = arg;
 	return 0;
 }
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
 	{"ref", required_argument, OPT_REF, "REV",
-	 "verify the file as committed at REV (read from git, not the work tree; skips the binding and library checks)"},
+	 "verify the file as committed at REV (read from git, not the work tree): the binding module must be in "
+	 "that commit too; the library check is skipped"},
+	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
+	 "with --ref: do not require the binding module in the commit (every deploy runs `oeapatch apply`, which "
+	 "writes it)"},
 	{NULL, 0, 0, NULL, NULL},
 };
 
@@ -36,7 +49,7 @@ static const oeap_option options[] = {
  * not carry the patch. *what names the blob for messages ("REV:path").
  */
 static int read_ref(const oeap_cli *cli, const char *rev, char **buf, size_t *len, char *what, size_t cap,
-                    char *commit_hex, oeap_report *rep, oeap_error *err)
+                    char *commit_hex, oeap_report *rep, oeap_report *brep, oeap_error *err)
 {
 	git_repository *repo = NULL;
 	git_commit *c = NULL;
@@ -60,6 +73,10 @@ static int read_ref(const oeap_cli *cli, const char *rev, char **buf, size_t *le
 		oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;
 	}
+	/* What the committed target imports must be in the same tree: kept
+	 * apart, it joins the report when the target carries the patch. */
+	if (brep && has == 0 && oeap_commit_binding_check(repo, c, cli->def, path, brep, err))
+		goto done;
 	rc = 0;
 done:
 	free(path);
@@ -78,15 +95,20 @@ typedef struct verify_result {
 	int exit_code;
 } verify_result;
 
-static int compute(const oeap_cli *cli, const char *ref, verify_result *r, oeap_error *err)
+static int compute(const oeap_cli *cli, const verify_opts *o, verify_result *r, oeap_error *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	int error = 0;
+	const char *ref = o->ref;
+	oeap_report brep;
+	memset(&brep, 0, sizeof(brep));
+	brep.ok = 1;
 	if (ref) {
-		/* A commit has no binding module written beside the file, nor a
-		 * library: those checks are about a work tree, so they are skipped. */
-		error = read_ref(cli, ref, &buf, &len, r->what, sizeof(r->what), r->commit_hex, &r->rep, err);
+		/* A commit has no library: that check is about a machine, so it is
+		 * skipped; the binding module is checked in the commit's tree. */
+		error = read_ref(cli, ref, &buf, &len, r->what, sizeof(r->what), r->commit_hex, &r->rep,
+		                 o->skip_binding ? NULL : &brep, err);
 	} else {
 		error = oeap_read_file(cli->target, &buf, &len, err);
 	}
@@ -97,14 +119,22 @@ static int compute(const oeap_cli *cli, const char *ref, verify_result *r, oeap_
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;
 	}
+	for (size_t i = 0; ref && r->rep.applied && i < brep.n; i++)
+		if (oeap_report_add(&r->rep, brep.checks[i].name, brep.checks[i].ok, brep.checks[i].line, "%s",
+		                    brep.checks[i].detail)) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
+			goto done;
+		}
 	r->exit_code = r->rep.ok ? OEAP_EXIT_OK : OEAP_EXIT_DIFFERS;
 done:
+	oeap_report_free(&brep);
 	free(buf);
 	return error;
 }
 
-static void print_json(const oeap_cli *cli, const char *ref, const verify_result *r)
+static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_result *r)
 {
+	const char *ref = o->ref;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
 	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
 	json_object_set_new(j, "root", json_string(cli->root));
@@ -115,23 +145,24 @@ static void print_json(const oeap_cli *cli, const char *ref, const verify_result
 	if (ref) {
 		json_object_set_new(j, "ref", json_string(ref));
 		json_object_set_new(j, "commit", json_string(r->commit_hex));
-		json_object_set_new(j, "skipped", json_pack("[s,s]", "binding", "library"));
+		json_object_set_new(j, "skipped", o->skip_binding ? json_pack("[s,s]", "binding", "library")
+		                                                  : json_pack("[s]", "library"));
 	} else if (!r->rep.applied) {
 		json_object_set_new(j, "fix", json_string(oeap_cli_apply_hint(cli)));
 	}
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const char *ref, const verify_result *r)
+static void print_text(const oeap_cli *cli, const verify_opts *o, const verify_result *r)
 {
+	const char *ref = o->ref;
 	size_t failed = 0;
 	for (size_t i = 0; i < r->rep.n; i++)
 		failed += !r->rep.checks[i].ok;
 	oeap_print_checks(&r->rep);
 	if (ref)
-		printf("(at %s, commit %.12s: the binding and library checks are about a work tree and were "
-		       "skipped)\n",
-		       ref, r->commit_hex);
+		printf("(at %s, commit %.12s: the library check is about a machine and was skipped%s)\n", ref,
+		       r->commit_hex, o->skip_binding ? "; the binding check was skipped: --skip-binding" : "");
 	if (r->rep.ok)
 		printf("%s: %s/%d %sverified%s (%zu checks)\n", oeap_cli_target_rel(cli), cli->def->name,
 		       cli->def->version, oeap_color_good(stdout), oeap_color_reset(stdout), r->rep.n);
@@ -151,28 +182,32 @@ int cmd_verify(int argc, char **argv)
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	oeap_error err;
-	const char *ref = NULL;
+	verify_opts o = {NULL, 0};
 	verify_result r;
 	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "verify", "[-C DIR | --python PATH] [--ref REV] [--json] [-q]",
+	int p = oeap_cli_parse(&cli, "verify", "[-C DIR | --python PATH] [--ref REV [--skip-binding]] [--json] [-q]",
 	                       "Prove the patch is in place, intact and bound to a loadable library. Exit 0 only "
 	                       "when every check holds; otherwise each failed check is named. With --ref, the file "
 	                       "as committed at REV is verified instead of the work tree's.",
-	                       options, argc, argv, on_option, &ref, &first);
+	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (oeap_cli_open(&cli, !ref, &err) || compute(&cli, ref, &r, &err)) {
+	if (o.skip_binding && !o.ref) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "verify", 0, "--skip-binding only applies with --ref");
+		return oeap_cli_error(&cli, &err);
+	}
+	if (oeap_cli_open(&cli, !o.ref, &err) || compute(&cli, &o, &r, &err)) {
 		rc = oeap_cli_error(&cli, &err);
 		goto done;
 	}
 	if (cli.json)
-		print_json(&cli, ref, &r);
+		print_json(&cli, &o, &r);
 	else
-		print_text(&cli, ref, &r);
+		print_text(&cli, &o, &r);
 	rc = r.exit_code;
 done:
 	oeap_report_free(&r.rep);

@@ -167,17 +167,38 @@ git reset -q --hard "$C11"
 
 echo "== verify --ref"
 "$OEAPATCH" apply -C "$R" ${OEA_LIBRARY:+--library "$OEA_LIBRARY"} >/dev/null || bad "apply in the repository"
-git add "$T" && C13=$(commit 2026-03-01 "carry the patch")
+B=$(dirname "$T")/_oeapatch_sglang_oea.py
+# `git commit -am` after apply: the target is committed, the new binding
+# module it imports is left untracked, and a clone of that commit fails at
+# import. That commit is not green.
+git add "$T" && C13=$(commit 2026-03-01 "carry the patch, not the binding")
+git stash -q -u 2>/dev/null; git clean -qfdx
+expect "verify --ref of a commit whose tree lacks the binding module fails" 1 "$OEAPATCH" verify --ref HEAD
+has "... naming the binding check" "FAIL binding"
+has "... and how to fix it" "git add $B"
+has "... and the option for deploys that run apply" "--skip-binding"
+expect "... --skip-binding accepts it" 0 "$OEAPATCH" verify --ref HEAD --skip-binding
+has "... and says the binding was not checked" "the binding check was skipped: --skip-binding"
+expect "check fails the commit that lacks the binding module" 1 "$OEAPATCH" check HEAD
+has "... naming the binding" "binding: $B is not in commit"
+expect "... check --skip-binding accepts it" 0 "$OEAPATCH" check --skip-binding HEAD
+"$OEAPATCH" apply -C "$R" ${OEA_LIBRARY:+--library "$OEA_LIBRARY"} >/dev/null || bad "apply again"
+git add "$B" && C14=$(commit 2026-03-02 "carry the binding too")
 git checkout -q -- . && git clean -qfdx
-expect "verify --ref HEAD (patch committed, binding not in the tree)" 0 "$OEAPATCH" verify --ref HEAD
-has "... says the work-tree checks were skipped" "were skipped"
+expect "verify --ref HEAD (target and binding committed)" 0 "$OEAPATCH" verify --ref HEAD
+has "... checks the binding in the commit" "ok   binding"
+has "... says the library check was skipped" "was skipped"
+printf '# edited\n' >>"$B" && git commit -qam "edit the committed binding"
+expect "verify --ref of a commit with an edited binding module fails" 1 "$OEAPATCH" verify --ref HEAD
+has "... naming it" "FAIL binding"
+git reset -q --hard "$C14"
 expect "verify --ref C11 (not patched)" 1 "$OEAPATCH" verify --ref "$C11"
 has "... names the failed check" "FAIL applied"
 expect "verify --ref C1 (no file there)" 1 "$OEAPATCH" verify --ref "$C1"
 has "... says the file is not there" "no $T at $C1"
 expect "verify --ref of an unknown revision" 2 "$OEAPATCH" verify --ref nope
 expect "verify --ref --json" 0 "$OEAPATCH" verify --json --ref HEAD
-[ "$(json "d['commit'], d['skipped']")" = "$C13 ['binding', 'library']" ] && ok "... reports the commit" ||
+[ "$(json "d['commit'], d['skipped']")" = "$C14 ['library']" ] && ok "... reports the commit" ||
 	bad "verify --ref json" "$out"
 git clone -q --bare "$R" "$WORK/bare2.git"
 expect "verify --ref on a bare repository" 0 "$OEAPATCH" verify -C "$WORK/bare2.git" --ref main

@@ -123,7 +123,12 @@ grep -q "user pre-push saw: refs/heads/main" "$WORK/user.log" && ok "the user's 
 	bad "chained pre-push stdin" "$(cat "$WORK/user.log")"
 git --git-dir="$P" rev-parse -q --verify main >/dev/null && bad "the push went through" || ok "nothing was pushed"
 git commit -q -am "carry the patch"
-expect "a commit that carries the patch is pushed" 0 git push -q prod main
+run "git push of a commit -am left without the binding module" git push prod main
+has "pre-push blocks a commit whose tree lacks the binding module the target imports" "FAIL binding"
+has "... and says how to fix it" "git add python/sglang/srt/layers/moe/_oeapatch_sglang_oea.py"
+git --git-dir="$P" rev-parse -q --verify main >/dev/null && bad "that push went through" || ok "nothing was pushed"
+git add "$(dirname "$T")/_oeapatch_sglang_oea.py" && git commit -q -m "carry the binding module too"
+expect "a commit that carries the patch and its binding module is pushed" 0 git push -q prod main
 has "... after pre-push verified it" "pre-push: sglang-oea verified in refs/heads/main"
 
 echo "== worktree"
