@@ -12,12 +12,13 @@
 #include "fsio.h"
 #include "pipeline.h"
 
-enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH };
+enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH, OPT_BREAK_LINKS };
 
 typedef struct apply_opts {
 	int check;
 	int diff;
 	int refresh;
+	int break_links;
 	const char *library;
 } apply_opts;
 
@@ -37,6 +38,9 @@ static int on_option(int val, const char *arg, void *user)
 	case OPT_REFRESH:
 		o->refresh = 1;
 		return 0;
+	case OPT_BREAK_LINKS:
+		o->break_links = 1;
+		return 0;
 	}
 	return -1;
 }
@@ -50,6 +54,8 @@ static const oeap_option options[] = {
 	 "move regions that upstream changes left away from their anchors (otherwise refused)"},
 	{"library", required_argument, OPT_LIBRARY, "PATH",
 	 "the liboea the binding loads (default: $OEAPATCH_LIBRARY, the installed one, or the build tree's)"},
+	{"break-links", no_argument, OPT_BREAK_LINKS, NULL,
+	 "write a target that has other hard links (they keep the old content)"},
 	{NULL, 0, 0, NULL, NULL},
 };
 
@@ -155,7 +161,7 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 	if (oeap_library_probe(r->library, cli->def->abi, detail, sizeof(detail)))
 		return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
 		                 "%s: the binding would load a library that does not work", detail);
-	if (writes && (lock = oeap_lock(cli->target, 10000, err)) < 0)
+	if (writes && (lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
 		return -1;
 	if ((error = oeap_read_file(cli->target, &r->buf, &r->len, err)) ||
 	    (error = oeap_apply_bytes_flags(cli->def, r->buf, r->len, oeap_cli_target_rel(cli),
@@ -240,7 +246,7 @@ int cmd_apply(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	apply_opts o = {0, 0, 0, NULL};
+	apply_opts o = {0, 0, 0, 0, NULL};
 	oeap_error err;
 	apply_result r;
 	memset(&r, 0, sizeof(r));

@@ -11,10 +11,10 @@
 #include "fsio.h"
 #include "pipeline.h"
 
-enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_FORCE };
+enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_FORCE, OPT_BREAK_LINKS };
 
 typedef struct revert_opts {
-	int check, diff, force;
+	int check, diff, force, break_links;
 } revert_opts;
 
 static int on_option(int val, const char *arg, void *user)
@@ -27,6 +27,8 @@ static int on_option(int val, const char *arg, void *user)
 		o->diff = 1;
 	else if (val == OPT_FORCE)
 		o->force = 1;
+	else if (val == OPT_BREAK_LINKS)
+		o->break_links = 1;
 	else
 		return -1;
 	return 0;
@@ -38,6 +40,8 @@ static const oeap_option options[] = {
 	{"dry-run", no_argument, OPT_CHECK, NULL, "the same as --check"},
 	{"diff", no_argument, OPT_DIFF, NULL, "write nothing: print the unified diff revert would make"},
 	{"force", no_argument, OPT_FORCE, NULL, "remove regions even when they were edited by hand"},
+	{"break-links", no_argument, OPT_BREAK_LINKS, NULL,
+	 "write a target that has other hard links (they keep the old content)"},
 	{NULL, 0, 0, NULL, NULL},
 };
 
@@ -65,7 +69,7 @@ static void revert_result_free(revert_result *r)
 static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, oeap_error *err)
 {
 	int error = 0, lock = -1, writes = !o->check && !o->diff;
-	if (writes && (lock = oeap_lock(cli->target, 10000, err)) < 0)
+	if (writes && (lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
 		return -1;
 	if ((error = oeap_read_file(cli->target, &r->buf, &r->len, err)) ||
 	    (error = oeap_revert_bytes(cli->def, r->buf, r->len, oeap_cli_target_rel(cli), o->force, &r->out, err)))
@@ -130,7 +134,7 @@ int cmd_revert(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	revert_opts o = {0, 0, 0};
+	revert_opts o = {0, 0, 0, 0};
 	oeap_error err;
 	revert_result r;
 	memset(&r, 0, sizeof(r));

@@ -118,6 +118,24 @@ static int fsync_dir(const char *path)
  * take the lock before they write anything, so a target that cannot be
  * written is refused there, before the binding module is written beside it.
  */
+/* Whether this process can give a new file the owner and group of `st`:
+ * root can; anyone else only their own uid and a group they are in. */
+static int can_keep_owner(const struct stat *st)
+{
+	if (geteuid() == 0)
+		return 1;
+	if (st->st_uid != geteuid())
+		return 0;
+	if (st->st_gid == getegid())
+		return 1;
+	gid_t groups[256];
+	int n = getgroups((int)(sizeof(groups) / sizeof(groups[0])), groups);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == st->st_gid)
+			return 1;
+	return 0;
+}
+
 static int refuse_unwritable(const char *path, oeap_error *err)
 {
 	char dir[PATH_MAX];
@@ -128,6 +146,14 @@ static int refuse_unwritable(const char *path, oeap_error *err)
 			                 (unsigned)(st.st_mode & 07777));
 		if (access(path, W_OK) != 0)
 			return oeap_fail(err, OEAP_ERR_IO, path, 0, "is not writable: %s", strerror(errno));
+		/* A replaced file belongs to whoever wrote it: a server running as
+		 * the file's owner could no longer change it (nor revert). Refused
+		 * here, before anything is written, when the owner cannot be kept. */
+		if (!can_keep_owner(&st))
+			return oeap_fail(err, OEAP_ERR_IO, path, 0,
+			                 "belongs to uid %u, gid %u: replacing it as uid %u would change its owner; run "
+			                 "oeapatch as its owner (or as root, which keeps the owner)",
+			                 (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)geteuid());
 	}
 	dir_of(path, dir, sizeof(dir));
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -149,7 +175,11 @@ int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mod
 	struct stat st;
 	int tmp_made = 0;
 
+	int existed = 0;
+	struct stat dst;
+	char dir[PATH_MAX];
 	if (lstat(path, &st) == 0) {
+		existed = 1;
 		if (S_ISLNK(st.st_mode))
 			return oeap_fail(err, OEAP_ERR_IO, path, 0,
 			                 "is a symbolic link: refusing to replace it (patch the file it points to)");
@@ -180,6 +210,21 @@ int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mod
 		goto done;
 	}
 	tmp_made = 1;
+	/* The new inode must carry the old one's owner and group (root would
+	 * otherwise leave a root-owned file that the server's user cannot
+	 * revert). A file root creates gets its directory's owner, as if that
+	 * user had written it. Failing that, the old file stays. */
+	dir_of(path, dir, sizeof(dir));
+	if (!existed && geteuid() == 0 && stat(dir, &dst) == 0) {
+		st.st_uid = dst.st_uid;
+		st.st_gid = dst.st_gid;
+		existed = 1;
+	}
+	if (existed && (st.st_uid != geteuid() || st.st_gid != getegid()) && fchown(fd, st.st_uid, st.st_gid)) {
+		error = oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot keep its owner %u:%u: %s: refusing to replace it",
+		                  (unsigned)st.st_uid, (unsigned)st.st_gid, strerror(errno));
+		goto done;
+	}
 	size_t half = len / 2;
 	if (write_all(fd, data, half)) {
 		error = oeap_fail(err, OEAP_ERR_IO, tmp, 0, "write failed: %s", strerror(errno));
@@ -222,39 +267,48 @@ int oeap_remove_file(const char *path, oeap_error *err)
 
 int oeap_lock(const char *path, int timeout_ms, oeap_error *err)
 {
-	char lock[PATH_MAX];
-	if (snprintf(lock, sizeof(lock), "%s.oeapatch.lock", path) >= (int)sizeof(lock))
-		return oeap_fail(err, OEAP_ERR_IO, path, 0, "path too long");
+	return oeap_lock_flags(path, timeout_ms, 0, err);
+}
+
+int oeap_lock_flags(const char *path, int timeout_ms, unsigned flags, oeap_error *err)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	dir_of(path, dir, sizeof(dir));
 	/* Hardening: refuse a target that cannot be changed before anything is written. */
 	if (refuse_unwritable(path, err))
 		return -1;
-	int fd = -1;
+	/* An atomic replace gives this path a new inode: every other hard link
+	 * keeps the old bytes, and whoever reads through it is silently left
+	 * with the other version. That is the user's call, not ours. */
+	if (!(flags & OEAP_LOCK_BREAK_LINKS) && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+		return oeap_fail(err, OEAP_ERR_IO, path, 0,
+		                 "has %lu hard links: writing it replaces this name only, and the other %lu would keep the "
+		                 "old content; refusing (--break-links replaces it anyway)",
+		                 (unsigned long)st.st_nlink, (unsigned long)st.st_nlink - 1);
+	/* The lock is flock on the target's directory: no lock file, so a kill
+	 * leaves nothing behind (a stale lock file showed in `git status`), and
+	 * the kernel releases it with the process. The directory is never
+	 * replaced, unlike the target; only oeapatch locks it. */
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return oeap_fail(err, OEAP_ERR_IO, dir, 0, "cannot open the directory to lock it: %s", strerror(errno));
 	for (int waited = 0;; waited += 20) {
-		if (fd < 0 && (fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
-			return oeap_fail(err, OEAP_ERR_IO, lock, 0, "cannot create the lock file: %s", strerror(errno));
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			/* The holder before us unlinks the lock file on release; a lock
-			 * on that unlinked inode excludes nobody, so it only counts if
-			 * the file at the path is still the one we locked. */
-			struct stat a, b;
-			if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-				/* Hardening: a crash while holding the lock leaves the lock file behind. */
-				oeap_fault_point("lock:acquired");
-				return fd;
-			}
-			close(fd);
-			fd = -1;
-			continue;
+			/* Hardening: a crash while holding the lock must leave nothing behind. */
+			oeap_fault_point("lock:acquired");
+			return fd;
 		}
 		if (errno != EWOULDBLOCK && errno != EINTR) {
+			int e = errno;
 			close(fd);
-			return oeap_fail(err, OEAP_ERR_IO, lock, 0, "cannot lock: %s", strerror(errno));
+			return oeap_fail(err, OEAP_ERR_IO, dir, 0, "cannot lock: %s", strerror(e));
 		}
 		if (waited >= timeout_ms) {
 			close(fd);
 			return oeap_fail(err, OEAP_ERR_IO, path, 0,
-			                 "another oeapatch holds the lock %s (waited %d ms): try again when it is done",
-			                 lock, timeout_ms);
+			                 "another oeapatch holds the lock on %s (waited %d ms): try again when it is done", dir,
+			                 timeout_ms);
 		}
 		struct timespec ts = {0, 20 * 1000 * 1000};
 		nanosleep(&ts, NULL);
@@ -263,13 +317,9 @@ int oeap_lock(const char *path, int timeout_ms, oeap_error *err)
 
 void oeap_unlock(int fd, const char *path)
 {
-	char lock[PATH_MAX];
+	(void)path;
 	if (fd < 0)
 		return;
-	/* Unlink while still holding the lock; a waiter that locked the same
-	 * inode sees it is no longer at the path and retries (oeap_lock). */
-	if (snprintf(lock, sizeof(lock), "%s.oeapatch.lock", path) < (int)sizeof(lock))
-		unlink(lock);
 	flock(fd, LOCK_UN);
 	close(fd);
 }

@@ -20,7 +20,9 @@ int oeap_read_file(const char *path, char **data, size_t *len, oeap_error *err);
 
 /*
  * Replaces (or creates) `path` atomically with `data`. `mode` is used when
- * the file does not exist yet; an existing file keeps its mode.
+ * the file does not exist yet; an existing file keeps its mode, owner and
+ * group (or is left alone when they cannot be kept). A file root creates
+ * gets the owner and group of its directory.
  */
 int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mode,
                       oeap_error *err);
@@ -29,11 +31,20 @@ int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mod
 int oeap_remove_file(const char *path, oeap_error *err);
 
 /*
- * Takes an exclusive lock for changes to `path` (flock on "<path>.oeapatch.lock"
- * in the same directory), waiting at most `timeout_ms`. Returns a descriptor
- * to pass to oeap_unlock(), or -1 with err filled.
+ * Takes an exclusive lock for changes to `path` (flock on its directory: no
+ * lock file is created, so none is left behind by a kill), waiting at most
+ * `timeout_ms`. Refuses first, writing nothing, a target that cannot be
+ * replaced (read-only, or an owner this process cannot keep). Returns a
+ * descriptor to pass to oeap_unlock(), or -1 with err filled.
  */
 int oeap_lock(const char *path, int timeout_ms, oeap_error *err);
+
+/* oeap_lock() flags. */
+#define OEAP_LOCK_BREAK_LINKS 0x1u /* accept a target with other hard links (they keep the old bytes) */
+
+/* oeap_lock(), which also refuses a target with more than one hard link
+ * unless OEAP_LOCK_BREAK_LINKS. */
+int oeap_lock_flags(const char *path, int timeout_ms, unsigned flags, oeap_error *err);
 void oeap_unlock(int fd, const char *path);
 
 /*

@@ -178,9 +178,10 @@ states=$(echo "$seen" | tr ';' '\n' | sed '/^$/d' | sort | uniq -c | awk '{print
 
 echo "== 3. the lock"
 root=$(new_checkout "$old")
-lockfile=$root/$target_rel.oeapatch.lock
+# The lock is flock on the target's directory (no lock file to leave behind).
+lockdir=$(dirname "$root/$target_rel")
 if command -v flock >/dev/null; then
-  flock "$lockfile" sleep 1.5 &
+  flock "$lockdir" sleep 1.5 &
   holder=$!
   sleep 0.3
   start=$(date +%s%N)

@@ -89,6 +89,38 @@ static size_t count_entries(const char *dir, size_t *temps)
 	return n;
 }
 
+/* The names in `dir` (other than . and ..), sorted, separated by spaces. Caller frees. */
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *dir_listing(const char *dir)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	char *names[64];
+	size_t n = 0, total = 1;
+	for (struct dirent *e; (e = readdir(d)) != NULL && n < 64;) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		names[n] = strdup(e->d_name);
+		assert_non_null(names[n]);
+		total += strlen(names[n++]) + 1;
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), cmp_names);
+	char *out = calloc(1, total);
+	assert_non_null(out);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strcat(out, " ");
+		strcat(out, names[i]);
+		free(names[i]);
+	}
+	return out;
+}
+
 static void write_ok(const char *path, const char *data, mode_t mode)
 {
 	oeap_error err;
@@ -456,11 +488,16 @@ static void test_lock(void **state)
 	oeap_error_clear(&err);
 	int fd = oeap_lock(f->path, 1000, &err);
 	assert_true(fd >= 0);
-	assert_int_equal(access(lockfile, F_OK), 0);
-	/* A second process times out, naming the lock file. */
-	assert_int_equal(child_lock(f->path, 100, lockfile), 0);
-	oeap_unlock(fd, f->path);
+	/* The lock is on the directory: no file a kill could leave behind (a
+	 * stale lock file showed in `git status`). */
 	assert_int_equal(access(lockfile, F_OK), -1);
+	char *listing = dir_listing(f->dir);
+	if (strcmp(listing, "") != 0)
+		fail_msg("taking the lock created files: %s", listing);
+	free(listing);
+	/* A second process times out, naming the locked directory. */
+	assert_int_equal(child_lock(f->path, 100, f->dir), 0);
+	oeap_unlock(fd, f->path);
 	/* ... and gets it once it is free. */
 	assert_int_equal(child_lock(f->path, 100, NULL), 0);
 	/* Ours again, twice in a row. */
@@ -473,12 +510,66 @@ static void test_lock(void **state)
 	assert_int_equal(err.kind, OEAP_ERR_NONE);
 }
 
+/* A process killed while holding the lock leaves nothing in the directory,
+ * and the next one gets the lock at once. */
+static void test_lock_killed_holder_leaves_nothing(void **state)
+{
+	fixture *f = *state;
+	tu_write(f->path, OLD, strlen(OLD));
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("OEAPATCH_FAULT_STEP", "lock:acquired", 1);
+		oeap_error err;
+		oeap_error_clear(&err);
+		oeap_lock(f->path, 1000, &err);
+		_exit(0); /* the fault point exits with 99 while holding the lock */
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 99);
+	char *listing = dir_listing(f->dir);
+	if (strcmp(listing, "topk.py") != 0)
+		fail_msg("a process killed holding the lock left: %s", listing);
+	free(listing);
+	oeap_error err;
+	oeap_error_clear(&err);
+	int fd = oeap_lock(f->path, 100, &err);
+	if (fd < 0)
+		fail_msg("the lock of a killed process is still held: %s", err.message);
+	oeap_unlock(fd, f->path);
+}
+
+/* A target with other hard links: replacing it would leave them with the
+ * old bytes, so the lock (taken before anything is written) refuses it
+ * unless asked. */
+static void test_lock_refuses_hard_links(void **state)
+{
+	fixture *f = *state;
+	char other[PATH_MAX + 16];
+	snprintf(other, sizeof(other), "%s/other.py", f->dir);
+	tu_write(f->path, OLD, strlen(OLD));
+	assert_int_equal(link(f->path, other), 0);
+	oeap_error err;
+	oeap_error_clear(&err);
+	int fd = oeap_lock(f->path, 100, &err);
+	if (fd >= 0) {
+		oeap_unlock(fd, f->path);
+		fail_msg("a target with 2 hard links was locked for writing: the other link would be split off");
+	}
+	assert_non_null(strstr(err.message, "2 hard links"));
+	assert_non_null(strstr(err.message, "--break-links"));
+	oeap_error_clear(&err);
+	fd = oeap_lock_flags(f->path, 100, OEAP_LOCK_BREAK_LINKS, &err);
+	assert_true(fd >= 0);
+	oeap_unlock(fd, f->path);
+}
+
 /*
- * The unlock unlinks the lock file. A waiter that opened the old file gets
- * its flock when the holder lets go, but on an unlinked inode; a third
- * process then creates a fresh lock file and locks it too: two holders.
- * oeap_lock must check, once locked, that its descriptor is still the file
- * at the lock path (and retry otherwise).
+ * A waiter gets the lock when the holder lets go, and then nobody else does
+ * (with a lock file that the holder unlinked, the waiter held an unlinked
+ * inode while a third process locked a fresh file: two holders).
  */
 static void test_lock_waiter_after_unlink_is_exclusive(void **state)
 {
@@ -691,6 +782,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_path_inside_missing_file_cannot_escape, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_waiter_after_unlink_is_exclusive, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_killed_holder_leaves_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_refuses_hard_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_half_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_before_rename, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_before_temp, setup, teardown),

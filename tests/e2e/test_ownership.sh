@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# test_ownership.sh - apply and revert leave no byte they do not own, and
+# take no ownership they should not:
+#  - as root, apply and revert keep the owner and group of topk.py (a server
+#    running as its own user must still read it and revert it), and the
+#    binding module root creates belongs to the directory's owner;
+#  - a user who may write the file but cannot keep its owner is refused
+#    before anything is written;
+#  - a topk.py with another hard link is refused (the atomic replace would
+#    split the link silently), unless --break-links;
+#  - a process killed while holding the lock leaves nothing in the work tree
+#    (`git status` stays clean).
+# The owner cases need root (to chown and to run as another user): without
+# it they are skipped (exit 77), never passed.
+set -u
+SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+OEAPATCH=${OEAPATCH:-$SRC/build/src/oeapatch}
+: "${OEA_LIBRARY:?set OEA_LIBRARY to liboea.so}"
+T=python/sglang/srt/layers/moe/topk.py
+FIX=$SRC/tests/fixtures/eras/2025-08_topk_config.py
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-ownership.XXXXXX")
+chmod 755 "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/testlib.sh"
+e2e_git_env "$WORK"
+
+checkout() { # checkout NAME: a fresh checkout holding the fixture; prints its root
+	local r=$WORK/$1
+	mkdir -p "$r/$(dirname "$T")" && cp "$FIX" "$r/$T" && chmod -R a+rX "$r" && echo "$r"
+}
+owner() { stat -c '%u:%g' "$1"; }
+
+echo "== hard links"
+R=$(checkout links)
+ln "$R/$T" "$WORK/other-name.py"
+before=$(sha256sum <"$R/$T")
+expect "apply on a topk.py with another hard link is refused" 2 "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+has "... saying why" "has 2 hard links"
+has "... naming the option" "--break-links"
+[ "$(sha256sum <"$R/$T")" = "$before" ] && [ ! -e "$(dirname "$R/$T")/_oeapatch_sglang_oea.py" ] &&
+	ok "... and nothing was written" || bad "something was written"
+expect "apply --break-links does it" 0 "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY" --break-links
+cmp -s "$WORK/other-name.py" "$FIX" && ok "... leaving the other link with the old bytes, as asked" ||
+	bad "the other link changed"
+
+echo "== a kill while holding the lock"
+R=$(checkout lock)
+(cd "$R" && git init -q && git add -A && git commit -qm base)
+OEAPATCH_FAULT_STEP=lock:acquired "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY" >/dev/null 2>&1
+[ $? -eq 99 ] && ok "apply stopped while holding the lock" || bad "the fault step did not fire"
+st=$(git -C "$R" status --porcelain --ignored)
+[ -z "$st" ] && ok "git status is clean: no stale lock file" || bad "git status after the kill" "$st"
+expect "the next apply gets the lock at once" 0 timeout 5 "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+
+echo "== owner and group"
+if [ "$(id -u)" -ne 0 ]; then
+	skip "apply and revert as root keep owner and group" "not running as root"
+	skip "a writer who cannot keep the owner is refused" "not running as root"
+elif ! command -v setpriv >/dev/null; then
+	skip "apply and revert as root keep owner and group" "setpriv is not installed"
+	skip "a writer who cannot keep the owner is refused" "setpriv is not installed"
+else
+	R=$(checkout owner)
+	chown -R 65534:65534 "$R"
+	expect "apply as root on a file owned by 65534:65534" 0 "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+	[ "$(owner "$R/$T")" = 65534:65534 ] && ok "... keeps its owner and group" ||
+		bad "apply changed the owner" "$(owner "$R/$T")"
+	[ "$(owner "$(dirname "$R/$T")/_oeapatch_sglang_oea.py")" = 65534:65534 ] &&
+		ok "... the binding module belongs to the directory's owner" ||
+		bad "binding owner" "$(owner "$(dirname "$R/$T")/_oeapatch_sglang_oea.py")"
+	nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+	if "${nobody[@]}" "$OEAPATCH" apply --check -C "$R" --library "$OEA_LIBRARY" >/dev/null 2>&1; then
+		expect "... and the owner can revert it" 0 "${nobody[@]}" "$OEAPATCH" revert -C "$R"
+		expect "... and apply it again" 0 "${nobody[@]}" "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+	else
+		skip "the owner can revert it" "nobody cannot run $OEAPATCH here"
+	fi
+	expect "revert as root" 0 "$OEAPATCH" revert -C "$R"
+	[ "$(owner "$R/$T")" = 65534:65534 ] && ok "... keeps owner and group" ||
+		bad "revert changed the owner" "$(owner "$R/$T")"
+	cmp -s "$R/$T" "$FIX" && ok "... and gives the input back" || bad "revert is not the input"
+
+	# A group-writable file of another user: nobody may write it, but a
+	# replacement would be nobody's file. Refused before anything is written.
+	R=$(checkout other-owner)
+	chown -R 1:65534 "$R" && chmod -R g+w "$R"
+	if "${nobody[@]}" "$OEAPATCH" apply --check -C "$R" --library "$OEA_LIBRARY" >/dev/null 2>&1; then
+		before=$(ls -A "$(dirname "$R/$T")")
+		expect "apply by a writer who is not the owner" 2 "${nobody[@]}" "$OEAPATCH" apply -C "$R" \
+			--library "$OEA_LIBRARY"
+		has "... is refused, saying whose file it is" "belongs to uid 1"
+		[ "$(owner "$R/$T")" = 1:65534 ] && cmp -s "$R/$T" "$FIX" &&
+			[ "$(ls -A "$(dirname "$R/$T")")" = "$before" ] && ok "... and nothing was written" ||
+			bad "something was written" "$(ls -la "$(dirname "$R/$T")")"
+	else
+		skip "a writer who cannot keep the owner is refused" "nobody cannot run $OEAPATCH here"
+	fi
+fi
+
+e2e_summary
