@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int oeap_git_fail(oeap_error *err, const char *where, const char *what)
 {
@@ -21,12 +23,57 @@ static char *dup_str(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* The owner of the repository that holds `dir` (its .git, or a bare
+ * repository's directory), found by walking up as git does: 1 when that is
+ * another user than this process's. */
+static int foreign_repo_owner(const char *dir, uid_t *owner)
+{
+	char *p = realpath(dir, NULL);
+	char probe[PATH_MAX + 16];
+	struct stat st;
+	int found = 0;
+	while (p && !found) {
+		snprintf(probe, sizeof(probe), "%s/.git", p);
+		found = lstat(probe, &st) == 0;
+		if (!found) {
+			/* a bare repository: HEAD in the directory itself */
+			snprintf(probe, sizeof(probe), "%s/HEAD", p);
+			found = lstat(probe, &st) == 0 && stat(p, &st) == 0;
+		}
+		char *slash = strrchr(p, '/');
+		if (found || !slash || !strcmp(p, "/"))
+			break;
+		slash[slash == p ? 1 : 0] = '\0'; /* "/a" -> "/", "/a/b" -> "/a" */
+	}
+	free(p);
+	if (found && st.st_uid != geteuid()) {
+		*owner = st.st_uid;
+		return 1;
+	}
+	return 0;
+}
+
 int oeap_repo_open(const char *dir, git_repository **repo, char **prefix, oeap_error *err)
 {
 	*repo = NULL;
 	if (prefix)
 		*prefix = NULL;
-	if (git_repository_open_ext(repo, dir, 0, NULL))
+	int rc = git_repository_open_ext(repo, dir, 0, NULL);
+	/* libgit2 1.5 reports git's ownership check as a missing safe.directory
+	 * setting (or GIT_EOWNER); what the user needs to know is whose
+	 * repository it is and what overrides the check. */
+	const git_error *ge = rc ? git_error_last() : NULL;
+	uid_t owner;
+	if (rc && (rc == GIT_EOWNER || (ge && ge->message && strstr(ge->message, "safe.directory"))) &&
+	    foreign_repo_owner(dir, &owner)) {
+		git_error_clear();
+		return oeap_fail(err, OEAP_ERR_GIT, dir, 0,
+		                 "the repository belongs to uid %u, not to you (uid %u): git's ownership check refuses "
+		                 "another user's repository; run as its owner, or trust it with "
+		                 "`git config --global --add safe.directory <its top directory>`",
+		                 (unsigned)owner, (unsigned)geteuid());
+	}
+	if (rc)
 		return oeap_git_fail(err, dir, "not a git repository (or a parent of one)");
 	if (!prefix)
 		return 0;

@@ -192,6 +192,11 @@ int cmd_hook(int argc, char **argv)
 			goto fail_json;
 		oeap_hook_inspect(dir, *n, &info);
 		int ours = info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED;
+		/* pre-push checks the pushed commits, never the work tree: it does
+		 * not re-apply, whatever --reapply recorded for the others. */
+		int pre_push = !strcmp(*n, "pre-push");
+		if (pre_push)
+			info.reapply = 0;
 		int runs = ours && info.oeapatch[0] && access(info.oeapatch, X_OK) == 0;
 		if (status && !runs)
 			problems++;
@@ -214,8 +219,10 @@ int cmd_hook(int argc, char **argv)
 		if (!status)
 			printf(" %s", oeap_hook_action_name(did));
 		else if (ours)
-			printf(" %s %s%s", info.reapply ? "re-applies and verifies with" : "verifies with", info.oeapatch,
-			       runs ? "" : " (NOT executable: reinstall)");
+			printf(" %s %s%s", pre_push ? "blocks pushes of commits that do not verify, with"
+			                   : info.reapply ? "re-applies and verifies with"
+			                                  : "verifies with",
+			       info.oeapatch, runs ? "" : " (NOT executable: reinstall)");
 		if (info.stray_chained)
 			printf(" (%s%s is left: %s)", *n, OEAP_HOOK_CHAINED_SUFFIX,
 			       info.state == OEAP_HOOK_FOREIGN ? "a hook not ours replaced ours; sort out which should run"

@@ -108,11 +108,26 @@ expect "verify agrees" 1 "$OEAPATCH" verify -C "$D"
 echo "== --reapply"
 expect "hook install --reapply" 0 "$OEAPATCH" hook install -C "$D" --reapply "${LIB[@]}"
 has "... updates ours" "post-merge     ours+chained  updated"
+expect "hook status after --reapply" 0 "$OEAPATCH" hook status -C "$D"
+has "... post-merge re-applies" "post-merge     ours+chained  re-applies and verifies with"
+has "... pre-push blocks, it does not re-apply" "pre-push       ours+chained  blocks pushes of commits that do not verify"
 (cd "$O" && cp "$ERAS/2025-12_layer_id_capturer.py" "$T" && git commit -q -am "another upstream update")
 run "git pull" git pull
 has "post-merge re-applied the patch" "oeapatch: $T: sglang-oea/1 applied"
 has "... and verified it" "post-merge: sglang-oea verified in $D"
 expect "verify agrees" 0 "$OEAPATCH" verify -C "$D"
+# deployment.md's gate: a library that went missing is exit 1 (the patch
+# does not hold), as that page says, not 2.
+if [ -n "${OEA_LIBRARY:-}" ]; then
+	cp "$OEA_LIBRARY" "$WORK/liboea-moved.so"
+	"$OEAPATCH" apply -C "$D" --library "$WORK/liboea-moved.so" --refresh >/dev/null 2>&1
+	rm "$WORK/liboea-moved.so"
+	expect "verify with the recorded library gone" 1 "$OEAPATCH" verify -C "$D"
+	has "... fails the library check" "FAIL library"
+	grep -q 'a library that is missing or does not load (the check "library"); 2: trouble' "$SRC/docs/deployment.md" &&
+		ok "deployment.md gives exit 1 for a missing library" || bad "deployment.md's exit codes for a missing library"
+	"$OEAPATCH" apply -C "$D" "${LIB[@]}" >/dev/null 2>&1
+fi
 
 echo "== git push"
 P=$WORK/prod.git

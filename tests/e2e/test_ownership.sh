@@ -9,7 +9,9 @@
 #  - a topk.py with another hard link is refused (the atomic replace would
 #    split the link silently), unless --break-links;
 #  - a process killed while holding the lock leaves nothing in the work tree
-#    (`git status` stays clean).
+#    (`git status` stays clean);
+#  - `check` in another user's repository names git's ownership check and
+#    safe.directory (libgit2 blamed a missing setting).
 # The owner cases need root (to chown and to run as another user): without
 # it they are skipped (exit 77), never passed.
 set -u
@@ -95,6 +97,23 @@ else
 	else
 		skip "a writer who cannot keep the owner is refused" "nobody cannot run $OEAPATCH here"
 	fi
+fi
+
+echo "== another user's repository"
+if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
+	skip "check in another user's repository names git's ownership check" "not root, or no setpriv"
+else
+	R=$(checkout repo-of-root)
+	(cd "$R" && git init -q && git add -A && git commit -qm base)
+	chmod -R a+rX "$R"
+	NB=$WORK/nobody-home
+	mkdir -p "$NB" && chown 65534:65534 "$NB"
+	nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$NB" GIT_CONFIG_NOSYSTEM=1)
+	expect "check as another user" 2 "${nobody[@]}" "$OEAPATCH" check -C "$R" HEAD
+	has "... names git's ownership check, not a missing setting" "git's ownership check refuses another user's repository"
+	has "... and the setting that overrides it" "safe.directory"
+	"${nobody[@]}" git config --global --add safe.directory "$R"
+	expect "... and with safe.directory set, it checks" 0 "${nobody[@]}" "$OEAPATCH" check -C "$R" HEAD
 fi
 
 e2e_summary
