@@ -10,6 +10,7 @@
 #include "binding.h"
 #include "cli.h"
 #include "fsio.h"
+#include "hook.h"
 #include "pipeline.h"
 
 enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH, OPT_BREAK_LINKS };
@@ -186,6 +187,10 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 		    (error = read_back(r->bp.path, r->bp.want.data, r->bp.want.len, r->bp.path, err)))
 			goto done;
 	}
+	/* post-checkout compares with this: a `git checkout -- topk.py` right
+	 * after apply drops the patch, and must be reported. */
+	if (writes)
+		oeap_hook_note_state(cli->root, 1);
 done:
 	if (lock >= 0)
 		oeap_unlock(lock, cli->target);

@@ -15,10 +15,11 @@
 #include "fsio.h"
 #include "hook.h"
 
-enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY };
+enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED };
 
 typedef struct hook_opts {
 	int reapply;
+	int uncommitted;
 	const char *library;
 	const char *only;
 } hook_opts;
@@ -36,6 +37,10 @@ static int on_option(int val, const char *arg, void *user)
 	case OPT_ONLY:
 		o->only = arg;
 		return 0;
+	case OPT_UNCOMMITTED:
+		o->uncommitted = 1;
+		o->reapply = 1;
+		return 0;
 	}
 	return -1;
 }
@@ -44,23 +49,31 @@ static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
 	{"reapply", no_argument, OPT_REAPPLY, NULL,
 	 "install: post-merge/-checkout/-rewrite re-apply the patch, then verify (default: verify only)"},
+	{"uncommitted", no_argument, OPT_UNCOMMITTED, NULL,
+	 "install for a checkout that carries the patch uncommitted: the post-* hooks re-apply (as --reapply), and "
+	 "no pre-push (the pushed commits do not carry the patch; ours is removed)"},
 	{"library", required_argument, OPT_LIBRARY, "PATH", "install --reapply: the liboea apply records (default: as apply)"},
 	{"only", required_argument, OPT_ONLY, "HOOK,...",
 	 "act on these hooks only (post-merge, post-checkout, post-rewrite, pre-push)"},
 	{NULL, 0, 0, NULL, NULL},
 };
 
-static const char synopsis[] = "install | uninstall | status [-C REPO] [--reapply [--library PATH]] [--only HOOK,...] [--json]";
+static const char synopsis[] =
+	"install | uninstall | status [-C REPO] [--reapply | --uncommitted] [--library PATH] [--only HOOK,...] [--json]";
 static const char summary[] =
 	"Install (or remove, or list) git hooks that verify the patch after git pull/merge (post-merge), checkout "
 	"(post-checkout) and rebase (post-rewrite), or re-apply it with --reapply, and that block git push "
 	"(pre-push) when a pushed commit does not carry a verified patch. core.hooksPath and worktrees are "
 	"honoured; an existing hook is chained and restored exactly by uninstall. status exits 0 when every hook "
-	"is installed and its oeapatch can run, 1 otherwise.";
+	"is installed and its oeapatch can run, 1 otherwise. For a checkout that carries the patch uncommitted, install "
+	"with --uncommitted.";
 
-/* Which hooks to act on: --only, else all (pre-push only for a bare repository). */
+/* Which hooks to act on: --only, else all (pre-push only for a bare
+ * repository; no pre-push with --uncommitted, where it would block every push). */
 static int selected(const hook_opts *o, int bare, const char *name)
 {
+	if (o->uncommitted && !strcmp(name, "pre-push"))
+		return 0;
 	if (!o->only)
 		return !bare || !strcmp(name, "pre-push");
 	size_t n = strlen(name);
@@ -94,11 +107,60 @@ static int check_only(const char *only, oeap_error *err)
 	return 0;
 }
 
+/* Whether the patch verifies in the work tree now (as status says), for
+ * post-checkout's record. */
+static int work_tree_verifies(const oeap_cli *cli)
+{
+	char *target = NULL, *buf = NULL;
+	size_t len = 0;
+	oeap_report rep;
+	oeap_error ignore;
+	int ok = 0;
+	memset(&rep, 0, sizeof(rep));
+	oeap_error_clear(&ignore);
+	if (oeap_path_inside(cli->root, cli->def->target, &target, &ignore) == 0 &&
+	    oeap_read_file(target, &buf, &len, &ignore) == 0 &&
+	    oeap_verify_bytes(cli->def, buf, len, cli->def->target, &rep) == 0 && rep.applied &&
+	    oeap_binding_verify(cli->def, target, &rep) == 0)
+		ok = rep.ok;
+	oeap_report_free(&rep);
+	free(buf);
+	free(target);
+	return ok;
+}
+
+/* Whether HEAD's commit carries the patch (its target verifies there). */
+static int head_carries_patch(git_repository *repo, const char *prefix, const oeap_patchdef *def)
+{
+	git_commit *c = NULL;
+	char *path = malloc(strlen(prefix) + strlen(def->target) + 2), *buf = NULL;
+	size_t len = 0;
+	git_oid id;
+	oeap_report rep;
+	oeap_error ignore;
+	int yes = 0;
+	memset(&rep, 0, sizeof(rep));
+	oeap_error_clear(&ignore);
+	if (path) {
+		sprintf(path, "%s%s%s", prefix, *prefix ? "/" : "", def->target);
+		if (oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0 &&
+		    oeap_commit_blob(repo, c, path, &id, &buf, &len, &ignore) == 0 &&
+		    oeap_verify_bytes(def, buf, len, path, &rep) == 0)
+			yes = rep.applied;
+	}
+	git_error_clear();
+	oeap_report_free(&rep);
+	free(buf);
+	free(path);
+	git_commit_free(c);
+	return yes;
+}
+
 int cmd_hook(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	hook_opts o = {0, NULL, NULL};
+	hook_opts o = {0, 0, NULL, NULL};
 	oeap_error err;
 	git_repository *repo = NULL;
 	char *prefix = NULL, *dir = NULL, *self = NULL, *library = NULL, *patch = NULL, *seen = NULL;
@@ -130,7 +192,14 @@ int cmd_hook(int argc, char **argv)
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
 	if (!install && (o.reapply || o.library)) {
-		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "--reapply and --library are options of hook install");
+		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
+		          "--reapply, --uncommitted and --library are options of hook install");
+		return oeap_cli_error(&cli, &err);
+	}
+	if (o.uncommitted && o.only && selected(&(hook_opts){0, 0, NULL, o.only}, 0, "pre-push")) {
+		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
+		          "--uncommitted installs no pre-push: with the patch uncommitted, every pushed commit lacks "
+		          "it and a pre-push would block every push");
 		return oeap_cli_error(&cli, &err);
 	}
 	if (o.library && !o.reapply) {
@@ -229,14 +298,33 @@ int cmd_hook(int argc, char **argv)
 			                                       : "no hook of ours runs it");
 		printf("\n");
 	}
-	if (uninstall) {
-		/* The post-checkout memory of the target, in this worktree's git dir. */
-		const char *gd = git_repository_path(repo);
-		if (gd && (seen = malloc(strlen(gd) + 32))) {
-			sprintf(seen, "%s%soeapatch-hook.seen", gd, gd[strlen(gd) - 1] == '/' ? "" : "/");
-			oeap_error ignore;
-			oeap_error_clear(&ignore);
+	/* With the patch uncommitted, a pre-push of ours would block every push. */
+	if (install && o.uncommitted) {
+		oeap_hook_action did = OEAP_HOOK_DID_NOTHING;
+		oeap_hook_info info;
+		oeap_hook_inspect(dir, "pre-push", &info);
+		if ((info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED) &&
+		    oeap_hook_uninstall(dir, "pre-push", &did, &err))
+			goto fail_json;
+		if (did != OEAP_HOOK_DID_NOTHING && !cli.json)
+			printf("  %-14s %-13s %s (it would block every push: the pushed commits do not carry the patch)\n",
+			       "pre-push", "removed", oeap_hook_action_name(did));
+	}
+	/* post-checkout's record of the patch's state, in this worktree's git
+	 * dir: install starts it from what holds now; apply and revert keep it. */
+	if (!bare && (seen = oeap_hook_state_path(cli.root))) {
+		oeap_error ignore;
+		oeap_error_clear(&ignore);
+		if (install) {
+			const char *word = work_tree_verifies(&cli) ? "verified\n" : "not-verified\n";
+			oeap_write_atomic(seen, word, strlen(word), 0644, &ignore);
+		} else if (uninstall) {
 			oeap_remove_file(seen, &ignore);
+			/* the checksum record of earlier oeapatch versions */
+			char legacy[4096];
+			snprintf(legacy, sizeof(legacy), "%.*soeapatch-hook.seen",
+			         (int)(strlen(seen) - strlen(OEAP_HOOK_STATE_FILE)), seen);
+			oeap_remove_file(legacy, &ignore);
 		}
 	}
 	if (cli.json) {
@@ -246,14 +334,28 @@ int cmd_hook(int argc, char **argv)
 		json_object_set_new(j, "bare", json_boolean(bare));
 		json_object_set_new(j, "hooks", arr);
 		oeap_json_emit(j);
+	} else if (install && o.uncommitted) {
+		printf("uncommitted-patch workflow: after pull, merge, checkout and rebase the hooks re-apply %s/%d and "
+		       "verify it; no pre-push (the pushed commits do not carry the patch)\n"
+		       "git pull stops on the local change to %s before any hook can run; pull with\n"
+		       "  %s revert -C '%s' && git pull    (post-merge then re-applies and verifies)\n",
+		       cli.def->name, cli.def->version, cli.def->target, self, cli.root);
 	} else if (install && o.reapply) {
-		printf("after pull, merge, checkout and rebase the hooks re-apply %s/%d and verify it\n", cli.def->name,
-		       cli.def->version);
+		printf("after pull, merge, checkout and rebase the hooks re-apply %s/%d and verify it; pre-push blocks "
+		       "commits without it\n",
+		       cli.def->name, cli.def->version);
 	} else if (install) {
-		printf("after pull, merge, checkout and rebase the hooks verify %s/%d; pre-push blocks commits without "
-		       "it\n",
+		printf("committed-patch workflow: after pull, merge, checkout and rebase the hooks verify %s/%d; "
+		       "pre-push blocks commits without it\n",
 		       cli.def->name, cli.def->version);
 	}
+	/* The committed-patch hooks in a checkout whose patch is not committed:
+	 * pre-push would block every push. Say what works instead. */
+	if (install && !o.uncommitted && !bare && !cli.json && selected(&o, bare, "pre-push") &&
+	    !head_carries_patch(repo, prefix, cli.def) && work_tree_verifies(&cli))
+		printf("note: the patch is applied here but not committed (HEAD's %s does not carry it): pre-push will "
+		       "block every push; for this workflow install with --uncommitted instead\n",
+		       cli.def->target);
 	rc = problems ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
 	goto done;
 fail_json:

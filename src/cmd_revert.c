@@ -9,6 +9,7 @@
 #include "binding.h"
 #include "cli.h"
 #include "fsio.h"
+#include "hook.h"
 #include "pipeline.h"
 
 enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_FORCE, OPT_BREAK_LINKS };
@@ -93,6 +94,8 @@ static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, 
 		oeap_fault_point("revert:between-files");
 		if (r->bind_ours)
 			error = oeap_remove_file(r->bind_path, err);
+		if (!error)
+			oeap_hook_note_state(cli->root, 0); /* for post-checkout, as apply does */
 	}
 done:
 	if (lock >= 0)

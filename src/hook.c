@@ -175,6 +175,16 @@ static const char common_functions[] =
 /* post-merge, post-checkout, post-rewrite: act on the work tree. */
 static const char work_tree_action[] =
 	"\n"
+	"# How to undo what git just did, printed when the patch failed after it\n"
+	"# ($rollback is set per hook below); the patch goes back on with apply.\n"
+	"rollback_hint() {\n"
+	"\tif [ -n \"$rollback\" ]; then\n"
+	"\t\techo \"to roll back to where the patch held: $rollback && '$oeapatch' apply -C '$dir'\"\n"
+	"\telse\n"
+	"\t\techo \"fix: '$oeapatch' apply -C '$dir' && '$oeapatch' verify -C '$dir'\"\n"
+	"\tfi\n"
+	"}\n"
+	"\n"
 	"# What the post-* hooks do: (re-apply and) verify the work tree. git has\n"
 	"# already changed it, so they cannot block; they exit non-zero and shout.\n"
 	"act() {\n"
@@ -189,7 +199,8 @@ static const char work_tree_action[] =
 	"\t\t\tprintf '%s\\n' \"$out\" >&2\n"
 	"\t\t\tshout \"re-applying $patch FAILED in $dir\" \\\n"
 	"\t\t\t\t\"the server would start WITHOUT the patch: do not restart it before this is fixed\" \\\n"
-	"\t\t\t\t\"see above for the anchor that failed; 'oeapatch check -C $dir HEAD' tells the same\"\n"
+	"\t\t\t\t\"see above for the anchor that failed; 'oeapatch check -C $dir HEAD' tells the same\" \\\n"
+	"\t\t\t\t\"$(rollback_hint)\"\n"
 	"\t\t\treturn 1\n"
 	"\t\tfi\n"
 	"\t\tprintf '%s\\n' \"$out\" | sed -n '1s/^/oeapatch: /p' >&2\n"
@@ -198,18 +209,26 @@ static const char work_tree_action[] =
 	"\t\tprintf '%s\\n' \"$out\" >&2\n"
 	"\t\tshout \"$patch does NOT verify in $dir\" \\\n"
 	"\t\t\t\"the server would start without the patch (or with half of it): do not restart it\" \\\n"
-	"\t\t\t\"fix: oeapatch apply -C '$dir' && oeapatch verify -C '$dir'\"\n"
+	"\t\t\t\"$(rollback_hint)\"\n"
 	"\t\treturn 1\n"
 	"\tfi\n"
 	"\techo \"oeapatch: $hook: $patch verified in $dir\" >&2\n"
 	"}\n"
 	"\n"
-	"# The target's checksum when a hook of ours last acted, per worktree: a\n"
-	"# file checkout (post-checkout with flag 0) acts only when it changed.\n"
+	"# Whether the patch holds in the work tree, recorded per worktree by these\n"
+	"# hooks and by apply and revert (" OEAP_HOOK_STATE_FILE "): post-checkout speaks\n"
+	"# only when a checkout changed it.\n"
 	"gitdir=${GIT_DIR:-$(git rev-parse --git-dir 2>/dev/null)}\n"
-	"seen=${gitdir:+$gitdir/oeapatch-hook.seen}\n"
+	"record=${gitdir:+$gitdir/" OEAP_HOOK_STATE_FILE "}\n"
+	"state_now() {\n"
+	"\tif [ -x \"$oeapatch\" ] && \"$oeapatch\" status -C \"$dir\" --patch \"$patch\" >/dev/null 2>&1; then\n"
+	"\t\techo verified\n"
+	"\telse\n"
+	"\t\techo not-verified\n"
+	"\tfi\n"
+	"}\n"
 	"remember() {\n"
-	"\t[ -n \"$seen\" ] && { cksum < \"$dir/$target\" > \"$seen\"; } 2>/dev/null\n"
+	"\t[ -n \"$record\" ] && { state_now > \"$record\"; } 2>/dev/null\n"
 	"\treturn 0\n"
 	"}\n";
 
@@ -284,22 +303,28 @@ int oeap_hook_render(const char *name, const oeap_hook_config *cfg, oeap_buf *ou
 	if (!strcmp(name, "post-checkout"))
 		rc |= oeap_buf_puts(
 			out,
-			"# $3 = 1: a branch checkout (also switch, clone). 0: files were checked\n"
-			"# out; act only when the target is not what a hook of ours last saw.\n"
-			"if [ \"$3\" != 1 ]; then\n"
-			"\tsum=$(cksum < \"$dir/$target\" 2>/dev/null)\n"
-			"\tif [ -n \"$seen\" ] && [ -f \"$seen\" ] && [ \"$sum\" = \"$(cat \"$seen\" 2>/dev/null)\" ]; then\n"
-			"\t\texit \"$status\"\n"
-			"\tfi\n"
-			"fi\n"
 			"# A rebase checks out commits on its way; post-rewrite acts at its end.\n"
 			"if [ -n \"$gitdir\" ] && { [ -d \"$gitdir/rebase-merge\" ] || [ -d \"$gitdir/rebase-apply\" ]; }; then\n"
 			"\texit \"$status\"\n"
+			"fi\n"
+			"# Branch switches ($3 = 1) and file checkouts ($3 = 0) alike: speak only\n"
+			"# when the patch's state is not what was last recorded (a branch without\n"
+			"# it, or `git checkout -- topk.py` after apply), never on a routine switch.\n"
+			"if [ -n \"$record\" ] && [ -f \"$record\" ] && [ \"$(state_now)\" = \"$(cat \"$record\" 2>/dev/null)\" ]; then\n"
+			"\texit \"$status\"\n"
+			"fi\n"
+			"if [ \"$3\" = 1 ]; then\n"
+			"\trollback=\"git checkout $1\"\n"
+			"else\n"
+			"\trollback=\"git checkout $1 -- '$dir/$target'\"\n"
 			"fi\n");
 	else if (!strcmp(name, "post-rewrite"))
 		rc |= oeap_buf_puts(out,
 		                    "# $1 is rebase or amend; an amend leaves the work tree as it was.\n"
-		                    "[ \"$1\" = rebase ] || exit \"$status\"\n");
+		                    "[ \"$1\" = rebase ] || exit \"$status\"\n"
+		                    "rollback=\"git reset --keep ORIG_HEAD\"\n");
+	else if (!strcmp(name, "post-merge"))
+		rc |= oeap_buf_puts(out, "rollback=\"git reset --keep ORIG_HEAD\"\n");
 	rc |= oeap_buf_puts(out,
 	                    "act || status=1\n"
 	                    "remember\n"
@@ -508,4 +533,33 @@ done:
 	free(path);
 	free(chained);
 	return error;
+}
+
+char *oeap_hook_state_path(const char *dir)
+{
+	git_repository *repo = NULL;
+	char *path = NULL;
+	git_libgit2_init(); /* refcounted: apply and revert call this without main's init */
+	if (git_repository_open_ext(&repo, dir, 0, NULL) == 0 && !git_repository_is_bare(repo))
+		path = join(git_repository_path(repo), OEAP_HOOK_STATE_FILE);
+	git_error_clear();
+	git_repository_free(repo);
+	git_libgit2_shutdown();
+	return path;
+}
+
+void oeap_hook_note_state(const char *dir, int verified)
+{
+	char *path = oeap_hook_state_path(dir);
+	oeap_error ignore;
+	oeap_error_clear(&ignore);
+	/* Only where hook install keeps a record: apply in a checkout without
+	 * our hooks writes nothing into its .git. A record that cannot be
+	 * written is not worth failing an apply for: post-checkout then speaks
+	 * once too often, never too rarely. */
+	if (path && access(path, F_OK) == 0) {
+		const char *word = verified ? "verified\n" : "not-verified\n";
+		oeap_write_atomic(path, word, strlen(word), 0644, &ignore);
+	}
+	free(path);
 }

@@ -22,6 +22,9 @@
 
 #define OEAP_HOOK_HEADER "# oeapatch hook v1"
 #define OEAP_HOOK_CHAINED_SUFFIX ".oeapatch-chained"
+/* In each worktree's git directory: "verified" or "not-verified", the state
+ * of the patch when a hook, apply or revert last looked. */
+#define OEAP_HOOK_STATE_FILE "oeapatch-hook.state"
 
 /* The hooks oeapatch installs, NULL-terminated: post-merge (pull, merge),
  * post-checkout, post-rewrite (rebase) and pre-push. */
@@ -94,5 +97,19 @@ int oeap_hook_install(const char *dir, const char *name, const oeap_hook_config 
  * that is not ours is never removed (*did = OEAP_HOOK_DID_REFUSE).
  */
 int oeap_hook_uninstall(const char *dir, const char *name, oeap_hook_action *did, oeap_error *err);
+
+/*
+ * The state record of the repository holding `dir` (caller frees), or NULL
+ * when `dir` is not in a git repository (or has no work tree).
+ */
+char *oeap_hook_state_path(const char *dir);
+
+/*
+ * Records whether the patch verifies in the work tree of the repository
+ * holding `dir`, for post-checkout, but only where hooks of ours keep a
+ * record (hook install creates it): apply and revert call this after they
+ * wrote, so `git checkout -- topk.py` right after them is reported.
+ */
+void oeap_hook_note_state(const char *dir, int verified);
 
 #endif

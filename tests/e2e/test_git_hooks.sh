@@ -10,6 +10,7 @@ set -u
 SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 OEAPATCH=${OEAPATCH:-$SRC/build/src/oeapatch}
 ERAS=$SRC/tests/fixtures/eras
+REFUSE=$SRC/tests/fixtures/refuse
 T=python/sglang/srt/layers/moe/topk.py
 LIB=()
 [ -n "${OEA_LIBRARY:-}" ] && LIB=(--library "$OEA_LIBRARY")
@@ -87,6 +88,18 @@ run "git checkout main -- target" git checkout main -- "$T"
 has "a file checkout that changed the target back is verified" "post-checkout: sglang-oea verified"
 run "git checkout -- README" git checkout -- README
 hasnt "a file checkout that left the target alone does nothing" "oeapatch:"
+
+echo "== post-checkout speaks only when the patch's state changed"
+run "a routine switch between two branches that both carry the patch" git checkout -b patched-too
+hasnt "... says nothing" "oeapatch:"
+run "and back" git checkout main
+hasnt "... says nothing either" "oeapatch:"
+git checkout -q plain >/dev/null 2>&1
+"$OEAPATCH" apply -C "$D" "${LIB[@]}" >/dev/null || bad "apply on plain"
+run "git checkout -- target right after apply (it drops the patch)" git checkout -- "$T"
+has "... is reported: the patch's state changed" "post-checkout: sglang-oea does NOT verify"
+has "... with how to roll back" "to roll back to where the patch held: git checkout"
+git checkout -q -f main >/dev/null 2>&1
 
 echo "== git rebase"
 git checkout -q -b work main >/dev/null 2>&1 && echo local >>README && git commit -q -am "local change"
@@ -179,6 +192,37 @@ git checkout -q -f main >/dev/null 2>&1
 expect "hook uninstall" 0 "$OEAPATCH" hook uninstall -C "$E"
 [ "$before" = "$(snapshot "$E/.githooks")" ] && ok "core.hooksPath directory is byte-identical to before" ||
 	bad "hooksPath differs" "$(diff <(echo "$before") <(snapshot "$E/.githooks"))"
+
+echo "== the uncommitted-patch workflow"
+U=$WORK/uncommitted
+git clone -q -b plain "$O" "$U" && cd "$U" || exit 2
+"$OEAPATCH" apply -C "$U" "${LIB[@]}" >/dev/null || bad "apply in the uncommitted checkout"
+expect "hook install (committed-patch hooks) where the patch is not committed" 0 "$OEAPATCH" hook install -C "$U"
+has "... offers what works instead" "install with --uncommitted instead"
+expect "hook install --uncommitted" 0 "$OEAPATCH" hook install -C "$U" --uncommitted "${LIB[@]}"
+has "... removes our pre-push, which would block every push" "pre-push       removed"
+[ ! -e "$U/.git/hooks/pre-push" ] && ok "... no pre-push is left" || bad "a pre-push is installed"
+has "... says how to pull" "revert -C '$U' && git pull"
+has "... re-applies after pull" "hooks re-apply sglang-oea/1"
+expect "--uncommitted with --only pre-push is refused" 2 "$OEAPATCH" hook install -C "$U" --uncommitted --only pre-push
+(cd "$O" && git checkout -q plain && cp "$ERAS/2026-02_post_process.py" "$T" && git commit -q -am "upstream moves on" &&
+	git checkout -q main)
+run "git pull with the patch in the work tree" git pull
+has "... stops on the local change before any hook runs (why the recipe reverts first)" "would be overwritten"
+run "revert, then pull" sh -c "'$OEAPATCH' revert -C '$U' >/dev/null && git pull"
+has "post-merge re-applied the patch" "oeapatch: $T: sglang-oea/1 applied"
+has "... and verified it" "post-merge: sglang-oea verified in $U"
+expect "verify agrees" 0 "$OEAPATCH" verify -C "$U"
+git init -q --bare "$WORK/uprod.git" && git remote add prod "$WORK/uprod.git"
+expect "git push is not blocked" 0 git push -q prod plain
+(cd "$O" && git checkout -q plain && cp "$REFUSE/no_routing_chain.py" "$T" && git commit -q -am "upstream rewrites the chain" &&
+	git checkout -q main)
+run "revert, then pull a commit the patch cannot land on" sh -c "'$OEAPATCH' revert -C '$U' >/dev/null && git pull"
+has "post-merge says the re-apply failed" "re-applying sglang-oea FAILED in $U"
+has "... and how to roll back" "to roll back to where the patch held: git reset --keep ORIG_HEAD && '$(readlink -f "$OEAPATCH")' apply -C '$U'"
+run "the roll back it printed" sh -c "git reset --keep ORIG_HEAD && '$OEAPATCH' apply -C '$U' >/dev/null"
+expect "... brings back a verified patch" 0 "$OEAPATCH" verify -C "$U"
+cd "$E" || exit 2
 
 echo "== a hook that is not ours"
 "$OEAPATCH" hook install -C "$E" >/dev/null
