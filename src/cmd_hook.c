@@ -15,11 +15,12 @@
 #include "fsio.h"
 #include "hook.h"
 
-enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED };
+enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE };
 
 typedef struct hook_opts {
 	int reapply;
 	int uncommitted;
+	int force;
 	const char *library;
 	const char *only;
 } hook_opts;
@@ -41,6 +42,9 @@ static int on_option(int val, const char *arg, void *user)
 		o->uncommitted = 1;
 		o->reapply = 1;
 		return 0;
+	case OPT_FORCE:
+		o->force = 1;
+		return 0;
 	}
 	return -1;
 }
@@ -53,6 +57,8 @@ static const oeap_option options[] = {
 	 "install for a checkout that carries the patch uncommitted: the post-* hooks re-apply (as --reapply), and "
 	 "no pre-push (the pushed commits do not carry the patch; ours is removed)"},
 	{"library", required_argument, OPT_LIBRARY, "PATH", "install --reapply: the liboea apply records (default: as apply)"},
+	{"force", no_argument, OPT_FORCE, NULL,
+	 "install, uninstall: replace or remove a hook of ours even when lines were added to it since install"},
 	{"only", required_argument, OPT_ONLY, "HOOK,...",
 	 "act on these hooks only (post-merge, post-checkout, post-rewrite, pre-push)"},
 	{NULL, 0, 0, NULL, NULL},
@@ -160,7 +166,7 @@ int cmd_hook(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	hook_opts o = {0, 0, NULL, NULL};
+	hook_opts o = {0, 0, 0, NULL, NULL};
 	oeap_error err;
 	git_repository *repo = NULL;
 	char *prefix = NULL, *dir = NULL, *self = NULL, *library = NULL, *patch = NULL, *seen = NULL;
@@ -196,7 +202,7 @@ int cmd_hook(int argc, char **argv)
 		          "--reapply, --uncommitted and --library are options of hook install");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (o.uncommitted && o.only && selected(&(hook_opts){0, 0, NULL, o.only}, 0, "pre-push")) {
+	if (o.uncommitted && o.only && selected(&(hook_opts){0, 0, 0, NULL, o.only}, 0, "pre-push")) {
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
 		          "--uncommitted installs no pre-push: with the patch uncommitted, every pushed commit lacks "
 		          "it and a pre-push would block every push");
@@ -255,10 +261,13 @@ int cmd_hook(int argc, char **argv)
 			continue;
 		oeap_hook_action did = OEAP_HOOK_DID_NOTHING;
 		oeap_hook_info info;
-		if (install && oeap_hook_install(dir, *n, &cfg, &did, &err))
+		unsigned hflags = o.force ? OEAP_HOOK_FORCE : 0;
+		if (install && oeap_hook_install_flags(dir, *n, &cfg, hflags, &did, &err))
 			goto fail_json;
-		if (uninstall && oeap_hook_uninstall(dir, *n, &did, &err))
+		if (uninstall && oeap_hook_uninstall_flags(dir, *n, hflags, &did, &err))
 			goto fail_json;
+		if (did == OEAP_HOOK_DID_KEEP_EDITED)
+			problems++;
 		oeap_hook_inspect(dir, *n, &info);
 		int ours = info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED;
 		/* pre-push checks the pushed commits, never the work tree: it does
@@ -281,6 +290,7 @@ int cmd_hook(int argc, char **argv)
 				json_object_set_new(e, "reapply", json_boolean(info.reapply));
 			}
 			json_object_set_new(e, "stray_chained", json_boolean(info.stray_chained));
+			json_object_set_new(e, "edited", json_boolean(ours && info.edited));
 			json_array_append_new(arr, e);
 			continue;
 		}
@@ -292,6 +302,8 @@ int cmd_hook(int argc, char **argv)
 			                   : info.reapply ? "re-applies and verifies with"
 			                                  : "verifies with",
 			       info.oeapatch, runs ? "" : " (NOT executable: reinstall)");
+		if (status && ours && info.edited)
+			printf(" (edited since install: uninstall and install leave it alone unless --force)");
 		if (info.stray_chained)
 			printf(" (%s%s is left: %s)", *n, OEAP_HOOK_CHAINED_SUFFIX,
 			       info.state == OEAP_HOOK_FOREIGN ? "a hook not ours replaced ours; sort out which should run"
@@ -304,11 +316,13 @@ int cmd_hook(int argc, char **argv)
 		oeap_hook_info info;
 		oeap_hook_inspect(dir, "pre-push", &info);
 		if ((info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED) &&
-		    oeap_hook_uninstall(dir, "pre-push", &did, &err))
+		    oeap_hook_uninstall_flags(dir, "pre-push", o.force ? OEAP_HOOK_FORCE : 0, &did, &err))
 			goto fail_json;
+		if (did == OEAP_HOOK_DID_KEEP_EDITED)
+			problems++;
 		if (did != OEAP_HOOK_DID_NOTHING && !cli.json)
 			printf("  %-14s %-13s %s (it would block every push: the pushed commits do not carry the patch)\n",
-			       "pre-push", "removed", oeap_hook_action_name(did));
+			       "pre-push", did == OEAP_HOOK_DID_KEEP_EDITED ? "kept" : "removed", oeap_hook_action_name(did));
 	}
 	/* post-checkout's record of the patch's state, in this worktree's git
 	 * dir: install starts it from what holds now; apply and revert keep it. */

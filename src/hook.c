@@ -11,6 +11,7 @@
 
 #include "checkout.h"
 #include "fsio.h"
+#include "region.h"
 
 const char *const oeap_hook_names[] = {"post-merge", "post-checkout", "post-rewrite", "pre-push", NULL};
 
@@ -43,6 +44,7 @@ const char *oeap_hook_action_name(oeap_hook_action a)
 	case OEAP_HOOK_DID_REMOVE: return "removed";
 	case OEAP_HOOK_DID_RESTORE: return "removed, previous hook restored";
 	case OEAP_HOOK_DID_REFUSE: return "not ours: left alone";
+	case OEAP_HOOK_DID_KEEP_EDITED: return "ours, but edited since install: left alone (--force replaces it)";
 	}
 	return "unknown";
 }
@@ -232,7 +234,42 @@ static const char work_tree_action[] =
 	"\treturn 0\n"
 	"}\n";
 
+#define SUM_TAG "# oeapatch hook sha256:"
+
+/*
+ * 1 when a hook of ours was edited after install: its last line records the
+ * hash of everything before it, so a changed line or one appended after it
+ * shows. Hooks written before the hash line existed count as unedited.
+ */
+static int hook_edited(const char *text, size_t len)
+{
+	const char *tag = NULL;
+	for (const char *p = text; (p = strstr(p, "\n" SUM_TAG)) != NULL; p++)
+		tag = p + 1;
+	if (!tag)
+		return 0;
+	char want[OEAP_HASH_HEX + 1];
+	const char *hex = tag + strlen(SUM_TAG);
+	size_t before = (size_t)(tag - text);
+	if (oeap_region_hash(text, before, want))
+		return 1;
+	return !(len == before + strlen(SUM_TAG) + OEAP_HASH_HEX + 1 && !strncmp(hex, want, OEAP_HASH_HEX) &&
+	         hex[OEAP_HASH_HEX] == '\n');
+}
+
+static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *out);
+
 int oeap_hook_render(const char *name, const oeap_hook_config *cfg, oeap_buf *out)
+{
+	char hex[OEAP_HASH_HEX + 1];
+	if (render_body(name, cfg, out) || oeap_region_hash(out->data, out->len, hex))
+		return -1;
+	/* The last line: how uninstall tells our hook from our hook with the
+	 * user's lines in it (which it must not delete). */
+	return oeap_buf_printf(out, SUM_TAG "%s\n", hex) ? -1 : 0;
+}
+
+static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *out)
 {
 	int stdin_hook = !strcmp(name, "post-rewrite") || !strcmp(name, "pre-push");
 	int rc = 0;
@@ -379,6 +416,7 @@ void oeap_hook_inspect(const char *dir, const char *name, oeap_hook_info *info)
 		goto done;
 	}
 	info->state = has_chained ? OEAP_HOOK_OURS_CHAINED : OEAP_HOOK_OURS;
+	info->edited = hook_edited(text, len);
 	const char *rec = strstr(text, "\n# installed: reapply=");
 	if (rec) {
 		rec += strlen("\n# installed: reapply=");
@@ -432,6 +470,12 @@ static int mkdirs(const char *dir, oeap_error *err)
 int oeap_hook_install(const char *dir, const char *name, const oeap_hook_config *cfg, oeap_hook_action *did,
                       oeap_error *err)
 {
+	return oeap_hook_install_flags(dir, name, cfg, 0, did, err);
+}
+
+int oeap_hook_install_flags(const char *dir, const char *name, const oeap_hook_config *cfg, unsigned flags,
+                            oeap_hook_action *did, oeap_error *err)
+{
 	int error = 0, moved = 0;
 	oeap_buf want = OEAP_BUF_INIT;
 	char *path = join(dir, name), *chained = NULL, *text = NULL;
@@ -451,6 +495,10 @@ int oeap_hook_install(const char *dir, const char *name, const oeap_hook_config 
 		if (text && is_ours(text)) {
 			if (len == want.len && !memcmp(text, want.data, len))
 				goto done; /* installed already, as asked */
+			if (hook_edited(text, len) && !(flags & OEAP_HOOK_FORCE)) {
+				*did = OEAP_HOOK_DID_KEEP_EDITED; /* the user's lines are not ours to drop */
+				goto done;
+			}
 			*did = OEAP_HOOK_DID_UPDATE;
 		} else {
 			if (exists(chained)) {
@@ -497,6 +545,12 @@ done:
 
 int oeap_hook_uninstall(const char *dir, const char *name, oeap_hook_action *did, oeap_error *err)
 {
+	return oeap_hook_uninstall_flags(dir, name, 0, did, err);
+}
+
+int oeap_hook_uninstall_flags(const char *dir, const char *name, unsigned flags, oeap_hook_action *did,
+                              oeap_error *err)
+{
 	int error = 0;
 	char *path = join(dir, name), *chained = NULL, *text = NULL;
 	size_t len = 0;
@@ -513,6 +567,11 @@ int oeap_hook_uninstall(const char *dir, const char *name, oeap_hook_action *did
 			/* Never remove what we did not write. A chained file beside it
 			 * stays too: moving it back would destroy this hook. */
 			*did = OEAP_HOOK_DID_REFUSE;
+			goto done;
+		}
+		/* Ours with the user's lines added: removing it would delete them. */
+		if (hook_edited(text, len) && !(flags & OEAP_HOOK_FORCE)) {
+			*did = OEAP_HOOK_DID_KEEP_EDITED;
 			goto done;
 		}
 		if ((error = oeap_remove_file(path, err)))

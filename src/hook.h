@@ -54,6 +54,7 @@ typedef struct oeap_hook_info {
 	int stray_chained;      /* a chained file exists but no hook of ours runs it */
 	char oeapatch[4096];    /* ours: the binary it runs ("" when unknown) */
 	int reapply;            /* ours: installed with --reapply */
+	int edited;             /* ours, but changed since install (lines added or edited) */
 } oeap_hook_info;
 
 /* Looks at `dir`/`name` and its chained file. */
@@ -80,7 +81,11 @@ typedef enum oeap_hook_action {
 	OEAP_HOOK_DID_REMOVE,      /* ours removed */
 	OEAP_HOOK_DID_RESTORE,     /* ours removed and the previous hook moved back */
 	OEAP_HOOK_DID_REFUSE,      /* uninstall: not ours, left alone */
+	OEAP_HOOK_DID_KEEP_EDITED, /* ours, but edited since install: left alone (OEAP_HOOK_FORCE overrides) */
 } oeap_hook_action;
+
+/* oeap_hook_install_flags() / oeap_hook_uninstall_flags() flags. */
+#define OEAP_HOOK_FORCE 0x1u /* replace or remove a hook of ours even when it was edited since install */
 
 const char *oeap_hook_action_name(oeap_hook_action a);
 
@@ -92,11 +97,22 @@ const char *oeap_hook_action_name(oeap_hook_action a);
 int oeap_hook_install(const char *dir, const char *name, const oeap_hook_config *cfg, oeap_hook_action *did,
                       oeap_error *err);
 
+/* oeap_hook_install() with flags: a hook of ours edited since install is
+ * left alone (*did = OEAP_HOOK_DID_KEEP_EDITED) unless OEAP_HOOK_FORCE. */
+int oeap_hook_install_flags(const char *dir, const char *name, const oeap_hook_config *cfg, unsigned flags,
+                            oeap_hook_action *did, oeap_error *err);
+
 /*
  * Removes our hook `name` from `dir` and moves the chained one back. A hook
- * that is not ours is never removed (*did = OEAP_HOOK_DID_REFUSE).
+ * that is not ours is never removed (*did = OEAP_HOOK_DID_REFUSE), nor one
+ * of ours that was edited since install (its last line, a hash of the rest,
+ * no longer matches: *did = OEAP_HOOK_DID_KEEP_EDITED).
  */
 int oeap_hook_uninstall(const char *dir, const char *name, oeap_hook_action *did, oeap_error *err);
+
+/* oeap_hook_uninstall() with flags: OEAP_HOOK_FORCE removes an edited hook of ours. */
+int oeap_hook_uninstall_flags(const char *dir, const char *name, unsigned flags, oeap_hook_action *did,
+                              oeap_error *err);
 
 /*
  * The state record of the repository holding `dir` (caller frees), or NULL

@@ -284,6 +284,56 @@ static void test_foreign_is_never_removed(void **state)
 	free(chained);
 }
 
+/* Ours, with the user's lines added after install: neither uninstall nor a
+ * reinstall with other settings may delete them, unless forced. */
+static void test_edited_ours_is_kept(void **state)
+{
+	const char *dir = *state;
+	char *p = path_in(dir, "post-merge");
+	oeap_hook_action did;
+	oeap_hook_info info;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_hook_install(dir, "post-merge", &CFG, &did, &err), 0);
+	oeap_hook_inspect(dir, "post-merge", &info);
+	assert_int_equal(info.edited, 0);
+	size_t len;
+	char *text = slurp(p, &len);
+	static const char mine[] = "echo 'my own deploy step'\n";
+	char *edited = malloc(len + sizeof(mine));
+	assert_non_null(edited);
+	memcpy(edited, text, len);
+	memcpy(edited + len, mine, sizeof(mine));
+	tu_write(p, edited, len + sizeof(mine) - 1);
+	oeap_hook_inspect(dir, "post-merge", &info);
+	assert_int_equal(info.state, OEAP_HOOK_OURS);
+	assert_int_equal(info.edited, 1);
+
+	assert_int_equal(oeap_hook_uninstall(dir, "post-merge", &did, &err), 0);
+	assert_int_equal(did, OEAP_HOOK_DID_KEEP_EDITED);
+	oeap_hook_config other = CFG;
+	other.reapply = !CFG.reapply;
+	assert_int_equal(oeap_hook_install(dir, "post-merge", &other, &did, &err), 0);
+	assert_int_equal(did, OEAP_HOOK_DID_KEEP_EDITED);
+	size_t n2;
+	char *now = slurp(p, &n2);
+	assert_int_equal(n2, len + sizeof(mine) - 1);
+	assert_memory_equal(now, edited, n2);
+	free(now);
+	/* A line edited in the middle counts too. */
+	edited[len / 2] = edited[len / 2] == 'x' ? 'y' : 'x';
+	tu_write(p, edited, len);
+	oeap_hook_inspect(dir, "post-merge", &info);
+	assert_int_equal(info.edited, 1);
+
+	assert_int_equal(oeap_hook_uninstall_flags(dir, "post-merge", OEAP_HOOK_FORCE, &did, &err), 0);
+	assert_int_equal(did, OEAP_HOOK_DID_REMOVE);
+	assert_int_equal(access(p, F_OK), -1);
+	free(edited);
+	free(text);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,6 +342,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_install_fresh, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chain_and_restore, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreign_is_never_removed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_edited_ours_is_kept, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
