@@ -13,13 +13,14 @@
 #include "hook.h"
 #include "pipeline.h"
 
-enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH, OPT_BREAK_LINKS };
+enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH, OPT_BREAK_LINKS, OPT_DOWNGRADE };
 
 typedef struct apply_opts {
 	int check;
 	int diff;
 	int refresh;
 	int break_links;
+	int downgrade;
 	const char *library;
 } apply_opts;
 
@@ -42,6 +43,9 @@ static int on_option(int val, const char *arg, void *user)
 	case OPT_BREAK_LINKS:
 		o->break_links = 1;
 		return 0;
+	case OPT_DOWNGRADE:
+		o->downgrade = 1;
+		return 0;
 	}
 	return -1;
 }
@@ -55,6 +59,8 @@ static const oeap_option options[] = {
 	 "move regions that upstream changes left away from their anchors (otherwise refused)"},
 	{"library", required_argument, OPT_LIBRARY, "PATH",
 	 "the liboea the binding loads (default: $OEAPATCH_LIBRARY, the installed one, or the build tree's)"},
+	{"downgrade", no_argument, OPT_DOWNGRADE, NULL,
+	 "replace a patch applied by a newer version of the definition with this one (otherwise refused)"},
 	{"break-links", no_argument, OPT_BREAK_LINKS, NULL,
 	 "write a target that has other hard links (they keep the old content)"},
 	{NULL, 0, 0, NULL, NULL},
@@ -166,7 +172,9 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 		return -1;
 	if ((error = oeap_read_file(cli->target, &r->buf, &r->len, err)) ||
 	    (error = oeap_apply_bytes_flags(cli->def, r->buf, r->len, oeap_cli_target_rel(cli),
-	                                    o->refresh ? OEAP_APPLY_REFRESH : 0, &r->out, err)) ||
+	                                    (o->refresh ? OEAP_APPLY_REFRESH : 0) |
+	                                        (o->downgrade ? OEAP_APPLY_DOWNGRADE : 0),
+	                                    &r->out, err)) ||
 	    (error = plan_binding(cli, r->library, &r->bp, err)))
 		goto done;
 	if (o->diff) {
@@ -251,7 +259,7 @@ int cmd_apply(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	apply_opts o = {0, 0, 0, 0, NULL};
+	apply_opts o = {0, 0, 0, 0, 0, NULL};
 	oeap_error err;
 	apply_result r;
 	memset(&r, 0, sizeof(r));

@@ -258,6 +258,11 @@ static int verify_impl(const oeap_patchdef *def, const char *buf, size_t len, co
 				same = 0;
 		if (same)
 			ADD("version", 1, 0, "%s/%d", def->name, def->version);
+		else if (rep->version > def->version)
+			ADD("version", 0, 0,
+			    "applied by %s/%d, NEWER than this definition's %s/%d: verify with the oeapatch that applied it "
+			    "(apply refuses to downgrade it)",
+			    def->name, rep->version, def->name, def->version);
 		else
 			ADD("version", 0, 0, "applied by %s/%d; this oeapatch carries %s/%d: run `oeapatch apply` to upgrade",
 			    def->name, rep->version, def->name, def->version);
@@ -470,6 +475,16 @@ int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len
 		 * is upgraded; drift under the current version (upstream moved the
 		 * code around our regions) is the user's call: verify names it, and
 		 * --refresh moves the regions. */
+		/* An older definition would replace a newer patch with itself: a
+		 * downgrade that "run apply to upgrade" hid. The user's call. */
+		if (rep.version > def->version && !(flags & OEAP_APPLY_DOWNGRADE)) {
+			error = oeap_fail(err, OEAP_ERR_REGION, what, 0,
+			                  "carries %s/%d, newer than this definition's %s/%d: refusing to replace it with an "
+			                  "older version; use the oeapatch (or --patch) that applied it, or `oeapatch apply "
+			                  "--downgrade` to go back to version %d",
+			                  def->name, rep.version, def->name, def->version, def->version);
+			goto done;
+		}
 		if (rep.version == def->version && !(flags & OEAP_APPLY_REFRESH)) {
 			const oeap_check *c = first_failure(&rep);
 			error = oeap_fail(err, OEAP_ERR_REGION, what, c->line,

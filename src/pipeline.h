@@ -68,12 +68,14 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
                       oeap_report *rep);
 
 /* oeap_apply_bytes_flags() flags. */
-#define OEAP_APPLY_REFRESH 0x1u /* move intact regions that drifted from their anchors */
+#define OEAP_APPLY_REFRESH 0x1u   /* move intact regions that drifted from their anchors */
+#define OEAP_APPLY_DOWNGRADE 0x2u /* replace intact regions of a newer version of the definition */
 
 /*
  * Applies `def` to `buf`. Already applied and verified: success with
  * o->changed == 0. Intact regions of an older version are upgraded in place
- * (o->before == OEAP_STATE_STALE, o->from_version). Intact regions of this
+ * (o->before == OEAP_STATE_STALE, o->from_version); those of a newer version
+ * are refused unless OEAP_APPLY_DOWNGRADE. Intact regions of this
  * version that no longer sit where their anchors demand, or pass names that
  * are no longer bound (upstream moved the code under them): refused naming
  * the failed check, unless OEAP_APPLY_REFRESH, which strips and re-applies

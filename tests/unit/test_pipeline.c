@@ -205,22 +205,50 @@ static void test_older_version_is_upgraded(void **state)
 	(void)state;
 	size_t n;
 	char *buf = patched("eras/2025-12_layer_id_capturer.py", &n);
-	char *old = strdup(buf);
-	/* Same bodies, markers of version 0 ... there is no version 0; use a
-	 * made-up older one by editing the digit in every marker. */
-	for (char *p = old; (p = strstr(p, "sglang-oea/1 ")) != NULL; p++)
-		p[11] = '7';
-	verify_expect(old, n, "version", "sglang-oea/7");
+	/* The file carries sglang-oea/1; this definition is a newer one, 2. */
+	def->version = 2;
+	verify_expect(buf, n, "version", "run `oeapatch apply` to upgrade");
 	oeap_outcome o;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(oeap_apply_bytes(def, old, n, "topk.py", &o, &err), 0);
+	int rc = oeap_apply_bytes(def, buf, n, "topk.py", &o, &err);
+	def->version = 1;
+	assert_int_equal(rc, 0);
 	assert_int_equal(o.before, OEAP_STATE_STALE);
+	assert_int_equal(o.from_version, 1);
+	assert_non_null(strstr(o.out, "oeapatch sglang-oea/2 callsite"));
+	assert_null(strstr(o.out, "oeapatch sglang-oea/1 "));
+	oeap_outcome_free(&o);
+	free(buf);
+}
+
+/* A file patched by a newer version of the definition (7) than this one (1):
+ * an apply would silently downgrade it. Refused, naming the option. */
+static void test_newer_version_is_not_downgraded(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-12_layer_id_capturer.py", &n);
+	char *newer = strdup(buf);
+	/* Same bodies, markers of a made-up later version. */
+	for (char *p = newer; (p = strstr(p, "sglang-oea/1 ")) != NULL; p++)
+		p[11] = '7';
+	verify_expect(newer, n, "version", "NEWER than this definition's sglang-oea/1");
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (oeap_apply_bytes(def, newer, n, "topk.py", &o, &err) == 0) {
+		oeap_outcome_free(&o);
+		fail_msg("a patch of version 7 was replaced by version 1 without a word");
+	}
+	assert_non_null(strstr(err.message, "--downgrade"));
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes_flags(def, newer, n, "topk.py", OEAP_APPLY_DOWNGRADE, &o, &err), 0);
 	assert_int_equal(o.from_version, 7);
 	assert_int_equal(o.out_len, n);
 	assert_memory_equal(o.out, buf, n);
 	oeap_outcome_free(&o);
-	free(old);
+	free(newer);
 	free(buf);
 }
 
@@ -317,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_edited_region),
 		cmocka_unit_test(test_moved_callsite),
 		cmocka_unit_test(test_older_version_is_upgraded),
+		cmocka_unit_test(test_newer_version_is_not_downgraded),
 		cmocka_unit_test(test_unbound_name_in_callsite),
 		cmocka_unit_test(test_duplicated_and_nested_markers),
 		cmocka_unit_test(test_marker_in_string_is_not_ours),
