@@ -770,3 +770,45 @@ int oeap_check_revs_binding(git_repository *repo, const oeap_patchdef *def, cons
 	}
 	return error;
 }
+
+int oeap_revs_since(git_repository *repo, oeap_revs *revs, size_t from, const char *first, size_t *dropped,
+                    oeap_error *err)
+{
+	git_commit *fc = NULL;
+	int is_date = strlen(first) == 10 && first[4] == '-';
+	*dropped = 0;
+	if (!is_date) {
+		git_object *obj = NULL;
+		if (git_revparse_single(&obj, repo, first) ||
+		    git_object_peel((git_object **)&fc, obj, GIT_OBJECT_COMMIT)) {
+			git_object_free(obj);
+			git_error_clear();
+			return oeap_fail(err, OEAP_ERR_GIT, first, 0,
+			                 "the definition's first supported revision (first_revision) is not a commit of this "
+			                 "repository: fetch upstream's history, or pass --all to check every revision");
+		}
+		git_object_free(obj);
+	}
+	size_t keep = from;
+	for (size_t i = from; i < revs->n; i++) {
+		oeap_rev *r = &revs->items[i];
+		int supported;
+		if (is_date)
+			supported = strcmp(r->date, first) >= 0; /* both YYYY-MM-DD */
+		else
+			supported = git_oid_equal(&r->commit, git_commit_id(fc)) ||
+			            git_graph_descendant_of(repo, &r->commit, git_commit_id(fc)) == 1;
+		if (supported) {
+			revs->items[keep++] = *r;
+			continue;
+		}
+		free(r->subject);
+		free(r->path);
+		free(r->renamed_from);
+		++*dropped;
+	}
+	revs->n = keep;
+	git_error_clear();
+	git_commit_free(fc);
+	return 0;
+}

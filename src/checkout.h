@@ -140,6 +140,16 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
                     oeap_check_result *results, oeap_error *err);
 
 /*
+ * Drops the revisions from index `from` on that predate `first`, the
+ * definition's first supported revision: a commit id keeps that commit and
+ * its descendants, a date YYYY-MM-DD keeps those committed on or after it.
+ * *dropped counts the others. Returns 0, or -1 with err filled when the
+ * commit is not in the repository.
+ */
+int oeap_revs_since(git_repository *repo, oeap_revs *revs, size_t from, const char *first, size_t *dropped,
+                    oeap_error *err);
+
+/*
  * Adds the "binding" check of `commit`'s tree to `rep`: the binding module
  * must sit beside `path` (the target in that commit) and be intact, since
  * the committed target imports it. The library it records is not probed (a

@@ -15,13 +15,14 @@
 #include "fsio.h"
 #include "pipeline.h"
 
-enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY, OPT_SKIP_BINDING };
+enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY, OPT_SKIP_BINDING, OPT_ALL };
 
 typedef struct check_opts {
 	const char *junit;
 	size_t max;
 	int allow_empty;
 	int skip_binding;
+	int all;
 } check_opts;
 
 /* A range argument that selected nothing: a check that checked nothing is a
@@ -46,6 +47,9 @@ static int on_option(int val, const char *arg, void *user)
 	case OPT_SKIP_BINDING:
 		o->skip_binding = 1;
 		return 0;
+	case OPT_ALL:
+		o->all = 1;
+		return 0;
 	case 'n': {
 		errno = 0;
 		long n = strtol(arg, &end, 10);
@@ -66,6 +70,8 @@ static const oeap_option options[] = {
 	{"max-count", required_argument, 'n', "N", "a range walk stops after the N newest revisions that touched the file"},
 	{"allow-empty", no_argument, OPT_ALLOW_EMPTY, NULL,
 	 "a range that selects no revision is reported as skipped instead of failing the run"},
+	{"all", no_argument, OPT_ALL, NULL,
+	 "without REV arguments: walk the whole history, also before the definition's first supported revision"},
 	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
 	 "a revision that carries the patch need not carry the binding module (every deploy runs `oeapatch apply`)"},
 	{NULL, 0, 0, NULL, NULL},
@@ -220,23 +226,24 @@ int cmd_check(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	check_opts o = {NULL, 0, 0, 0};
+	check_opts o = {NULL, 0, 0, 0, 0};
 	oeap_error err;
 	git_repository *repo = NULL;
 	char *prefix = NULL, *path = NULL;
 	oeap_revs revs = {0};
 	oeap_check_result *res = NULL;
 	empty_range *empty = NULL;
-	size_t nempty = 0;
+	size_t nempty = 0, unsupported = 0;
 	size_t counts[OEAP_LAND_DELETED + 1] = {0};
 	char detail[1024];
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--allow-empty] [--skip-binding] [--json] [REV | A..B ...]",
+	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--all] [--allow-empty] [--skip-binding] [--json] [REV | A..B ...]",
 	                       "Dry-run the patch on the target file as committed at each revision, read from the "
 	                       "object database (no checkout; bare repositories work). REV checks that revision; "
 	                       "A..B the commits reachable from B and not from A that touched the file; no argument "
-	                       "every commit reachable from HEAD that touched it (renames are followed). Exit 1 when "
+	                       "every commit reachable from HEAD that touched it (renames are followed), from the "
+	                       "definition's first supported revision on (--all: all of them). Exit 1 when "
 	                       "any revision fails, lacks the file, or deletes it, or when a range selects no revision "
 	                       "(unless --allow-empty).",
 	                       options, argc, argv, on_option, &o, &first);
@@ -251,6 +258,10 @@ int cmd_check(int argc, char **argv)
 	sprintf(path, "%s%s", prefix, oeap_cli_target_rel(&cli));
 
 	double t0 = now_seconds();
+	if (!(empty = calloc((size_t)(argc - first) + 1, sizeof(*empty)))) {
+		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+		goto fail;
+	}
 	if (first == argc) {
 		if (oeap_revs_add(repo, NULL, path, o.max, &revs, &err))
 			goto fail;
@@ -261,10 +272,20 @@ int cmd_check(int argc, char **argv)
 			          cli.def->name);
 			goto fail;
 		}
-	}
-	if (first < argc && !(empty = calloc((size_t)(argc - first), sizeof(*empty)))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
-		goto fail;
+		/* Revisions before the first one the definition supports fail
+		 * forever (the code it anchors on did not exist yet): the walk
+		 * stops there, and says so, so a green run is possible. */
+		if (cli.def->first_revision && !o.all) {
+			if (oeap_revs_since(repo, &revs, 0, cli.def->first_revision, &unsupported, &err))
+				goto fail;
+			if (revs.n == 0) {
+				empty[nempty].spec = "HEAD";
+				snprintf(empty[nempty].why, sizeof(empty[nempty].why),
+				         "no commit since the definition's first supported revision %s touched %s",
+				         cli.def->first_revision, path);
+				nempty++;
+			}
+		}
 	}
 	for (int i = first; i < argc; i++) {
 		size_t selected = 0;
@@ -324,6 +345,9 @@ int cmd_check(int argc, char **argv)
 		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
 		json_object_set_new(j, "revisions", arr);
 		json_object_set_new(j, "empty_ranges", ea);
+		json_object_set_new(j, "first_revision",
+		                    cli.def->first_revision && !o.all ? json_string(cli.def->first_revision) : json_null());
+		json_object_set_new(j, "not_checked_before_first_revision", json_integer((json_int_t)unsupported));
 		json_object_set_new(j, "summary",
 		                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "revisions", (json_int_t)revs.n, "lands",
 		                              (json_int_t)counts[OEAP_LAND_LANDS], "applied",
@@ -374,6 +398,10 @@ int cmd_check(int argc, char **argv)
 		if (nempty)
 			printf(", %zu empty range%s%s", nempty, nempty == 1 ? "" : "s", o.allow_empty ? " (allowed)" : "");
 		printf(" [%s/%d]\n", cli.def->name, cli.def->version);
+		if (unsupported)
+			printf("(%zu older revision%s not checked: the definition supports %s from %s on (first_revision); "
+			       "--all checks them)\n",
+			       unsupported, unsupported == 1 ? "" : "s", path, cli.def->first_revision);
 	}
 	rc = nbad ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
 	goto done;

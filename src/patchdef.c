@@ -165,6 +165,18 @@ static int positive_int(const char *v)
 	return end != v && end && *end == '\0' && n >= 1 && n <= 1000000 ? (int)n : 0;
 }
 
+/* A commit id (7-40 hex digits) or a date YYYY-MM-DD: what `check` can
+ * compare with without guessing. */
+static int valid_first_revision(const char *v)
+{
+	size_t n = strlen(v), hex = strspn(v, "0123456789abcdef");
+	if (hex == n && n >= 7 && n <= 40)
+		return 1;
+	int y, m, d, used = 0;
+	return n == 10 && sscanf(v, "%4d-%2d-%2d%n", &y, &m, &d, &used) == 3 && used == 10 && v[4] == '-' &&
+	       v[7] == '-' && m >= 1 && m <= 12 && d >= 1 && d <= 31;
+}
+
 static int bad(load_ctx *c, int line, const char *section, const char *name, const char *why)
 {
 	char where[sizeof(c->manifest) + 16];
@@ -197,6 +209,13 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 		if (strcmp(name, "abi") == 0) {
 			def->abi = positive_int(value);
 			return def->abi >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
+		}
+		if (strcmp(name, "first_revision") == 0) {
+			if (!set_str(&def->first_revision, value))
+				return bad(c, lineno, section, name, "out of memory");
+			return valid_first_revision(def->first_revision) ||
+			       bad(c, lineno, section, name,
+			           "must be a commit id (7 to 40 hex digits) or a date YYYY-MM-DD");
 		}
 		return bad(c, lineno, section, name, "unknown key");
 	}
@@ -503,6 +522,7 @@ void oeap_patchdef_free(oeap_patchdef *def)
 	free(def->summary);
 	free(def->target);
 	free(def->installed_target);
+	free(def->first_revision);
 	free(def->binding_module);
 	free(def->binding_text);
 	free(def->library_env);

@@ -55,6 +55,9 @@ typedef struct oeap_patchdef {
 	char *installed_target; /* the same file inside site-packages (installed by pip), or NULL;
 	                           its first component is the package --python looks for */
 	int abi;          /* the liboea ABI version the binding expects */
+	char *first_revision; /* optional: the first upstream revision the definition supports, a
+	                         commit id (7-40 hex digits) or a date YYYY-MM-DD; `check`'s walk of
+	                         the history stops there (NULL: the whole history) */
 	char *binding_module; /* module name written beside the target (no .py) */
 	char *binding_text;   /* its template */
 	char *library_env;    /* environment variable overriding the library path */

@@ -34,7 +34,7 @@ g init -q "$R" && cd "$R" || exit 2
 echo readme >README && git add README
 C1=$(commit 2024-11-01 "readme only")
 mkdir -p "$(dirname "$T")" && cp "$ERAS/2024-12_positional.py" "$OLD" && git add -A
-C2=$(commit 2024-12-01 "topk at its old path")
+C2=$(commit 2024-12-26 "topk at its old path") # after the definition's first_revision (2024-12-24)
 cp "$ERAS/2025-03_recorder.py" "$OLD" && git add -A
 C3=$(commit 2025-03-01 "recorder era")
 git mv "$OLD" "$T"
@@ -128,6 +128,30 @@ print(s.tag, s.get('name'), s.get('tests'), s.get('failures'), len(s.findall('te
 
 [ -z "$(git status --porcelain)" ] && ok "check left the work tree and index untouched" || bad "work tree changed" "$(git status)"
 
+echo "== the definition's first supported revision"
+DEF=$WORK/def-since
+cp -r "$SRC/patches/sglang-oea" "$DEF"
+sed -i "s/^first_revision = .*/first_revision = $C4/" "$DEF/patch.ini"
+expect "a walk stops at the definition's first_revision (a commit id)" 1 "$OEAPATCH" check --patch "$DEF" --json
+got=$(json "' '.join(r['commit'] for r in d['revisions']), d['not_checked_before_first_revision']")
+[ "$got" = "$C10 $C9 $C8 $C7 $C6 $C4 2" ] && ok "... C4 and the commits after it, 2 older ones not checked" ||
+	bad "walk since C4" "$got"
+expect "... and says so" 1 "$OEAPATCH" check --patch "$DEF"
+has "... naming the cut and --all" "2 older revisions not checked: the definition supports $T from $C4 on (first_revision); --all checks them"
+expect "--all walks the whole history" 1 "$OEAPATCH" check --patch "$DEF" --all
+has "... all 8" "8 revisions of $T"
+sed -i "s/^first_revision = .*/first_revision = 2025-05-01/" "$DEF/patch.ini"
+expect "a date as first_revision" 1 "$OEAPATCH" check --patch "$DEF" --json
+[ "$(json "len(d['revisions']), d['not_checked_before_first_revision']")" = "5 3" ] &&
+	ok "... keeps the commits from that day on" || bad "walk since a date" "$out"
+sed -i "s/^first_revision = .*/first_revision = 2026-06-01/" "$DEF/patch.ini"
+expect "no commit since first_revision touched the file: nothing checked, a failure" 1 "$OEAPATCH" check --patch "$DEF"
+has "... that says why" "no commit since the definition's first supported revision 2026-06-01 touched $T"
+sed -i "s/^first_revision = .*/first_revision = 0123456789abcdef0123/" "$DEF/patch.ini"
+expect "a first_revision this repository lacks is trouble" 2 "$OEAPATCH" check --patch "$DEF"
+has "... naming the way out" "pass --all"
+expect "... named revisions need no first_revision" 0 "$OEAPATCH" check --patch "$DEF" "$C10"
+
 echo "== bare clone, detached HEAD, unborn branch"
 git clone -q --bare "$R" "$WORK/bare.git"
 expect "check on a bare repository" 1 "$OEAPATCH" check -C "$WORK/bare.git" --json
@@ -204,6 +228,28 @@ git clone -q --bare "$R" "$WORK/bare2.git"
 expect "verify --ref on a bare repository" 0 "$OEAPATCH" verify -C "$WORK/bare2.git" --ref main
 expect "check sees the committed patch as applied" 0 "$OEAPATCH" check HEAD
 has "... and says so" "1 already carries it"
+
+echo "== the CI recipe's check step (docs/ci/oeapatch-upstream.yml), run as written"
+if "$PY" -c 'import yaml' 2>/dev/null; then
+	CI=$WORK/ci && mkdir -p "$CI/build/src" && ln -s "$OEAPATCH" "$CI/build/src/oeapatch"
+	git clone -q --mirror "$R" "$CI/upstream.git"
+	"$PY" -c "
+import yaml
+wf = yaml.safe_load(open('$SRC/docs/ci/oeapatch-upstream.yml'))
+step = [s for s in wf['jobs']['check']['steps'] if s.get('name') == 'oeapatch check'][0]
+assert step['env']['REVISIONS'] == '\${{ github.event.inputs.revisions }}', step['env']
+assert '\${{' not in step['run'], 'an expression pasted into the script'
+open('$CI/step.sh', 'w').write(step['run'])
+" && ok "the check step takes its input from the environment only" || bad "the check step's input"
+	ci_step() { (cd "$CI" && env NEWEST=50 REVISIONS="$1" bash -e step.sh); }
+	expect "... a range given as input" 0 ci_step "$C9..$C10"
+	expect "... an input that is not a revision is refused" 2 ci_step '$(touch pwned)'
+	[ ! -e "$CI/pwned" ] && ok "... and nothing of it ran" || bad "the input was executed"
+	expect "... no input: the scheduled run" 1 ci_step ""
+	has "... from the definition's first supported revision" "revisions of $T checked"
+else
+	bad "the CI recipe's check step" "python3-yaml is not installed (scripts/setup-deps.sh test installs it)"
+fi
 
 echo "== a hundred revisions"
 S=$WORK/speed

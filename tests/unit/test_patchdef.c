@@ -147,6 +147,7 @@ static void test_real_definition(void **state)
 	assert_int_equal(def->version, 1);
 	assert_string_equal(def->target, "python/sglang/srt/layers/moe/topk.py");
 	assert_int_equal(def->abi, 1);
+	assert_string_equal(def->first_revision, "2024-12-24");
 	assert_string_equal(def->binding_module, "_oeapatch_sglang_oea");
 	assert_string_equal(def->library_env, "SGLANG_OEA_LIBRARY");
 	assert_non_null(def->summary);
@@ -327,6 +328,25 @@ static void test_version_zero(void **state)
 	long line = edit_ini(f, "version = 1", "version = 0");
 	oeap_error err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "[patch] version: must be an integer >= 1", line);
+}
+
+static void test_first_revision(void **state)
+{
+	fixture *f = *state;
+	long line = edit_ini(f, "first_revision = 2024-12-24", "first_revision = last tuesday");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini",
+	                        "[patch] first_revision: must be a commit id (7 to 40 hex digits) or a date YYYY-MM-DD",
+	                        line);
+	edit_ini(f, "first_revision = last tuesday", "first_revision = 2024-13-01");
+	load_refused(f);
+	edit_ini(f, "first_revision = 2024-13-01", "first_revision = 4a5b6c7d8e9f");
+	oeap_patchdef *def = NULL;
+	oeap_error_clear(&err);
+	if (oeap_patchdef_load(f->dir, &def, &err))
+		fail_msg("a commit id was refused: %s", err.message);
+	assert_string_equal(def->first_revision, "4a5b6c7d8e9f");
+	oeap_patchdef_free(def);
 }
 
 static void test_bad_pick(void **state)
@@ -569,6 +589,7 @@ int main(void)
 		T(test_unknown_key_in_anchor),
 		T(test_unknown_section),
 		T(test_version_zero),
+		T(test_first_revision),
 		T(test_bad_pick),
 		T(test_missing_template),
 		T(test_missing_query_file),
