@@ -15,12 +15,13 @@
 #include "fsio.h"
 #include "hook.h"
 
-enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE };
+enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE, OPT_SKIP_BINDING };
 
 typedef struct hook_opts {
 	int reapply;
 	int uncommitted;
 	int force;
+	int skip_binding;
 	const char *library;
 	const char *only;
 } hook_opts;
@@ -45,6 +46,9 @@ static int on_option(int val, const char *arg, void *user)
 	case OPT_FORCE:
 		o->force = 1;
 		return 0;
+	case OPT_SKIP_BINDING:
+		o->skip_binding = 1;
+		return 0;
 	}
 	return -1;
 }
@@ -57,6 +61,8 @@ static const oeap_option options[] = {
 	 "install for a checkout that carries the patch uncommitted: the post-* hooks re-apply (as --reapply), and "
 	 "no pre-push (the pushed commits do not carry the patch; ours is removed)"},
 	{"library", required_argument, OPT_LIBRARY, "PATH", "install --reapply: the liboea apply records (default: as apply)"},
+	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
+	 "install: pre-push does not require the binding module in pushed commits (every deploy runs apply)"},
 	{"force", no_argument, OPT_FORCE, NULL,
 	 "install, uninstall: replace or remove a hook of ours even when lines were added to it since install"},
 	{"only", required_argument, OPT_ONLY, "HOOK,...",
@@ -65,7 +71,8 @@ static const oeap_option options[] = {
 };
 
 static const char synopsis[] =
-	"install | uninstall | status [-C REPO] [--reapply | --uncommitted] [--library PATH] [--only HOOK,...] [--json]";
+	"install | uninstall | status [-C REPO] [--reapply | --uncommitted] [--library PATH] [--skip-binding] "
+	"[--force] [--only HOOK,...] [--json]";
 static const char summary[] =
 	"Install (or remove, or list) git hooks that verify the patch after git pull/merge (post-merge), checkout "
 	"(post-checkout) and rebase (post-rewrite), or re-apply it with --reapply, and that block git push "
@@ -166,7 +173,7 @@ int cmd_hook(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	hook_opts o = {0, 0, 0, NULL, NULL};
+	hook_opts o = {0, 0, 0, 0, NULL, NULL};
 	oeap_error err;
 	git_repository *repo = NULL;
 	char *prefix = NULL, *dir = NULL, *self = NULL, *library = NULL, *patch = NULL, *seen = NULL;
@@ -197,12 +204,12 @@ int cmd_hook(int argc, char **argv)
 	}
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (!install && (o.reapply || o.library)) {
+	if (!install && (o.reapply || o.library || o.skip_binding)) {
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
-		          "--reapply, --uncommitted and --library are options of hook install");
+		          "--reapply, --uncommitted, --library and --skip-binding are options of hook install");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (o.uncommitted && o.only && selected(&(hook_opts){0, 0, 0, NULL, o.only}, 0, "pre-push")) {
+	if (o.uncommitted && o.only && selected(&(hook_opts){0, 0, 0, 0, NULL, o.only}, 0, "pre-push")) {
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
 		          "--uncommitted installs no pre-push: with the patch uncommitted, every pushed commit lacks "
 		          "it and a pre-push would block every push");
@@ -248,6 +255,7 @@ int cmd_hook(int argc, char **argv)
 		cfg.subdir = prefix;
 		cfg.target = oeap_cli_target_rel(&cli);
 		cfg.reapply = o.reapply;
+		cfg.skip_binding = o.skip_binding;
 	}
 
 	json_t *j = NULL, *arr = cli.json ? json_array() : NULL;

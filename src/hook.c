@@ -287,6 +287,7 @@ static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *
 	rc |= put_var(out, "sub", cfg->subdir ? cfg->subdir : "");
 	rc |= put_var(out, "target", cfg->target);
 	rc |= oeap_buf_printf(out, "reapply=%d\n", cfg->reapply);
+	rc |= oeap_buf_printf(out, "skip_binding=%d\n", cfg->skip_binding);
 	rc |= oeap_buf_puts(out, common_functions);
 
 	/* The hook that was here first runs first, as git would have run it. */
@@ -321,11 +322,19 @@ static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *
 			"\t*) continue ;;\n"
 			"\tesac\n"
 			"\t[ -n \"$lsha\" ] || continue\n"
-			"\tif ! out=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" --ref \"$lsha\" 2>&1); then\n"
+			"\t# --skip-binding (hook install --skip-binding): every deploy runs apply,\n"
+			"\t# which writes the binding module, so commits need not carry it.\n"
+			"\tif [ \"$skip_binding\" = 1 ]; then\n"
+			"\t\tout=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" --ref \"$lsha\" --skip-binding 2>&1)\n"
+			"\telse\n"
+			"\t\tout=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" --ref \"$lsha\" 2>&1)\n"
+			"\tfi\n"
+			"\tif [ $? -ne 0 ]; then\n"
 			"\t\tprintf '%s\\n' \"$out\" >&2\n"
 			"\t\tshout \"push BLOCKED: $patch does not verify in $lref ($lsha)\" \\\n"
 			"\t\t\t\"that commit would deploy without the patch (or with half of it)\" \\\n"
-			"\t\t\t\"fix the commit (oeapatch apply, commit again), or override with git push --no-verify\"\n"
+			"\t\t\t\"fix the commit (oeapatch apply, git add both files, commit again), or override with git push --no-verify\" \\\n"
+			"\t\t\t\"(deploys that run oeapatch apply need no committed binding module: oeapatch hook install --skip-binding)\"\n"
 			"\t\tstatus=1\n"
 			"\telse\n"
 			"\t\techo \"oeapatch: $hook: $patch verified in $lref\" >&2\n"

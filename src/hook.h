@@ -68,6 +68,7 @@ typedef struct oeap_hook_config {
 	const char *subdir;   /* the checkout inside the work tree ("" at the top) */
 	const char *target;   /* the target file inside the checkout */
 	int reapply;          /* post-* hooks re-apply the patch, then verify */
+	int skip_binding;     /* pre-push: commits need not carry the binding module (verify --skip-binding) */
 } oeap_hook_config;
 
 /* Renders the script for hook `name` into `out`. Returns -1 on OOM. */

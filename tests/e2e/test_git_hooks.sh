@@ -155,6 +155,12 @@ run "git push of a commit -am left without the binding module" git push prod mai
 has "pre-push blocks a commit whose tree lacks the binding module the target imports" "FAIL binding"
 has "... and says how to fix it" "git add python/sglang/srt/layers/moe/_oeapatch_sglang_oea.py"
 git --git-dir="$P" rev-parse -q --verify main >/dev/null && bad "that push went through" || ok "nothing was pushed"
+has "... and how deploys that run apply can do without it" "oeapatch hook install --skip-binding"
+expect "hook install --only pre-push --skip-binding" 0 "$OEAPATCH" hook install -C "$D" --only pre-push --skip-binding
+run "git push of that commit, with pre-push installed --skip-binding" git push prod main
+has "... pre-push accepts it" "pre-push: sglang-oea verified in refs/heads/main"
+git push -q prod :main 2>/dev/null || git --git-dir="$P" update-ref -d refs/heads/main
+"$OEAPATCH" hook install -C "$D" --only pre-push >/dev/null || bad "pre-push back without --skip-binding"
 git add "$(dirname "$T")/_oeapatch_sglang_oea.py" && git commit -q -m "carry the binding module too"
 expect "a commit that carries the patch and its binding module is pushed" 0 git push -q prod main
 has "... after pre-push verified it" "pre-push: sglang-oea verified in refs/heads/main"

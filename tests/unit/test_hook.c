@@ -19,7 +19,7 @@
 #include "hook.h"
 
 static const oeap_hook_config CFG = {"/opt/it's here/bin/oeapatch", "sglang-oea", NULL, "",
-                                      "python/sglang/srt/layers/moe/topk.py", 0};
+                                      "python/sglang/srt/layers/moe/topk.py", 0, 0};
 
 static int setup(void **state)
 {
