@@ -104,45 +104,336 @@ const oeap_resolved *oeap_anchors_get(const oeap_anchors *a, const char *name)
 
 /* Appends a name; oeap_scope_names() sorts and de-duplicates at the end
  * (looking each one up here made a long function body quadratic: hardening fix). */
-static int names_add(oeap_names *names, const pysource *src, TSNode id)
+static int names_push(oeap_names *names, const char *s, size_t n)
 {
-	size_t s = pysource_start(src, id), e = pysource_end(src, id);
 	char **p = realloc(names->items, (names->n + 1) * sizeof(*p));
 	if (!p)
 		return -1;
 	names->items = p;
-	if (!(p[names->n] = strndup(src->buf + s, e - s)))
+	if (!(p[names->n] = strndup(s, n)))
 		return -1;
 	names->n++;
 	return 0;
 }
 
-typedef struct names_walk {
-	const pysource *src;
-	oeap_names *names;
-} names_walk;
+static int names_add(oeap_names *names, const pysource *src, TSNode id)
+{
+	size_t s = pysource_start(src, id), e = pysource_end(src, id);
+	return names_push(names, src->buf + s, e - s);
+}
 
-/* Adds the identifiers a binding target binds: a, (a, b), [a, *b], a: int. */
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted and unique, so that oeap_names_has() can search by halves. */
+static void names_normalise(oeap_names *names)
+{
+	if (names->n < 2)
+		return;
+	qsort(names->items, names->n, sizeof(*names->items), name_cmp);
+	size_t k = 1;
+	for (size_t i = 1; i < names->n; i++) {
+		if (strcmp(names->items[i], names->items[k - 1]) == 0)
+			free(names->items[i]);
+		else
+			names->items[k++] = names->items[i];
+	}
+	names->n = k;
+}
+
+/* Drops every copy of `name` (a `del`). */
+static void names_remove(oeap_names *names, const char *name)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < names->n; i++) {
+		if (strcmp(names->items[i], name) == 0)
+			free(names->items[i]);
+		else
+			names->items[k++] = names->items[i];
+	}
+	names->n = k;
+}
+
+/* Moves every name of `from` to the end of `to` (from is left empty). */
+static int names_move(oeap_names *to, oeap_names *from)
+{
+	if (!from->n)
+		return 0;
+	char **p = realloc(to->items, (to->n + from->n) * sizeof(*p));
+	if (!p)
+		return -1;
+	to->items = p;
+	memcpy(p + to->n, from->items, from->n * sizeof(*p));
+	to->n += from->n;
+	free(from->items);
+	from->items = NULL;
+	from->n = 0;
+	return 0;
+}
+
+/* Keeps in `a` only the names also in `b`; both are normalised first. */
+static void names_intersect(oeap_names *a, oeap_names *b)
+{
+	names_normalise(a);
+	names_normalise(b);
+	size_t k = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		if (oeap_names_has(b, a->items[i], strlen(a->items[i])))
+			a->items[k++] = a->items[i];
+		else
+			free(a->items[i]);
+	}
+	a->n = k;
+}
+
+/*
+ * "Bound" means bound on every path that reaches a place: a name assigned in
+ * one branch of an `if` only is unbound on the other path, and passing it to
+ * the call site raises UnboundLocalError there once OEA is on. So the names
+ * are a definite-assignment analysis over the function's statements, not a
+ * collection of every assignment. Where the analysis cannot be sure (loops
+ * that may not run, `with` blocks whose manager may swallow an exception,
+ * `match`, walrus operators) it counts nothing: an optional argument is then
+ * left out (the binding reads its default), a required one refuses the plan,
+ * and neither runs code that can fail.
+ */
+typedef struct flow {
+	oeap_names bound;   /* bound on every path through the statements so far */
+	oeap_names deleted; /* maybe unbound again by `del` (taken out of the outer names) */
+	int ends;           /* control never gets past these statements (return, raise ...) */
+	TSNode end_at;      /* the statement that ends it */
+} flow;
+
+static void flow_free(flow *f)
+{
+	oeap_names_free(&f->bound);
+	oeap_names_free(&f->deleted);
+}
+
+/* Python refuses more than 100 nested blocks; past that depth we count nothing. */
+#define FLOW_MAX_DEPTH 100
+
+static int flow_block(const pysource *src, TSNode block, size_t before, int depth, flow *f);
+
+/* Adds the identifiers a binding target binds: a, (a, b), [a, *b]. */
 static int visit_target(TSNode t, void *user)
 {
-	names_walk *w = user;
+	flow *f = ((void **)user)[0];
+	const pysource *src = ((void **)user)[1];
 	if (!ts_node_is_named(t))
 		return PYSOURCE_WALK_SKIP;
 	const char *type = ts_node_type(t);
-	if (strcmp(type, "identifier") == 0)
-		return names_add(w->names, w->src, t) ? -1 : PYSOURCE_WALK_SKIP;
+	if (strcmp(type, "identifier") == 0) {
+		size_t s = pysource_start(src, t), e = pysource_end(src, t);
+		char *n = strndup(src->buf + s, e - s);
+		if (!n)
+			return -1;
+		names_remove(&f->deleted, n);
+		free(n);
+		return names_add(&f->bound, src, t) ? -1 : PYSOURCE_WALK_SKIP;
+	}
 	/* attribute and subscript targets bind no name */
 	return strcmp(type, "pattern_list") == 0 || strcmp(type, "tuple_pattern") == 0 ||
 	               strcmp(type, "list_pattern") == 0 || strcmp(type, "list_splat_pattern") == 0 ||
-	               strcmp(type, "parenthesized_expression") == 0
+	               strcmp(type, "parenthesized_expression") == 0 || strcmp(type, "expression_list") == 0 ||
+	               strcmp(type, "tuple") == 0 || strcmp(type, "list") == 0 ||
+	               strcmp(type, "list_splat") == 0
 	           ? PYSOURCE_WALK_DESCEND
 	           : PYSOURCE_WALK_SKIP;
 }
 
-static int add_targets(oeap_names *names, const pysource *src, TSNode t)
+static int bind_targets(flow *f, const pysource *src, TSNode t)
 {
-	names_walk w = {src, names};
-	return ts_node_is_null(t) ? 0 : pysource_walk(t, visit_target, &w);
+	void *ctx[2] = {f, (void *)src};
+	return ts_node_is_null(t) ? 0 : pysource_walk(t, visit_target, ctx) < 0 ? -1 : 0;
+}
+
+/* `a = b = f()`, `x: int = 1`, `x += 1` (`x: int` alone binds nothing). */
+static int flow_assignment(flow *f, const pysource *src, TSNode as)
+{
+	for (;;) {
+		TSNode right = ts_node_child_by_field_name(as, "right", 5);
+		if (ts_node_is_null(right) && strcmp(ts_node_type(as), "assignment") == 0)
+			return 0;
+		if (bind_targets(f, src, ts_node_child_by_field_name(as, "left", 4)))
+			return -1;
+		if (ts_node_is_null(right) || strcmp(ts_node_type(right), "assignment") != 0)
+			return 0;
+		as = right;
+	}
+}
+
+static int flow_delete(flow *f, const pysource *src, TSNode st)
+{
+	for (uint32_t i = 0; i < ts_node_named_child_count(st); i++) {
+		TSNode t = ts_node_named_child(st, i);
+		if (strcmp(ts_node_type(t), "expression_list") == 0) {
+			if (flow_delete(f, src, t))
+				return -1;
+			continue;
+		}
+		if (strcmp(ts_node_type(t), "identifier") != 0)
+			continue;
+		char *n = pysource_text(src, t);
+		if (!n)
+			return -1;
+		names_remove(&f->bound, n);
+		int rc = names_push(&f->deleted, n, strlen(n));
+		free(n);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+/* `import a.b` binds a; `import a.b as c` and `from m import x as c` bind c. */
+static int flow_import(flow *f, const pysource *src, TSNode st)
+{
+	int from = strcmp(ts_node_type(st), "import_from_statement") == 0;
+	TSNode module = from ? ts_node_child_by_field_name(st, "module_name", 11) : (TSNode){0};
+	for (uint32_t i = 0; i < ts_node_named_child_count(st); i++) {
+		TSNode c = ts_node_named_child(st, i);
+		if (from && ts_node_eq(c, module))
+			continue;
+		const char *type = ts_node_type(c);
+		if (strcmp(type, "aliased_import") == 0) {
+			if (bind_targets(f, src, ts_node_child_by_field_name(c, "alias", 5)))
+				return -1;
+		} else if (strcmp(type, "dotted_name") == 0 && ts_node_named_child_count(c)) {
+			if (bind_targets(f, src, ts_node_named_child(c, 0)))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Joins the paths that leave a branching statement normally: a name is bound
+ * after it when every such path binds it; `del` on any path may unbind.
+ * `paths[i].ends` paths do not reach what follows and do not count.
+ */
+static int flow_join(flow *f, flow *paths, size_t n)
+{
+	oeap_names common = {0};
+	int any = 0, rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (paths[i].ends)
+			continue;
+		if (!any) {
+			common = paths[i].bound;
+			memset(&paths[i].bound, 0, sizeof(paths[i].bound));
+			any = 1;
+		} else {
+			names_intersect(&common, &paths[i].bound);
+		}
+	}
+	if (!any) {
+		/* every path returns or raises: nothing after this statement runs */
+		f->ends = 1;
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < paths[i].deleted.n; k++) {
+			names_remove(&common, paths[i].deleted.items[k]);
+			names_remove(&f->bound, paths[i].deleted.items[k]);
+			if (names_push(&f->deleted, paths[i].deleted.items[k], strlen(paths[i].deleted.items[k])))
+				rc = -1;
+		}
+	if (!rc)
+		rc = names_move(&f->bound, &common);
+done:
+	oeap_names_free(&common);
+	return rc;
+}
+
+/* The block of a clause (`else:`, `except E:`, `finally:`): its last named child. */
+static TSNode clause_block(TSNode clause)
+{
+	TSNode b = ts_node_child_by_field_name(clause, "body", 4);
+	if (ts_node_is_null(b))
+		b = ts_node_child_by_field_name(clause, "consequence", 11);
+	uint32_t n = ts_node_named_child_count(clause);
+	if (ts_node_is_null(b) && n)
+		b = ts_node_named_child(clause, n - 1);
+	return b;
+}
+
+static int flow_if(flow *f, const pysource *src, TSNode st, int depth)
+{
+	flow paths[64];
+	size_t n = 0;
+	int has_else = 0, rc = 0;
+	memset(paths, 0, sizeof(paths));
+	rc = flow_block(src, ts_node_child_by_field_name(st, "consequence", 11), SIZE_MAX, depth + 1, &paths[n++]);
+	for (uint32_t i = 0; !rc && i < ts_node_named_child_count(st); i++) {
+		TSNode c = ts_node_named_child(st, i);
+		const char *type = ts_node_type(c);
+		int is_else = strcmp(type, "else_clause") == 0;
+		if (!is_else && strcmp(type, "elif_clause") != 0)
+			continue;
+		if (n == sizeof(paths) / sizeof(paths[0])) {
+			/* a longer chain than we track: count none of its names */
+			for (size_t k = 0; k < n; k++)
+				flow_free(&paths[k]);
+			memset(paths, 0, sizeof(paths));
+			n = 1;
+			has_else = 0;
+			break;
+		}
+		has_else |= is_else;
+		rc = flow_block(src, clause_block(c), SIZE_MAX, depth + 1, &paths[n++]);
+	}
+	if (!rc && !has_else)
+		n++; /* the implicit empty else: binds nothing, falls through */
+	if (!rc)
+		rc = flow_join(f, paths, n);
+	for (size_t k = 0; k < n; k++)
+		flow_free(&paths[k]);
+	return rc;
+}
+
+/* try: the body (then `else`) or any handler leaves it; `finally` runs on every way out. */
+static int flow_try(flow *f, const pysource *src, TSNode st, int depth)
+{
+	flow paths[64], fin;
+	size_t n = 0;
+	int rc = 0;
+	TSNode fin_block = {0};
+	memset(paths, 0, sizeof(paths));
+	memset(&fin, 0, sizeof(fin));
+	rc = flow_block(src, ts_node_child_by_field_name(st, "body", 4), SIZE_MAX, depth + 1, &paths[n++]);
+	for (uint32_t i = 0; !rc && i < ts_node_named_child_count(st); i++) {
+		TSNode c = ts_node_named_child(st, i);
+		const char *type = ts_node_type(c);
+		if (strcmp(type, "else_clause") == 0) {
+			if (!paths[0].ends)
+				rc = flow_block(src, clause_block(c), SIZE_MAX, depth + 1, &paths[0]);
+		} else if (strcmp(type, "finally_clause") == 0) {
+			fin_block = clause_block(c);
+		} else if (strncmp(type, "except", 6) == 0) {
+			if (n == sizeof(paths) / sizeof(paths[0])) {
+				rc = 1; /* more handlers than we track: count nothing */
+				break;
+			}
+			rc = flow_block(src, clause_block(c), SIZE_MAX, depth + 1, &paths[n++]);
+		}
+	}
+	if (rc > 0) {
+		rc = 0;
+	} else if (!rc) {
+		rc = flow_join(f, paths, n);
+		if (!rc && !ts_node_is_null(fin_block)) {
+			int ended = f->ends;
+			rc = flow_block(src, fin_block, SIZE_MAX, depth + 1, f);
+			f->ends |= ended;
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		flow_free(&paths[k]);
+	flow_free(&fin);
+	return rc;
 }
 
 static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
@@ -162,74 +453,100 @@ static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
 	return 0;
 }
 
-/* Adds the names assigned anywhere in statement `st` (not in nested
- * function or class bodies, which have scopes of their own). */
-static int visit_assigned(TSNode st, void *user)
+/* One statement, in order, into `f`. */
+static int flow_statement(const pysource *src, TSNode st, int depth, flow *f)
 {
-	names_walk *w = user;
-	if (!ts_node_is_named(st))
-		return PYSOURCE_WALK_SKIP;
 	const char *type = ts_node_type(st);
-	if (strcmp(type, "function_definition") == 0 || strcmp(type, "class_definition") == 0 ||
-	    strcmp(type, "lambda") == 0)
-		return PYSOURCE_WALK_SKIP;
-	if ((strcmp(type, "assignment") == 0 || strcmp(type, "augmented_assignment") == 0) &&
-	    add_targets(w->names, w->src, ts_node_child_by_field_name(st, "left", 4)))
-		return -1;
-	return PYSOURCE_WALK_DESCEND;
+	if (strcmp(type, "expression_statement") == 0) {
+		for (uint32_t i = 0; i < ts_node_named_child_count(st); i++) {
+			TSNode c = ts_node_named_child(st, i);
+			const char *ct = ts_node_type(c);
+			if ((strcmp(ct, "assignment") == 0 || strcmp(ct, "augmented_assignment") == 0) &&
+			    flow_assignment(f, src, c))
+				return -1;
+		}
+		return 0;
+	}
+	if (strcmp(type, "return_statement") == 0 || strcmp(type, "raise_statement") == 0 ||
+	    strcmp(type, "break_statement") == 0 || strcmp(type, "continue_statement") == 0) {
+		f->ends = 1;
+		f->end_at = st;
+		return 0;
+	}
+	if (strcmp(type, "decorated_definition") == 0)
+		st = ts_node_child_by_field_name(st, "definition", 10), type = ts_node_type(st);
+	if (strcmp(type, "function_definition") == 0 || strcmp(type, "class_definition") == 0)
+		return bind_targets(f, src, ts_node_child_by_field_name(st, "name", 4));
+	if (strcmp(type, "import_statement") == 0 || strcmp(type, "import_from_statement") == 0)
+		return flow_import(f, src, st);
+	if (strcmp(type, "delete_statement") == 0)
+		return flow_delete(f, src, st);
+	if (depth >= FLOW_MAX_DEPTH)
+		return 0;
+	if (strcmp(type, "if_statement") == 0) {
+		if (flow_if(f, src, st, depth))
+			return -1;
+		if (f->ends && ts_node_is_null(f->end_at))
+			f->end_at = st;
+		return 0;
+	}
+	if (strcmp(type, "try_statement") == 0) {
+		if (flow_try(f, src, st, depth))
+			return -1;
+		if (f->ends && ts_node_is_null(f->end_at))
+			f->end_at = st;
+		return 0;
+	}
+	/* for, while (may not run), with (its manager may swallow an exception
+	 * of the body), match, global/nonlocal: nothing is bound for sure. */
+	return 0;
 }
 
-static int add_assigned(oeap_names *names, const pysource *src, TSNode st)
+/* The statements of `block` that start before `before`, in order, into `f`. */
+static int flow_block(const pysource *src, TSNode block, size_t before, int depth, flow *f)
 {
-	names_walk w = {src, names};
-	return pysource_walk(st, visit_assigned, &w);
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	if (ts_node_is_null(block))
+		return 0;
+	/* Siblings by cursor: ts_node_named_child(body, i) walks from the
+	 * first child each time, quadratic in the length of the body. */
+	TSTreeCursor c = ts_tree_cursor_new(block);
+	int rc = 0;
+	for (int more = ts_tree_cursor_goto_first_child(&c); more && !f->ends;
+	     more = ts_tree_cursor_goto_next_sibling(&c)) {
+		TSNode st = ts_tree_cursor_current_node(&c);
+		if (!ts_node_is_named(st) || strcmp(ts_node_type(st), "comment") == 0)
+			continue;
+		if (pysource_start(src, st) >= before)
+			break;
+		if ((rc = flow_statement(src, st, depth, f)))
+			break;
+	}
+	ts_tree_cursor_delete(&c);
+	return rc;
 }
 
 int oeap_scope_names(const pysource *src, TSNode function, size_t before, oeap_names *out)
 {
+	flow f;
+	memset(&f, 0, sizeof(f));
 	memset(out, 0, sizeof(*out));
 	TSNode params = ts_node_child_by_field_name(function, "parameters", 10);
 	for (uint32_t i = 0; !ts_node_is_null(params) && i < ts_node_named_child_count(params); i++)
-		if (add_parameter(out, src, ts_node_named_child(params, i)))
+		if (add_parameter(&f.bound, src, ts_node_named_child(params, i)))
 			goto oom;
-	TSNode body = ts_node_child_by_field_name(function, "body", 4);
-	if (!ts_node_is_null(body)) {
-		/* Siblings by cursor: ts_node_named_child(body, i) walks from the
-		 * first child each time, quadratic in the length of the body. */
-		TSTreeCursor c = ts_tree_cursor_new(body);
-		int rc = 0;
-		for (int more = ts_tree_cursor_goto_first_child(&c); more; more = ts_tree_cursor_goto_next_sibling(&c)) {
-			TSNode st = ts_tree_cursor_current_node(&c);
-			if (!ts_node_is_named(st))
-				continue;
-			if (pysource_start(src, st) >= before)
-				break;
-			if ((rc = add_assigned(out, src, st)))
-				break;
-		}
-		ts_tree_cursor_delete(&c);
-		if (rc)
-			goto oom;
+	if (flow_block(src, ts_node_child_by_field_name(function, "body", 4), before, 0, &f))
+		goto oom;
+	*out = f.bound;
+	memset(&f.bound, 0, sizeof(f.bound));
+	if (f.ends) {
+		out->dead = 1;
+		out->dead_line = ts_node_is_null(f.end_at) ? 0 : pysource_line_of(src, pysource_start(src, f.end_at));
 	}
-	/* Sorted and unique, so that oeap_names_has() can search by halves. */
-	if (out->n > 1) {
-		qsort(out->items, out->n, sizeof(*out->items), name_cmp);
-		size_t k = 1;
-		for (size_t i = 1; i < out->n; i++) {
-			if (strcmp(out->items[i], out->items[k - 1]) == 0)
-				free(out->items[i]);
-			else
-				out->items[k++] = out->items[i];
-		}
-		out->n = k;
-	}
+	names_normalise(out);
+	flow_free(&f);
 	return 0;
 oom:
+	flow_free(&f);
 	oeap_names_free(out);
 	return -1;
 }
@@ -259,6 +576,5 @@ void oeap_names_free(oeap_names *names)
 	for (size_t i = 0; i < names->n; i++)
 		free(names->items[i]);
 	free(names->items);
-	names->items = NULL;
-	names->n = 0;
+	memset(names, 0, sizeof(*names));
 }

@@ -31,14 +31,18 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 void oeap_anchors_free(oeap_anchors *a);
 const oeap_resolved *oeap_anchors_get(const oeap_anchors *a, const char *name);
 
-/* Names bound in a function by the time control reaches `before`: its
- * parameters and every name assigned (at any depth, on any path) by the
- * body's top-level statements that start before `before`. The routing chain
- * binds topk_weights, topk_ids in every branch, so "on some path" is the
- * right question for the place right after it. */
+/* Names bound in a function on every path by which control reaches
+ * `before` (a place between the body's top-level statements): its
+ * parameters and the names its statements before `before` bind on every
+ * path (a name assigned in one branch of an `if` only is not bound: on the
+ * other path it raises UnboundLocalError). `dead` is set when no path gets
+ * there at all (every branch returns or raises): code inserted there never
+ * runs. */
 typedef struct oeap_names {
 	char **items;
 	size_t n;
+	int dead;        /* `before` is unreachable */
+	long dead_line;  /* the statement that ends every path (1-based), 0 if unknown */
 } oeap_names;
 
 int oeap_scope_names(const pysource *src, TSNode function, size_t before, oeap_names *out);

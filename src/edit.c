@@ -64,6 +64,15 @@ static int bind_args(const oeap_patchdef *def, const oeap_region_def *rd, const 
 	snprintf(where, sizeof(where), "region '%s'", rd->name);
 	if (oeap_scope_names(src, scope->node, ins->offset, &names))
 		return oeap_fail(err, OEAP_ERR_INTERNAL, where, 0, "out of memory");
+	if (names.dead) {
+		/* Inserting there would be all green and OEA would never run. */
+		long dl = names.dead_line;
+		oeap_names_free(&names);
+		return oeap_fail(err, OEAP_ERR_ANCHOR, where, after->line,
+		                 "the place after %s (line %ld) is never reached: every path through the statement "
+		                 "at line %ld returns or raises, so the call site would be dead code; refusing",
+		                 after->def->describe, after->line, dl);
+	}
 	ins->args = calloc(rd->nargs, sizeof(*ins->args));
 	if (!ins->args) {
 		oeap_names_free(&names);

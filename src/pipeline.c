@@ -91,6 +91,23 @@ static void first_difference(const char *want, size_t wn, const char *have, size
 	         (int)(wl > 160 ? 160 : wl), w, (int)(hl > 160 ? 160 : hl), h);
 }
 
+/* 1 when [s, s+n) is an identifier that names a variable: not a literal
+ * (`1`, `'x'`) and not one of the constants None, True, False. */
+static int is_name(const char *s, size_t n)
+{
+	if (!n || (s[0] >= '0' && s[0] <= '9'))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '_' || (unsigned char)s[i] >= 0x80))
+			return 0;
+	static const char *const constants[] = {"None", "True", "False"};
+	for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++)
+		if (strlen(constants[i]) == n && memcmp(s, constants[i], n) == 0)
+			return 0;
+	return 1;
+}
+
 /* Lists the call-site arguments (`kw=expr,` lines) of a region body whose
  * root name is not in `names`. */
 static void unbound_args(const char *body, size_t n, const oeap_names *names, char *out, size_t cap)
@@ -117,7 +134,7 @@ static void unbound_args(const char *body, size_t n, const oeap_names *names, ch
 		int simple = root > 0;
 		for (const char *p = l + k; p < eq && simple; p++)
 			simple = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
-		if (!simple || oeap_names_has(names, e, root))
+		if (!simple || !is_name(e, root) || oeap_names_has(names, e, root))
 			continue;
 		if (used + root + 4 < cap)
 			used += (size_t)snprintf(out + used, cap - used, "%s%.*s", used ? ", " : "", (int)root, e);
@@ -170,216 +187,267 @@ static int parse_patched(const oeap_patchdef *def, const char *buf, size_t len, 
 	return pysource_parse_inserted(orig, buf, len, at, lens, n_at, what, out, err);
 }
 
+/*
+ * One verify run: what the named checks share. Each check_*() below adds
+ * one named check (or one per region) to the report; -1 means memory ran
+ * out, and `stop` says that the checks after it have nothing to stand on.
+ */
+typedef struct verify_run {
+	const oeap_patchdef *def;
+	const char *buf;
+	size_t len;
+	const char *what;
+	oeap_report *rep;
+	oeap_regions rs;
+	int scanned;            /* the markers could be read */
+	oeap_error scan_err;
+	size_t ours;            /* regions of this patch */
+	pysource *src;          /* the bytes as they are */
+	const pysource *orig;   /* without our regions (owned by orig_own or `known`) */
+	pysource *orig_own;
+	oeap_error orig_err;
+	const oeap_plan *plan;  /* planned on the original (own_plan or `known`) */
+	oeap_plan own_plan;
+	oeap_error plan_err;
+	oeap_buf stripped;
+	int stop;
+} verify_run;
+
+#define ADD(run, ...) (oeap_report_add((run)->rep, __VA_ARGS__) ? -1 : 0)
+
+/* Strips our regions, parses and plans the original (or takes what apply knows). */
+static int prepare_original(verify_run *v, const known_original *known)
+{
+	if (!v->ours)
+		return 0;
+	if (oeap_regions_strip(v->buf, v->len, &v->rs, v->def->name, &v->stripped))
+		return -1;
+	if (known && known->len == v->stripped.len && memcmp(known->buf, v->stripped.data, v->stripped.len) == 0) {
+		v->orig = known->src;
+		v->plan = known->plan;
+	} else if (pysource_parse(v->stripped.data, v->stripped.len, v->what, &v->orig_own, &v->orig_err) == 0) {
+		v->orig = v->orig_own;
+		if (oeap_plan_build(v->def, v->orig, &v->own_plan, &v->plan_err) == 0)
+			v->plan = &v->own_plan;
+	}
+	return 0;
+}
+
+static int check_parse(verify_run *v)
+{
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (parse_patched(v->def, v->buf, v->len, v->what, &v->rs, v->orig, &v->src, &err))
+		return ADD(v, "parse", 0, err.line, "%s", err.message);
+	return ADD(v, "parse", 1, 0, "parses without ERROR or MISSING nodes");
+}
+
+/* Markers well-formed (scan), present (applied), and comment nodes. */
+static int check_markers(verify_run *v)
+{
+	if (!v->scanned) {
+		v->stop = 1;
+		return ADD(v, "markers", 0, v->scan_err.line, "%s", v->scan_err.message);
+	}
+	if (!v->ours) {
+		v->stop = 1;
+		return ADD(v, "applied", 0, 0, "no %s region in %s: the patch is not applied", v->def->name, v->what);
+	}
+	v->rep->applied = 1;
+	for (size_t i = 0; i < v->rs.n; i++)
+		if (strcmp(v->rs.items[i].patch, v->def->name) == 0 && !v->rep->version)
+			v->rep->version = v->rs.items[i].version;
+	/* The scan already skips lines inside strings; the parse is the second
+	 * opinion that what it took for markers are comments. */
+	for (size_t i = 0; v->src && i < v->rs.n; i++) {
+		const oeap_region *r = &v->rs.items[i];
+		if (strcmp(r->patch, v->def->name) == 0 &&
+		    (!marker_is_comment(v->src, r->begin_marker_col) || !marker_is_comment(v->src, r->end_marker_col)))
+			return ADD(v, "markers", 0, r->begin_line, "the markers of region '%s' (lines %ld-%ld) are not comments",
+			           r->name, r->begin_line, r->end_line);
+	}
+	return ADD(v, "markers", 1, 0, "%zu region%s, well-formed, not nested, each once", v->ours,
+	           v->ours == 1 ? "" : "s");
+}
+
+static int check_version(verify_run *v)
+{
+	for (size_t i = 0; i < v->rs.n; i++) {
+		if (strcmp(v->rs.items[i].patch, v->def->name) != 0 || v->rs.items[i].version == v->def->version)
+			continue;
+		if (v->rep->version > v->def->version)
+			return ADD(v, "version", 0, 0,
+			           "applied by %s/%d, NEWER than this definition's %s/%d: verify with the oeapatch that "
+			           "applied it (apply refuses to downgrade it)",
+			           v->def->name, v->rep->version, v->def->name, v->def->version);
+		return ADD(v, "version", 0, 0,
+		           "applied by %s/%d; this oeapatch carries %s/%d: run `oeapatch apply` to upgrade",
+		           v->def->name, v->rep->version, v->def->name, v->def->version);
+	}
+	return ADD(v, "version", 1, 0, "%s/%d", v->def->name, v->def->version);
+}
+
+/* Every region of the definition present, none unknown. */
+static int check_regions(verify_run *v)
+{
+	char missing[256] = "", extra[256] = "";
+	size_t mu = 0, eu = 0;
+	for (size_t i = 0; i < v->def->nregions; i++)
+		if (!oeap_regions_find(&v->rs, v->def->name, v->def->regions[i].name) && mu < sizeof(missing) - 1)
+			mu += (size_t)snprintf(missing + mu, sizeof(missing) - mu, "%s%s", mu ? ", " : "",
+			                       v->def->regions[i].name);
+	for (size_t i = 0; i < v->rs.n; i++)
+		if (strcmp(v->rs.items[i].patch, v->def->name) == 0 && !oeap_patchdef_region(v->def, v->rs.items[i].name) &&
+		    eu < sizeof(extra) - 1)
+			eu += (size_t)snprintf(extra + eu, sizeof(extra) - eu, "%s%s", eu ? ", " : "", v->rs.items[i].name);
+	if (mu || eu)
+		return ADD(v, "regions", 0, 0, "%s%s%s%s%s", mu ? "missing: " : "", missing, mu && eu ? "; " : "",
+		           eu ? "unknown: " : "", extra);
+	return ADD(v, "regions", 1, 0, "every region of the definition is present once");
+}
+
+/* Each body still hashes to what its marker records. */
+static int check_integrity(verify_run *v)
+{
+	for (size_t i = 0; i < v->rs.n; i++) {
+		const oeap_region *r = &v->rs.items[i];
+		char name[96];
+		if (strcmp(r->patch, v->def->name) != 0)
+			continue;
+		snprintf(name, sizeof(name), "integrity:%s", r->name);
+		int rc = oeap_region_intact(r)
+		             ? ADD(v, name, 1, r->begin_line, "lines %ld-%ld, sha256:%s", r->begin_line, r->end_line, r->hash)
+		             : ADD(v, name, 0, r->begin_line,
+		                   "region '%s' (lines %ld-%ld) was edited: its marker records sha256:%s, the body hashes "
+		                   "to sha256:%s",
+		                   r->name, r->begin_line, r->end_line, r->hash, r->actual);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+/* The anchors resolve on the original (our regions stripped). */
+static int check_anchors(verify_run *v)
+{
+	if (!v->orig) {
+		v->stop = 1;
+		return ADD(v, "anchors", 0, v->orig_err.line, "without our regions the file does not parse: %s",
+		           v->orig_err.message);
+	}
+	if (!v->plan) {
+		v->stop = 1;
+		return ADD(v, "anchors", 0, v->plan_err.line, "%s: %s", v->plan_err.where, v->plan_err.message);
+	}
+	char lines[256];
+	size_t used = 0;
+	for (size_t i = 0; i < v->plan->anchors.n && used < sizeof(lines) - 1; i++)
+		used += (size_t)snprintf(lines + used, sizeof(lines) - used, "%s%s at line %ld", i ? ", " : "",
+		                         v->plan->anchors.items[i].def->name, v->plan->anchors.items[i].line);
+	return ADD(v, "anchors", 1, 0, "each resolves once in the original: %s", lines);
+}
+
+/* The region sits where its anchor demands it in the original. */
+static int check_placement(verify_run *v, const oeap_insertion *ins, const oeap_region *r)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "placement:%s", r->name);
+	size_t at = original_offset(&v->rs, v->def->name, r);
+	if (at == ins->offset)
+		return ADD(v, name, 1, r->begin_line, "directly after %s (anchor '%s', line %ld of the original)",
+		           ins->anchor->def->describe, ins->anchor->def->name, ins->anchor->line);
+	return ADD(v, name, 0, r->begin_line,
+	           "region '%s' sits at line %ld, but anchor '%s' (%s) demands it directly after line %ld "
+	           "of the original file; it sits after original line %ld",
+	           r->name, r->begin_line, ins->anchor->def->name, ins->anchor->def->describe,
+	           pysource_line_of(v->orig, ins->offset > 0 ? ins->offset - 1 : 0),
+	           pysource_line_of(v->orig, at > 0 ? at - 1 : 0));
+}
+
+/* Every name the region passes is bound on every path to it, and it is reached at all. */
+static int check_names(verify_run *v, const oeap_insertion *ins, const oeap_region *r)
+{
+	oeap_names names;
+	char name[96], unbound[256];
+	const oeap_resolved *scope = oeap_anchors_get(&v->plan->anchors, ins->region->scope);
+	snprintf(name, sizeof(name), "names:%s", r->name);
+	if (oeap_scope_names(v->orig, scope->node, ins->offset, &names))
+		return -1;
+	unbound_args(v->buf + r->body_start, r->body_end - r->body_start, &names, unbound, sizeof(unbound));
+	int dead = names.dead;
+	long dead_line = names.dead_line;
+	oeap_names_free(&names);
+	if (dead)
+		return ADD(v, name, 0, r->begin_line,
+		           "the call site is never reached: every path through the statement at line %ld of the "
+		           "original returns or raises before it, so OEA would never run",
+		           dead_line);
+	if (unbound[0])
+		return ADD(v, name, 0, r->begin_line,
+		           "the call site uses names not bound on every path through %s to it (by the end of %s): %s",
+		           scope->def->describe, ins->anchor->def->describe, unbound);
+	return ADD(v, name, 1, r->begin_line, "%zu argument%s, each bound in %s", ins->nargs, ins->nargs == 1 ? "" : "s",
+	           scope->def->describe);
+}
+
+/* The region's bytes equal what the definition renders for this file now. */
+static int check_content(verify_run *v, const oeap_insertion *ins, const oeap_region *r)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "content:%s", r->name);
+	const char *buf = v->buf;
+	if (r->end - r->start == ins->len && memcmp(buf + r->start, ins->text, ins->len) == 0)
+		return ADD(v, name, 1, r->begin_line, "equals what this definition renders here");
+	/* Compare below the begin marker first: its hash differs whenever
+	 * the body does, and the body line is the one worth showing. */
+	char diff[400];
+	const char *w = memchr(ins->text, '\n', ins->len), *h = memchr(buf + r->start, '\n', r->end - r->start);
+	size_t wrest = ins->len - (size_t)(w + 1 - ins->text), hrest = r->end - (size_t)(h + 1 - buf);
+	if (wrest == hrest && memcmp(w + 1, h + 1, wrest) == 0)
+		first_difference(ins->text, ins->len, buf + r->start, r->end - r->start, 0, diff, sizeof(diff));
+	else
+		first_difference(w + 1, wrest, h + 1, hrest, 1, diff, sizeof(diff));
+	return ADD(v, name, 0, r->begin_line, "differs from what this definition renders for the file now: %s", diff);
+}
+
 static int verify_impl(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                        const known_original *known, oeap_report *rep)
 {
 	int error = 0;
-	oeap_regions rs = {0};
-	oeap_error err, orig_err, plan_err;
-	pysource *src = NULL, *orig_own = NULL;
-	const pysource *orig = NULL;
-	const oeap_plan *planp = NULL;
-	oeap_buf stripped = OEAP_BUF_INIT;
-	oeap_plan plan;
-	int scanned;
-	memset(&plan, 0, sizeof(plan));
+	verify_run v;
+	memset(&v, 0, sizeof(v));
 	memset(rep, 0, sizeof(*rep));
-	oeap_error_clear(&orig_err);
-	oeap_error_clear(&plan_err);
 	rep->ok = 1;
-#define ADD(...)                                        \
-	do {                                                \
-		if (oeap_report_add(rep, __VA_ARGS__)) {        \
-			error = -1;                                 \
-			goto done;                                  \
-		}                                               \
-	} while (0)
+	v.def = def;
+	v.buf = buf;
+	v.len = len;
+	v.what = what;
+	v.rep = rep;
+	v.scanned = oeap_regions_scan(buf, len, &v.rs, &v.scan_err) == 0;
+	v.ours = v.scanned ? oeap_regions_count(&v.rs, def->name) : 0;
 
-	oeap_error err_scan;
-	oeap_error_clear(&err_scan);
-	scanned = oeap_regions_scan(buf, len, &rs, &err_scan) == 0;
-	size_t ours = scanned ? oeap_regions_count(&rs, def->name) : 0;
-
-	/* The original: our regions stripped, parsed and planned (or known). */
-	if (ours) {
-		if (oeap_regions_strip(buf, len, &rs, def->name, &stripped)) {
-			error = -1;
-			goto done;
-		}
-		if (known && known->len == stripped.len && memcmp(known->buf, stripped.data, stripped.len) == 0) {
-			orig = known->src;
-			planp = known->plan;
-		} else if (pysource_parse(stripped.data, stripped.len, what, &orig_own, &orig_err) == 0) {
-			orig = orig_own;
-			if (oeap_plan_build(def, orig, &plan, &plan_err) == 0)
-				planp = &plan;
-		}
-	}
-
-	oeap_error_clear(&err);
-	if (parse_patched(def, buf, len, what, &rs, orig, &src, &err))
-		ADD("parse", 0, err.line, "%s", err.message);
-	else
-		ADD("parse", 1, 0, "parses without ERROR or MISSING nodes");
-
-	if (!scanned) {
-		ADD("markers", 0, err_scan.line, "%s", err_scan.message);
+	if ((error = prepare_original(&v, known)) || (error = check_parse(&v)) || (error = check_markers(&v)) ||
+	    v.stop || (error = check_version(&v)) || (error = check_regions(&v)) || (error = check_integrity(&v)) ||
+	    (error = check_anchors(&v)) || v.stop)
 		goto done;
-	}
-	if (!ours) {
-		ADD("applied", 0, 0, "no %s region in %s: the patch is not applied", def->name, what);
-		goto done;
-	}
-	rep->applied = 1;
-	for (size_t i = 0; i < rs.n; i++)
-		if (strcmp(rs.items[i].patch, def->name) == 0 && !rep->version)
-			rep->version = rs.items[i].version;
-
-	/* A marker inside a string literal is text, not ours: refuse to trust it. */
-	{
-		const oeap_region *bad = NULL;
-		for (size_t i = 0; src && i < rs.n && !bad; i++) {
-			const oeap_region *r = &rs.items[i];
-			if (strcmp(r->patch, def->name) == 0 &&
-			    (!marker_is_comment(src, r->begin_marker_col) || !marker_is_comment(src, r->end_marker_col)))
-				bad = r;
-		}
-		if (bad)
-			ADD("markers", 0, bad->begin_line, "the markers of region '%s' (lines %ld-%ld) are not comments",
-			    bad->name, bad->begin_line, bad->end_line);
-		else
-			ADD("markers", 1, 0, "%zu region%s, well-formed, not nested, each once", ours, ours == 1 ? "" : "s");
-	}
-
-	{
-		int same = 1;
-		for (size_t i = 0; i < rs.n; i++)
-			if (strcmp(rs.items[i].patch, def->name) == 0 && rs.items[i].version != def->version)
-				same = 0;
-		if (same)
-			ADD("version", 1, 0, "%s/%d", def->name, def->version);
-		else if (rep->version > def->version)
-			ADD("version", 0, 0,
-			    "applied by %s/%d, NEWER than this definition's %s/%d: verify with the oeapatch that applied it "
-			    "(apply refuses to downgrade it)",
-			    def->name, rep->version, def->name, def->version);
-		else
-			ADD("version", 0, 0, "applied by %s/%d; this oeapatch carries %s/%d: run `oeapatch apply` to upgrade",
-			    def->name, rep->version, def->name, def->version);
-	}
-
-	{
-		char missing[256] = "", extra[256] = "";
-		size_t mu = 0, eu = 0;
-		for (size_t i = 0; i < def->nregions; i++)
-			if (!oeap_regions_find(&rs, def->name, def->regions[i].name) && mu < sizeof(missing) - 1)
-				mu += (size_t)snprintf(missing + mu, sizeof(missing) - mu, "%s%s", mu ? ", " : "",
-				                       def->regions[i].name);
-		for (size_t i = 0; i < rs.n; i++)
-			if (strcmp(rs.items[i].patch, def->name) == 0 && !oeap_patchdef_region(def, rs.items[i].name) &&
-			    eu < sizeof(extra) - 1)
-				eu += (size_t)snprintf(extra + eu, sizeof(extra) - eu, "%s%s", eu ? ", " : "", rs.items[i].name);
-		if (mu || eu)
-			ADD("regions", 0, 0, "%s%s%s%s%s", mu ? "missing: " : "", missing, mu && eu ? "; " : "",
-			    eu ? "unknown: " : "", extra);
-		else
-			ADD("regions", 1, 0, "every region of the definition is present once");
-	}
-
-	for (size_t i = 0; i < rs.n; i++) {
-		const oeap_region *r = &rs.items[i];
-		char name[96];
-		if (strcmp(r->patch, def->name) != 0)
-			continue;
-		snprintf(name, sizeof(name), "integrity:%s", r->name);
-		if (oeap_region_intact(r))
-			ADD(name, 1, r->begin_line, "lines %ld-%ld, sha256:%s", r->begin_line, r->end_line, r->hash);
-		else
-			ADD(name, 0, r->begin_line,
-			    "region '%s' (lines %ld-%ld) was edited: its marker records sha256:%s, the body hashes to sha256:%s",
-			    r->name, r->begin_line, r->end_line, r->hash, r->actual);
-	}
-
-	if (!orig) {
-		ADD("anchors", 0, orig_err.line, "without our regions the file does not parse: %s", orig_err.message);
-		goto done;
-	}
-	if (!planp) {
-		ADD("anchors", 0, plan_err.line, "%s: %s", plan_err.where, plan_err.message);
-		goto done;
-	}
-	{
-		char lines[256];
-		size_t used = 0;
-		for (size_t i = 0; i < planp->anchors.n && used < sizeof(lines) - 1; i++)
-			used += (size_t)snprintf(lines + used, sizeof(lines) - used, "%s%s at line %ld", i ? ", " : "",
-			                         planp->anchors.items[i].def->name, planp->anchors.items[i].line);
-		ADD("anchors", 1, 0, "each resolves once in the original: %s", lines);
-	}
-
-	for (size_t i = 0; i < planp->n; i++) {
-		const oeap_insertion *ins = &planp->items[i];
-		const oeap_region *r = oeap_regions_find(&rs, def->name, ins->region->name);
-		char name[96];
+	for (size_t i = 0; i < v.plan->n; i++) {
+		const oeap_insertion *ins = &v.plan->items[i];
+		const oeap_region *r = oeap_regions_find(&v.rs, def->name, ins->region->name);
 		if (!r)
 			continue;
-		snprintf(name, sizeof(name), "placement:%s", r->name);
-		size_t at = original_offset(&rs, def->name, r);
-		if (at == ins->offset)
-			ADD(name, 1, r->begin_line, "directly after %s (anchor '%s', line %ld of the original)",
-			    ins->anchor->def->describe, ins->anchor->def->name, ins->anchor->line);
-		else
-			ADD(name, 0, r->begin_line,
-			    "region '%s' sits at line %ld, but anchor '%s' (%s) demands it directly after line %ld "
-			    "of the original file; it sits after original line %ld",
-			    r->name, r->begin_line, ins->anchor->def->name, ins->anchor->def->describe,
-			    pysource_line_of(orig, ins->offset > 0 ? ins->offset - 1 : 0),
-			    pysource_line_of(orig, at > 0 ? at - 1 : 0));
-
-		if (ins->region->nargs) {
-			oeap_names names;
-			char unbound[256];
-			const oeap_resolved *scope = oeap_anchors_get(&planp->anchors, ins->region->scope);
-			snprintf(name, sizeof(name), "names:%s", r->name);
-			if (oeap_scope_names(orig, scope->node, ins->offset, &names)) {
-				error = -1;
-				goto done;
-			}
-			unbound_args(buf + r->body_start, r->body_end - r->body_start, &names, unbound, sizeof(unbound));
-			oeap_names_free(&names);
-			if (unbound[0])
-				ADD(name, 0, r->begin_line, "the call site uses names not bound in %s by the end of %s: %s",
-				    scope->def->describe, ins->anchor->def->describe, unbound);
-			else
-				ADD(name, 1, r->begin_line, "%zu argument%s, each bound in %s", ins->nargs,
-				    ins->nargs == 1 ? "" : "s", scope->def->describe);
-		}
-
-		snprintf(name, sizeof(name), "content:%s", r->name);
-		if (r->end - r->start == ins->len && memcmp(buf + r->start, ins->text, ins->len) == 0) {
-			ADD(name, 1, r->begin_line, "equals what this definition renders here");
-		} else {
-			/* Compare below the begin marker first: its hash differs whenever
-			 * the body does, and the body line is the one worth showing. */
-			char diff[400];
-			const char *w = memchr(ins->text, '\n', ins->len), *h = memchr(buf + r->start, '\n', r->end - r->start);
-			size_t wrest = ins->len - (size_t)(w + 1 - ins->text), hrest = r->end - (size_t)(h + 1 - buf);
-			if (wrest == hrest && memcmp(w + 1, h + 1, wrest) == 0)
-				first_difference(ins->text, ins->len, buf + r->start, r->end - r->start, 0, diff, sizeof(diff));
-			else
-				first_difference(w + 1, wrest, h + 1, hrest, 1, diff, sizeof(diff));
-			ADD(name, 0, r->begin_line, "differs from what this definition renders for the file now: %s", diff);
-		}
+		if ((error = check_placement(&v, ins, r)) || (ins->region->nargs && (error = check_names(&v, ins, r))) ||
+		    (error = check_content(&v, ins, r)))
+			goto done;
 	}
-#undef ADD
 done:
-	oeap_plan_free(&plan);
-	pysource_free(orig_own);
-	pysource_free(src);
-	oeap_buf_free(&stripped);
-	oeap_regions_free(&rs);
+	oeap_plan_free(&v.own_plan);
+	pysource_free(v.orig_own);
+	pysource_free(v.src);
+	oeap_buf_free(&v.stripped);
+	oeap_regions_free(&v.rs);
 	return error;
 }
+#undef ADD
 
 /* The first failing check of a report, for error messages. */
 static const oeap_check *first_failure(const oeap_report *rep)

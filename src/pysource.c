@@ -92,6 +92,75 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 	return 0;
 }
 
+int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
+{
+	size_t lines = 1;
+	for (const char *p = buf; (p = memchr(p, '\n', len - (size_t)(p - buf))) != NULL; p++)
+		lines++;
+	unsigned char *k = calloc(lines, 1);
+	if (!k)
+		return -1;
+	size_t line = 0, depth = 0;
+	int in_str = 0, triple = 0, escape = 0, comment = 0, backslash = 0;
+	char quote = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = buf[i];
+		if (c == '\n') {
+			/* A one-quote string cannot span lines unless the newline is escaped. */
+			if (in_str && !triple && !escape)
+				in_str = 0;
+			k[++line] = in_str ? PYSOURCE_LINE_STRING
+			            : depth || backslash ? PYSOURCE_LINE_CONTINUED
+			                                 : PYSOURCE_LINE_CODE;
+			escape = comment = backslash = 0;
+			continue;
+		}
+		if (c == '\r')
+			continue; /* part of a CRLF: changes none of the states */
+		if (comment)
+			continue;
+		if (in_str) {
+			if (escape)
+				escape = 0;
+			else if (c == '\\')
+				escape = 1;
+			else if (c == quote && !triple)
+				in_str = 0;
+			else if (c == quote && i + 2 < len && buf[i + 1] == quote && buf[i + 2] == quote) {
+				in_str = 0;
+				i += 2;
+			}
+			continue;
+		}
+		backslash = 0;
+		switch (c) {
+		case '#':
+			comment = 1;
+			break;
+		case '\\':
+			backslash = 1;
+			break;
+		case '(': case '[': case '{':
+			depth++;
+			break;
+		case ')': case ']': case '}':
+			if (depth)
+				depth--;
+			break;
+		case '"': case '\'':
+			in_str = 1;
+			quote = c;
+			triple = i + 2 < len && buf[i + 1] == c && buf[i + 2] == c;
+			if (triple)
+				i += 2;
+			break;
+		}
+	}
+	*kinds = k;
+	*n = lines;
+	return 0;
+}
+
 int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user)
 {
 	TSTreeCursor c = ts_tree_cursor_new(root);
@@ -144,6 +213,167 @@ static TSPoint point_at(const char *text, size_t off)
 	}
 	p.column = (uint32_t)(off - ls);
 	return p;
+}
+
+/*
+ * tree-sitter-python also parses Python 2 (`print x`, `exec code`, `<>`,
+ * `0777`, `10L`, `ur''`, backquotes, `except E, e`, tuple parameters) and
+ * does not enforce indentation the way CPython's tokenizer does. The target
+ * runs under Python 3: a file CPython refuses to compile must be refused
+ * here too, or apply and verify call a module that cannot import green.
+ */
+typedef struct py3_probe {
+	const pysource *src;
+	TSNode bad;
+	const char *why;
+} py3_probe;
+
+static int visit_py2(TSNode n, void *user)
+{
+	py3_probe *p = user;
+	const char *type = ts_node_type(n);
+	const char *s = p->src->buf + pysource_start(p->src, n);
+	size_t len = pysource_end(p->src, n) - pysource_start(p->src, n);
+	const char *why = NULL;
+	if (strcmp(type, "print_statement") == 0) {
+		/* `print >>f, x` is also a Python 3 expression (a tuple); `print x` is not */
+		TSNode first = ts_node_named_child(n, 0);
+		if (ts_node_is_null(first) || strcmp(ts_node_type(first), "chevron") != 0)
+			why = "a Python 2 print statement (Python 3 needs print(...))";
+	} else if (strcmp(type, "exec_statement") == 0)
+		why = "a Python 2 exec statement";
+	else if (strcmp(type, "<>") == 0)
+		why = "the Python 2 operator <>";
+	else if (strcmp(type, "integer") == 0 && len &&
+	         (s[len - 1] == 'l' || s[len - 1] == 'L' ||
+	          (len > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9' && strspn(s, "0_") < len &&
+	           strspn(s, "0123456789_") == len)))
+		why = "a Python 2 integer literal (leading zero or L suffix)";
+	else if (strcmp(type, "string_start") == 0 && len &&
+	         (s[0] == '`' || ((memchr(s, 'u', len) || memchr(s, 'U', len)) && strcspn(s, "'\"") > 1)))
+		why = s[0] == '`' ? "Python 2 backquotes" : "a string prefix Python 3 does not accept";
+	else if (strcmp(type, "except_clause") == 0) {
+		for (uint32_t i = 0; i < ts_node_child_count(n) && !why; i++)
+			if (strcmp(ts_node_type(ts_node_child(n, i)), ",") == 0)
+				why = "the Python 2 form `except E, name`";
+	} else if (strcmp(type, "tuple_pattern") == 0 && !ts_node_is_null(ts_node_parent(n)) &&
+	           (strcmp(ts_node_type(ts_node_parent(n)), "parameters") == 0 ||
+	            strcmp(ts_node_type(ts_node_parent(n)), "lambda_parameters") == 0))
+		why = "a Python 2 tuple parameter";
+	if (why) {
+		p->bad = n;
+		p->why = why;
+		return PYSOURCE_WALK_STOP;
+	}
+	return PYSOURCE_WALK_DESCEND;
+}
+
+/* The statement that starts at `at`: the largest node starting there below a block or the module. */
+static TSNode statement_at(const pysource *src, size_t at)
+{
+	uint32_t b = (uint32_t)(at - src->bom);
+	TSNode n = ts_node_descendant_for_byte_range(pysource_root(src), b, b);
+	for (;;) {
+		TSNode parent = ts_node_parent(n);
+		if (ts_node_is_null(parent) || ts_node_start_byte(parent) != b ||
+		    strcmp(ts_node_type(parent), "block") == 0 || strcmp(ts_node_type(parent), "module") == 0)
+			return n;
+		n = parent;
+	}
+}
+
+/* 1 when `st` is the first statement of a block (comments do not count). */
+static int opens_block(TSNode st)
+{
+	TSNode parent = ts_node_parent(st);
+	if (ts_node_is_null(parent) || strcmp(ts_node_type(parent), "block") != 0)
+		return 0;
+	for (uint32_t i = 0; i < ts_node_named_child_count(parent); i++) {
+		TSNode c = ts_node_named_child(parent, i);
+		if (strcmp(ts_node_type(c), "comment") != 0)
+			return ts_node_eq(c, st);
+	}
+	return 0;
+}
+
+/*
+ * CPython's indentation rules on the logical lines: an indent only opens a
+ * block, a dedent returns to an enclosing level, and tabs and spaces must
+ * order the levels the same at tab size 8 and tab size 1 (else TabError).
+ */
+static int check_indentation(const pysource *src, const char *what, oeap_error *err)
+{
+	unsigned char *kinds = NULL;
+	size_t nlines = 0, depth = 1;
+	size_t col[101], alt[101];
+	int error = 0;
+	if (pysource_line_kinds(src->buf, src->len, &kinds, &nlines))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	col[0] = alt[0] = 0;
+	size_t at = src->bom;
+	for (size_t line = 0; line < nlines && at < src->len; line++) {
+		const char *nl = memchr(src->buf + at, '\n', src->len - at);
+		size_t next = nl ? (size_t)(nl - src->buf) + 1 : src->len;
+		size_t i = at, c = 0, a = 0;
+		if (kinds[line] != PYSOURCE_LINE_CODE)
+			goto next_line;
+		for (; i < next; i++) {
+			if (src->buf[i] == ' ')
+				c++, a++;
+			else if (src->buf[i] == '\t')
+				c = (c / 8 + 1) * 8, a++;
+			else if (src->buf[i] == '\f')
+				c = a = 0;
+			else
+				break;
+		}
+		if (i == next || src->buf[i] == '#' || src->buf[i] == '\r' || src->buf[i] == '\n')
+			goto next_line; /* blank and comment-only lines do not count */
+		const char *why = NULL;
+		if (c > col[depth - 1]) {
+			if (a <= alt[depth - 1])
+				why = "TabError: inconsistent use of tabs and spaces in indentation";
+			else if (!opens_block(statement_at(src, i)))
+				why = "IndentationError: unexpected indent";
+			else if (depth == sizeof(col) / sizeof(col[0]))
+				why = "IndentationError: too many levels of indentation";
+			else
+				col[depth] = c, alt[depth++] = a;
+		} else {
+			while (depth > 1 && c < col[depth - 1])
+				depth--;
+			if (c != col[depth - 1])
+				why = "IndentationError: unindent does not match any outer indentation level";
+			else if (a != alt[depth - 1])
+				why = "TabError: inconsistent use of tabs and spaces in indentation";
+		}
+		if (why) {
+			error = oeap_fail(err, OEAP_ERR_INPUT, what, (long)line + 1,
+			                  "line %zu: %s; Python 3 refuses to compile this file, so it is not patched", line + 1,
+			                  why);
+			break;
+		}
+	next_line:
+		at = next;
+	}
+	free(kinds);
+	return error;
+}
+
+/* Refuses what tree-sitter parses but Python 3 does not compile. */
+static int check_python3(const pysource *src, const char *what, oeap_error *err)
+{
+	py3_probe p;
+	memset(&p, 0, sizeof(p));
+	p.src = src;
+	if (pysource_walk(pysource_root(src), visit_py2, &p) == PYSOURCE_WALK_STOP) {
+		long line = pysource_line_of(src, pysource_start(src, p.bad));
+		return oeap_fail(err, OEAP_ERR_INPUT, what, line,
+		                 "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
+		                 "is not patched",
+		                 line, p.why);
+	}
+	return check_indentation(src, what, err);
 }
 
 static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
@@ -228,6 +458,8 @@ static int parse_with(const char *buf, size_t len, const char *what, TSTree *old
 		                  p.row + 1, p.column + 1, ts_node_is_missing(bad) ? "missing" : "ERROR");
 		goto done;
 	}
+	if ((error = check_python3(src, what, err)))
+		goto done;
 	*out = src;
 	src = NULL;
 done:

@@ -84,6 +84,23 @@ enum {
  */
 int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user);
 
+/* What a physical line starts inside of, by Python's tokenizer rules. */
+enum {
+	PYSOURCE_LINE_CODE = 0,      /* a fresh logical line: a `#` first on it starts a comment */
+	PYSOURCE_LINE_CONTINUED = 1, /* inside brackets or after a backslash: still one logical line */
+	PYSOURCE_LINE_STRING = 2,    /* inside a string literal (a triple-quoted one, or escaped newline) */
+};
+
+/*
+ * Classifies every line of buf (line i starts after the i-th '\n') without
+ * parsing: a small tokenizer that knows strings (prefixes, triple quotes,
+ * escapes), comments, brackets and backslash continuations. Shared by region
+ * scanning (a marker-shaped line inside a string is text, not a marker) and
+ * the indentation check. *kinds (one byte a line, caller frees) and *n.
+ * Returns -1 only when memory runs out.
+ */
+int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n);
+
 /* Checks buf for what parsing refuses, without parsing (shared with region scanning). */
 int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
                          oeap_error *err);

@@ -5,10 +5,54 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pysource.h"
+
 #define BEGIN_TAG "# >>> oeapatch "
 #define END_TAG "# <<< oeapatch "
 
+/*
+ * The hash is over the body with CRLF line ends read as LF: git with
+ * core.autocrlf=true stores LF and checks out CRLF, and a region is the same
+ * region in both (otherwise a correctly committed patch reads as "edited by
+ * hand" at the revision, or in the work tree). The file's line ends stay a
+ * matter of the content check, which renders them for the file at hand.
+ */
 int oeap_region_hash(const char *body, size_t len, char hex[OEAP_HASH_HEX + 1])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int ok = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		goto done;
+	for (size_t at = 0; at < len;) {
+		const char *cr = memchr(body + at, '\r', len - at);
+		size_t run = cr ? (size_t)(cr - body) - at : len - at;
+		if (cr && (size_t)(cr - body) + 1 < len && cr[1] == '\n') {
+			if (!EVP_DigestUpdate(ctx, body + at, run))
+				goto done;
+			at += run + 1; /* the '\n' starts the next run */
+			continue;
+		}
+		run += cr ? 1 : 0; /* a bare CR is content */
+		if (!EVP_DigestUpdate(ctx, body + at, run))
+			goto done;
+		at += run;
+	}
+	ok = EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen * 2 >= OEAP_HASH_HEX;
+done:
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return -1;
+	for (int i = 0; i < OEAP_HASH_HEX / 2; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex[OEAP_HASH_HEX] = '\0';
+	return 0;
+}
+
+/* The hash of the bytes exactly as written: what versions before the
+ * normalised hash recorded (a CRLF file patched by them is still intact). */
+static int raw_hash(const char *body, size_t len, char hex[OEAP_HASH_HEX + 1])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -66,11 +110,19 @@ int oeap_regions_scan(const char *buf, size_t len, oeap_regions *out, oeap_error
 	line l = {0, 0, 0, 0};
 	oeap_region open;
 	int is_open = 0;
+	unsigned char *kinds = NULL;
+	size_t nkinds = 0;
 	memset(out, 0, sizeof(*out));
 	memset(&open, 0, sizeof(open));
+	/* Only comment lines are markers: a marker-shaped line inside a string
+	 * or docstring is the string's text, neither read nor ever removed. */
+	if (pysource_line_kinds(buf, len, &kinds, &nkinds))
+		goto oom;
 
 	while (next_line(buf, len, &l)) {
 		size_t i = l.s;
+		if ((size_t)l.no <= nkinds && kinds[l.no - 1] == PYSOURCE_LINE_STRING)
+			continue;
 		while (i < l.e && (buf[i] == ' ' || buf[i] == '\t'))
 			i++;
 		size_t n = l.e - i;
@@ -131,6 +183,13 @@ int oeap_regions_scan(const char *buf, size_t len, oeap_regions *out, oeap_error
 			open.end_line = l.no;
 			if (oeap_region_hash(buf + open.body_start, open.body_end - open.body_start, open.actual))
 				goto oom;
+			if (strcmp(open.actual, open.hash) != 0) {
+				char raw[OEAP_HASH_HEX + 1];
+				if (raw_hash(buf + open.body_start, open.body_end - open.body_start, raw))
+					goto oom;
+				if (strcmp(raw, open.hash) == 0)
+					memcpy(open.actual, raw, sizeof(raw));
+			}
 			for (size_t k = 0; k < out->n; k++)
 				if (strcmp(out->items[k].patch, open.patch) == 0 &&
 				    strcmp(out->items[k].name, open.name) == 0) {
@@ -159,10 +218,12 @@ int oeap_regions_scan(const char *buf, size_t len, oeap_regions *out, oeap_error
 		          "region '%s' opened at line %ld is never closed", open.name, open.begin_line);
 		goto fail;
 	}
+	free(kinds);
 	return 0;
 oom:
 	oeap_fail(err, OEAP_ERR_INTERNAL, "region markers", 0, "out of memory");
 fail:
+	free(kinds);
 	oeap_regions_free(out);
 	return -1;
 }

@@ -50,7 +50,7 @@ from sglang.srt.utils import (
     is_hip,
     is_npu,
 )
-# >>> oeapatch sglang-oea/1 import sha256:8d1d350d13539eee >>>
+# >>> oeapatch sglang-oea/1 import sha256:286686e404831fc5 >>>
 from . import _oeapatch_sglang_oea as _oeapatch_oea
 # <<< oeapatch sglang-oea/1 import <<<
 
@@ -646,7 +646,7 @@ def select_experts(
             topk=num_routed_topk if _use_aiter else top_k,
             renormalize=renormalize,
         )
-    # >>> oeapatch sglang-oea/1 callsite sha256:e45db97268ac6bad >>>
+    # >>> oeapatch sglang-oea/1 callsite sha256:a6d20114eada91de >>>
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(
             router_logits=router_logits,

@@ -301,12 +301,27 @@ static void test_duplicated_and_nested_markers(void **state)
 	free(buf);
 }
 
+/* Copies buf with `ins` inserted at offset `at` (caller frees; *n grows). */
+static char *insert_at(const char *buf, size_t *n, size_t at, const char *ins)
+{
+	size_t k = strlen(ins);
+	char *s = malloc(*n + k + 1);
+	assert_non_null(s);
+	memcpy(s, buf, at);
+	memcpy(s + at, ins, k);
+	memcpy(s + at + k, buf + at, *n - at);
+	*n += k;
+	s[*n] = '\0';
+	return s;
+}
+
 static void test_marker_in_string_is_not_ours(void **state)
 {
 	(void)state;
 	size_t n;
 	char *buf = patched("eras/2024-12_positional.py", &n);
-	/* Turn the import region's markers and body into one string literal. */
+	/* Turn the import region's markers and body into one string literal:
+	 * those lines are the string's text now, so the import region is missing. */
 	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/1 import");
 	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/1 import"), '\n');
 	size_t off_b = (size_t)(begin - buf), off_e = (size_t)(end - buf);
@@ -316,8 +331,177 @@ static void test_marker_in_string_is_not_ours(void **state)
 	memcpy(s + off_b + 8, buf + off_b, off_e - off_b);
 	memcpy(s + off_b + 8 + (off_e - off_b), "\n'''", 4);
 	memcpy(s + off_b + 12 + (off_e - off_b), buf + off_e, n - off_e + 1);
-	verify_expect(s, n + 12, "markers", "not comments");
+	verify_expect(s, n + 12, "regions", "missing: import");
 	free(s);
+	free(buf);
+}
+
+/* A never-patched file whose docstring and string hold marker-shaped lines
+ * (documentation of oeapatch, say): apply patches it normally, and neither
+ * revert nor --refresh ever removes a line from the strings. */
+static void test_marker_lines_in_strings_are_text(void **state)
+{
+	(void)state;
+	size_t n;
+	char *in0 = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
+	static const char doc[] =
+	    "\"\"\"Applied by hand:\n"
+	    "    # >>> oeapatch sglang-oea/1 callsite sha256:0123456789abcdef >>>\n"
+	    "    # <<< oeapatch sglang-oea/1 callsite <<<\n"
+	    "\"\"\"\n"
+	    "NOTE = '\\\n"
+	    "# >>> oeapatch sglang-oea/1 import sha256:0123456789abcdef >>>\\n\\\n"
+	    "# <<< oeapatch sglang-oea/1 import <<<'\n";
+	char *in = insert_at(in0, &n, (size_t)(find_line(in0, "import torch") - in0), doc);
+	free(in0);
+	oeap_outcome o, back, refreshed, noop;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (oeap_apply_bytes(def, in, n, "topk.py", &o, &err))
+		fail_msg("apply: %s: %s", err.where, err.message);
+	assert_int_equal(o.before, OEAP_STATE_CLEAN);
+	assert_true(o.changed);
+	assert_non_null(strstr(o.out, doc));
+	assert_int_equal(oeap_revert_bytes(def, o.out, o.out_len, "topk.py", 0, &back, &err), 0);
+	assert_int_equal(back.out_len, n);
+	assert_memory_equal(back.out, in, n);
+	assert_int_equal(oeap_apply_bytes_flags(def, o.out, o.out_len, "topk.py", OEAP_APPLY_REFRESH, &refreshed, &err),
+	                 0);
+	assert_int_equal(refreshed.out_len, o.out_len);
+	assert_memory_equal(refreshed.out, o.out, o.out_len);
+	/* not applied: revert leaves the strings alone */
+	assert_int_equal(oeap_revert_bytes(def, in, n, "topk.py", 0, &noop, &err), 0);
+	assert_false(noop.changed);
+	assert_int_equal(noop.out_len, n);
+	assert_memory_equal(noop.out, in, n);
+	oeap_outcome_free(&o);
+	oeap_outcome_free(&back);
+	oeap_outcome_free(&refreshed);
+	oeap_outcome_free(&noop);
+	free(in);
+}
+
+/* Region hashes are over normalised line ends: a file patched with CRLF and
+ * committed with core.autocrlf=true (git stores LF) still verifies, and the
+ * other way round. */
+static void test_crlf_and_lf_are_the_same_region(void **state)
+{
+	(void)state;
+	size_t n;
+	char *crlf = patched("variants/crlf.py", &n);
+	char *lf = malloc(n + 1);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(crlf[i] == '\r' && i + 1 < n && crlf[i + 1] == '\n'))
+			lf[m++] = crlf[i];
+	oeap_report rep;
+	assert_int_equal(oeap_verify_bytes(def, lf, m, "topk.py", &rep), 0);
+	for (size_t i = 0; i < rep.n; i++)
+		if (!rep.checks[i].ok)
+			fail_msg("LF copy of a CRLF patch: %s: %s", rep.checks[i].name, rep.checks[i].detail);
+	oeap_report_free(&rep);
+
+	size_t ln;
+	char *lfp = patched("eras/2025-08_topk_config.py", &ln);
+	char *back = malloc(2 * ln + 1);
+	size_t k = 0;
+	for (size_t i = 0; i < ln; i++) {
+		if (lfp[i] == '\n')
+			back[k++] = '\r';
+		back[k++] = lfp[i];
+	}
+	assert_int_equal(oeap_verify_bytes(def, back, k, "topk.py", &rep), 0);
+	for (size_t i = 0; i < rep.n; i++)
+		if (!rep.checks[i].ok)
+			fail_msg("CRLF checkout of an LF patch: %s: %s", rep.checks[i].name, rep.checks[i].detail);
+	oeap_report_free(&rep);
+	free(back);
+	free(lfp);
+	free(lf);
+	free(crlf);
+}
+
+/* "Bound" is bound on every path that reaches the call site. */
+static void test_name_bound_on_one_path_only(void **state)
+{
+	(void)state;
+	size_t n;
+	char *in0 = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
+	size_t at = (size_t)(find_line(in0, "    num_routed_topk = top_k - num_fused_shared_experts") - in0);
+	size_t n1 = n, n2 = n;
+	/* layer_id is a candidate argument this era does not have */
+	char *one = insert_at(in0, &n1, at, "    if hidden_states is None: layer_id = 0\n");
+	char *all = insert_at(in0, &n2, at, "    layer_id = 0 if hidden_states is None else 1\n");
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, one, n1, "topk.py", &o, &err), 0);
+	assert_null(strstr(o.out, "layer_id=layer_id"));
+	oeap_outcome_free(&o);
+	assert_int_equal(oeap_apply_bytes(def, all, n2, "topk.py", &o, &err), 0);
+	assert_non_null(strstr(o.out, "layer_id=layer_id"));
+
+	/* The same call site over the one-path version: verify names it. */
+	char *p = strstr(o.out, "    layer_id = 0 if hidden_states is None else 1\n");
+	assert_non_null(p);
+	memcpy(p, "    if hidden_states is None: layer_id = 0      \n", 49);
+	verify_expect(o.out, o.out_len, "names:callsite", "layer_id");
+	oeap_outcome_free(&o);
+	free(one);
+	free(all);
+	free(in0);
+}
+
+/* A chain all of whose branches return: a call site after it never runs. */
+static void test_chain_that_always_returns(void **state)
+{
+	(void)state;
+	static const char text[] = "import torch\n"
+	                           "\n"
+	                           "def select_experts(hidden_states, router_logits, top_k):\n"
+	                           "    if top_k > 1:\n"
+	                           "        topk_weights, topk_ids = torch.topk(router_logits, top_k)\n"
+	                           "        return topk_weights, topk_ids\n"
+	                           "    else:\n"
+	                           "        topk_weights, topk_ids = torch.topk(router_logits, 1)\n"
+	                           "        return topk_weights, topk_ids\n";
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, text, sizeof(text) - 1, "topk.py", &o, &err), -1);
+	assert_null(o.out);
+	if (err.kind != OEAP_ERR_ANCHOR || !strstr(err.message, "dead code"))
+		fail_msg("got %d: %s", err.kind, err.message);
+	/* one branch falling through is enough for the place to be reached */
+	char *live = strdup(text);
+	memcpy(strstr(live, "        return topk_weights, topk_ids\n    else"), "        pass                 ", 29);
+	oeap_error_clear(&err);
+	if (oeap_apply_bytes(def, live, strlen(live), "topk.py", &o, &err))
+		fail_msg("apply: %s", err.message);
+	oeap_outcome_free(&o);
+	free(live);
+}
+
+/* Literal values in a call-site line are not names (`x=None` is not "unbound None"). */
+static void test_literals_are_not_unbound_names(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-08_topk_config.py", &n);
+	char *l = strstr(strstr(buf, "# >>> oeapatch sglang-oea/1 callsite"), "            top_k=top_k,\n");
+	assert_non_null(l);
+	memcpy(l, "            top_k=None ,\n", 24);
+	oeap_report rep;
+	assert_int_equal(oeap_verify_bytes(def, buf, n, "topk.py", &rep), 0);
+	int seen = 0;
+	for (size_t i = 0; i < rep.n; i++)
+		if (strcmp(rep.checks[i].name, "names:callsite") == 0) {
+			seen = 1;
+			if (!rep.checks[i].ok)
+				fail_msg("names:callsite: %s", rep.checks[i].detail);
+		}
+	assert_true(seen);
+	oeap_report_free(&rep);
 	free(buf);
 }
 
@@ -349,6 +533,11 @@ int main(void)
 		cmocka_unit_test(test_unbound_name_in_callsite),
 		cmocka_unit_test(test_duplicated_and_nested_markers),
 		cmocka_unit_test(test_marker_in_string_is_not_ours),
+		cmocka_unit_test(test_marker_lines_in_strings_are_text),
+		cmocka_unit_test(test_crlf_and_lf_are_the_same_region),
+		cmocka_unit_test(test_name_bound_on_one_path_only),
+		cmocka_unit_test(test_chain_that_always_returns),
+		cmocka_unit_test(test_literals_are_not_unbound_names),
 		cmocka_unit_test(test_revert_not_applied_is_noop),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

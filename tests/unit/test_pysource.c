@@ -400,6 +400,78 @@ static void test_deep_nesting(void **state)
 	free(buf);
 }
 
+/* What CPython 3 refuses to compile, tree-sitter-python parses: each must be
+ * refused (the line named), and the Python 3 spelling of each accepted.
+ * (Each pair was checked with python3's compile(); tests/golden/check_golden.py
+ * runs compile() on every golden file.) */
+static const struct {
+	const char *bad, *good;
+	long line;
+	const char *why;
+} PY3_CASES[] = {
+	{"x = 1\nprint x\n", "x = 1\nprint(x)\n", 2, "print statement"},
+	{"print x,\n", "print >>f, x\n", 1, "print statement"}, /* the good one is a tuple in Python 3 */
+	{"exec 'x = 1'\n", "exec('x = 1')\n", 1, "exec statement"},
+	{"x = 1 <> 2\n", "x = 1 != 2\n", 1, "<>"},
+	{"x = 0777\n", "x = 0o777 + 00 + 0_0 + 0j + 0x1f\n", 1, "integer literal"},
+	{"x = 10L\n", "x = 10\n", 1, "integer literal"},
+	{"s = ur'x'\n", "s = u'x' + rb'x' + Rb'x' + f'{s!r}'\n", 1, "string prefix"},
+	{"x = `y`\n", "x = repr(y)\n", 1, "backquotes"},
+	{"try:\n    pass\nexcept E, e:\n    pass\n", "try:\n    pass\nexcept E as e:\n    pass\n", 3, "except E, name"},
+	{"def f(a, (b, c)):\n    pass\n", "def f(a, bc):\n    b, c = bc\n", 1, "tuple parameter"},
+	{"def f():\n        x = 1\n    y = 2\n", "def f():\n        x = 1\n        y = 2\n", 3, "unindent does not match"},
+	{"def f():\n    x = 1\n        y = 2\n", "def f():\n    x = 1\n    y = (\n            2)\n", 3, "unexpected indent"},
+	{"if x:\n\tx = 1\n        y = 2\n", "if x:\n\tx = 1\n\ty = 2\n", 3, "TabError"},
+	{"if x:\n        x = 1\n\ty = 2\n", "if x:\n    # c\n        x = 1\n        y = '''\n  z'''\n", 3, "TabError"},
+	{"class K:\n    a = 1\n  b = 2\n", "class K:\n    # first\n    a = 1\n\n\n    b = 2\nc = 3\n", 3, "unindent"},
+};
+
+static void test_refuse_what_python3_refuses(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(PY3_CASES) / sizeof(PY3_CASES[0]); i++) {
+		pysource *src = NULL;
+		oeap_error err;
+		oeap_error_clear(&err);
+		if (pysource_parse(PY3_CASES[i].bad, strlen(PY3_CASES[i].bad), "py2.py", &src, &err) == 0)
+			fail_msg("case %zu accepted: %s", i, PY3_CASES[i].bad);
+		if (err.kind != OEAP_ERR_INPUT || err.line != PY3_CASES[i].line || !strstr(err.message, PY3_CASES[i].why))
+			fail_msg("case %zu: kind %d line %ld: %s", i, err.kind, err.line, err.message);
+		oeap_error_clear(&err);
+		if (pysource_parse(PY3_CASES[i].good, strlen(PY3_CASES[i].good), "py3.py", &src, &err))
+			fail_msg("case %zu: the Python 3 spelling refused: %s", i, err.message);
+		pysource_free(src);
+	}
+}
+
+/* Lines inside strings, brackets and after backslashes are told apart. */
+static void test_line_kinds(void **state)
+{
+	(void)state;
+	static const char text[] = "a = '''\n"        /* 0 code */
+	                           "# in string\n"    /* 1 string */
+	                           "'''\n"            /* 2 string */
+	                           "b = (1,\n"        /* 3 code */
+	                           "# in brackets\n"  /* 4 continued */
+	                           "2) + \\\n"        /* 5 continued */
+	                           "3\n"              /* 6 continued */
+	                           "c = 'x\\\n"       /* 7 code */
+	                           "y' # ''' \n"      /* 8 string */
+	                           "d = \"\"\"\"\"\"\n" /* 9 code */
+	                           "e = r'\\'' \n"    /* 10 code */
+	                           "# '''\n"          /* 11 code */
+	                           "f = 1\n";         /* 12 code */
+	static const unsigned char want[] = {0, 2, 2, 0, 1, 1, 1, 0, 2, 0, 0, 0, 0, 0};
+	unsigned char *kinds = NULL;
+	size_t n = 0;
+	assert_int_equal(pysource_line_kinds(text, sizeof(text) - 1, &kinds, &n), 0);
+	assert_int_equal(n, sizeof(want));
+	for (size_t i = 0; i < n; i++)
+		if (kinds[i] != want[i])
+			fail_msg("line %zu: kind %d, want %d", i, kinds[i], want[i]);
+	free(kinds);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -420,6 +492,8 @@ int main(void)
 		cmocka_unit_test(test_check_bytes_alone),
 		cmocka_unit_test(test_missing_node_refused),
 		cmocka_unit_test(test_deep_nesting),
+		cmocka_unit_test(test_refuse_what_python3_refuses),
+		cmocka_unit_test(test_line_kinds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
