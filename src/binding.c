@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "pysource.h"
 
 #ifndef OEAPATCH_INSTALL_LIBRARY_REL
 #define OEAPATCH_INSTALL_LIBRARY_REL ""
@@ -67,11 +68,56 @@ static int render_part(const oeap_patchdef *def, const char *t, size_t n, const 
 	return 0;
 }
 
+/*
+ * The path goes into Python source as a string literal, and Python source is
+ * UTF-8: a path whose bytes are not (a Latin-1 directory name, say) would be
+ * written raw and the module would not import, with verify green. Control
+ * characters are refused too: they cannot be written back readably.
+ */
+static int check_library_path(const char *library, oeap_error *err)
+{
+	oeap_error why;
+	oeap_error_clear(&why);
+	for (const unsigned char *p = (const unsigned char *)library; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0,
+			                 "the library path has a control character (byte 0x%02x at offset %zu); the binding "
+			                 "module records it in Python source: pass --library with a path without one "
+			                 "(apply resolves symbolic links, so copy the library to one)",
+			                 *p, (size_t)(p - (const unsigned char *)library));
+	if (*library && pysource_check_bytes(library, strlen(library), "--library", NULL, &why))
+		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0,
+		                 "the library path is not valid UTF-8 (%s); the binding module records it in Python "
+		                 "source, which must be UTF-8 for the module to import: pass --library with a UTF-8 "
+		                 "path (apply resolves symbolic links, so copy the library to one)",
+		                 why.message);
+	return 0;
+}
+
 int oeap_binding_render(const oeap_patchdef *def, const char *library, oeap_buf *out, oeap_error *err)
 {
-	if (strpbrk(library, "\r\n"))
-		return oeap_fail(err, OEAP_ERR_USAGE, library, 0, "a library path may not contain a line break");
+	if (check_library_path(library, err))
+		return -1;
 	return render_part(def, def->binding_text, strlen(def->binding_text), library, out, err);
+}
+
+int oeap_binding_edited(const oeap_patchdef *def, const char *text, size_t len)
+{
+	char head[200];
+	int n = snprintf(head, sizeof(head), OEAP_BINDING_HEADER "%s/%d)", def->name, def->version);
+	/* Another version's module: this definition cannot render it again, and
+	 * replacing it is the upgrade apply is asked for. */
+	if (n < 0 || (size_t)n >= sizeof(head) || len < (size_t)n || memcmp(text, head, (size_t)n) != 0)
+		return 0;
+	char *library = oeap_binding_recorded_library(def, text, len);
+	oeap_buf want = OEAP_BUF_INIT;
+	oeap_error err;
+	oeap_error_clear(&err);
+	int edited = !library || oeap_binding_render(def, library, &want, &err) || want.len != len ||
+	             memcmp(want.data, text, len) != 0;
+	oeap_buf_free(&want);
+	free(library);
+	return edited;
 }
 
 int oeap_binding_is_ours(const char *text, size_t len)

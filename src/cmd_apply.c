@@ -88,6 +88,11 @@ static int plan_binding(const oeap_cli *cli, const char *library, binding_plan *
 		if (!oeap_binding_is_ours(bp->old, bp->old_len))
 			return oeap_fail(err, OEAP_ERR_INPUT, bp->path, 0,
 			                 "exists and was not written by oeapatch: refusing to overwrite it");
+		if (oeap_binding_edited(cli->def, bp->old, bp->old_len))
+			return oeap_fail(err, OEAP_ERR_REGION, bp->path, 0,
+			                 "was edited by hand since oeapatch wrote it (`oeapatch verify` shows the binding "
+			                 "check): refusing to overwrite the edits; keep them elsewhere, then "
+			                 "`oeapatch revert --force` removes it and `oeapatch apply` writes it anew");
 	} else {
 		bp->old = NULL;
 	}

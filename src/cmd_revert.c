@@ -40,7 +40,8 @@ static const oeap_option options[] = {
 	{"check", no_argument, OPT_CHECK, NULL, "write nothing: say whether revert would succeed"},
 	{"dry-run", no_argument, OPT_CHECK, NULL, "the same as --check"},
 	{"diff", no_argument, OPT_DIFF, NULL, "write nothing: print the unified diff revert would make"},
-	{"force", no_argument, OPT_FORCE, NULL, "remove regions even when they were edited by hand"},
+	{"force", no_argument, OPT_FORCE, NULL,
+	 "remove regions and the binding module even when they were edited by hand"},
 	{"break-links", no_argument, OPT_BREAK_LINKS, NULL,
 	 "write a target that has other hard links (they keep the old content)"},
 	{NULL, 0, 0, NULL, NULL},
@@ -84,6 +85,12 @@ static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, 
 	/* Only a module we generated is ours to remove. */
 	r->bind_ours = oeap_read_file(r->bind_path, &r->bind_text, &r->bind_len, &ignore) == 0 &&
 	               oeap_binding_is_ours(r->bind_text, r->bind_len);
+	if (r->bind_ours && !o->force && oeap_binding_edited(cli->def, r->bind_text, r->bind_len)) {
+		error = oeap_fail(err, OEAP_ERR_REGION, r->bind_path, 0,
+		                  "was edited by hand since oeapatch wrote it: refusing to delete the edits; keep them "
+		                  "elsewhere, or pass --force to remove it with them");
+		goto done;
+	}
 	if (o->diff) {
 		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bind_ours ? r->bind_text : NULL,
 		                      r->bind_len, NULL, 0, &r->diff, err);

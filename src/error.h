@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-/* Exit codes (conventions.md; documented in docs/oeapatch.1). */
+/* Exit codes (as GNU patch and git apply use them; documented in docs/oeapatch.1). */
 enum {
 	OEAP_EXIT_OK = 0,      /* done, or the check holds */
 	OEAP_EXIT_DIFFERS = 1, /* a check found a difference: not applied, drift, anchor lost */

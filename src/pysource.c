@@ -184,9 +184,9 @@ out:
 }
 
 /*
- * The first ERROR or MISSING node, in source order. ts_node_has_error() alone
- * is not a verdict (conventions.md): it only tells which subtrees are worth
- * walking, and the walk finds the node to name.
+ * The first ERROR or MISSING node, in source order. ts_node_has_error() says
+ * that a subtree holds one, not which node it is: it only tells which
+ * subtrees are worth walking, and the walk finds the node to name.
  */
 static int visit_error(TSNode n, void *user)
 {

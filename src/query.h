@@ -2,7 +2,7 @@
  * query.h - tree-sitter queries with their predicates evaluated.
  *
  * The tree-sitter C library parses `#eq?` and `#match?` but leaves their
- * evaluation to the caller (conventions.md); this module does it, so an
+ * evaluation to the caller; this module does it, so an
  * anchor query file means what it says. Supported: #eq?, #not-eq?, #match?,
  * #not-match? (POSIX extended regex), each against a string or a capture.
  */

@@ -521,6 +521,80 @@ static void test_revert_not_applied_is_noop(void **state)
 	free(in);
 }
 
+/* The first failure is the one reported: later ones are usually its
+ * consequences, and a message about them sends the user the wrong way. */
+static void test_first_error_wins(void **state)
+{
+	(void)state;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_fail(&err, OEAP_ERR_ANCHOR, "anchor 'routing_chain'", 7, "not found: %s", "chain"), -1);
+	assert_int_equal(oeap_fail(&err, OEAP_ERR_INTERNAL, "plan", 0, "out of memory"), -1);
+	assert_int_equal(err.kind, OEAP_ERR_ANCHOR);
+	assert_string_equal(err.where, "anchor 'routing_chain'");
+	assert_int_equal(err.line, 7);
+	assert_string_equal(err.message, "not found: chain");
+	/* through the pipeline: a file that fails parsing reports the parse, not a later step */
+	oeap_outcome o;
+	oeap_error_clear(&err);
+	static const char py2[] = "import torch\nprint 'x'\n";
+	assert_int_equal(oeap_apply_bytes(def, py2, sizeof(py2) - 1, "topk.py", &o, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_int_equal(err.line, 2);
+}
+
+/* Copies the real definition into `dir`, with `callsite` as the call-site template. */
+static oeap_patchdef *def_with_callsite(const char *dir, const char *callsite)
+{
+	static const char *files[] = {"patch.ini", "binding.py", "anchors/binds_pair.scm", "anchors/imports.scm",
+	                              "anchors/routing_chain.scm", "anchors/select_experts.scm",
+	                              "templates/import.py", "templates/callsite.py"};
+	char rel[256], path[512];
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t n;
+		snprintf(rel, sizeof(rel), "patches/sglang-oea/%s", files[i]);
+		char *text = tu_read(rel, &n);
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		if (strcmp(files[i], "templates/callsite.py") == 0)
+			tu_write(path, callsite, strlen(callsite));
+		else
+			tu_write(path, text, n);
+		free(text);
+	}
+	oeap_patchdef *d = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (oeap_patchdef_load(dir, &d, &err))
+		fail_msg("load %s: %s: %s", dir, err.where, err.message);
+	return d;
+}
+
+/* apply reads its own result back before returning it: a definition whose
+ * call site does not parse (an unclosed parenthesis) must give an error and
+ * no bytes, never a file that fails at import. */
+static void test_apply_checks_its_own_result(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir();
+	oeap_patchdef *broken = def_with_callsite(dir, "if _oeapatch_oea.ENABLED:\n"
+	                                               "    topk_weights, topk_ids = _oeapatch_oea.route(\n"
+	                                               "        {{args}}\n");
+	size_t n;
+	char *in = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(broken, in, n, "topk.py", &o, &err), -1);
+	assert_null(o.out);
+	assert_false(o.changed);
+	if (!strstr(err.message, "does not verify") || !strstr(err.message, "parse"))
+		fail_msg("got: %s: %s", err.where, err.message);
+	oeap_patchdef_free(broken);
+	free(in);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -539,6 +613,8 @@ int main(void)
 		cmocka_unit_test(test_chain_that_always_returns),
 		cmocka_unit_test(test_literals_are_not_unbound_names),
 		cmocka_unit_test(test_revert_not_applied_is_noop),
+		cmocka_unit_test(test_first_error_wins),
+		cmocka_unit_test(test_apply_checks_its_own_result),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# test_pipeline_edges.sh - the CLI on what adversarial use of the pipeline
+# found (issue 11): a binding module edited by hand (verify fails on it,
+# apply does not overwrite it, revert does not delete it without --force), a
+# library path that is not UTF-8 (refused before anything is written, naming
+# --library), a UTF-8 one (the module imports), a Python 2 file and a file
+# CPython refuses for its indentation (refused, unchanged), and a
+# core.autocrlf=true repository (the committed patch verifies at HEAD).
+set -u
+
+SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+OEAPATCH=${OEAPATCH:-$SRC/build/src/oeapatch}
+LIB=${OEA_LIBRARY:?OEA_LIBRARY: the liboea to bind}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+ERAS=$SRC/tests/fixtures/eras
+T=python/sglang/srt/layers/moe/topk.py
+B=python/sglang/srt/layers/moe/_oeapatch_sglang_oea.py
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-edges.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/testlib.sh"
+e2e_git_env "$WORK"
+
+fresh() { # fresh DIR ERA: a checkout with that era as its target
+	rm -rf "$1" && mkdir -p "$1/$(dirname "$T")" && cp "$ERAS/$2" "$1/$T"
+}
+sum() { sha256sum "$@" 2>/dev/null | cut -c1-64 | tr '\n' ' '; }
+
+echo "== the binding module edited by hand"
+C=$WORK/bind
+fresh "$C" 2025-08_topk_config.py
+expect "apply" 0 "$OEAPATCH" apply -C "$C" --library "$LIB"
+sed -i 's/^ABI_VERSION = .*/ABI_VERSION = 99/' "$C/$B"
+expect "verify fails on the edited module" 1 "$OEAPATCH" verify -C "$C"
+has "the binding check names it" "FAIL binding"
+before=$(sum "$C/$T" "$C/$B")
+expect "apply refuses to overwrite it" 1 "$OEAPATCH" apply -C "$C" --library "$LIB"
+has "apply names the way out" "revert --force"
+expect "revert refuses to delete it" 1 "$OEAPATCH" revert -C "$C"
+has "revert names --force" "--force"
+check "both files unchanged" test "$before" = "$(sum "$C/$T" "$C/$B")"
+expect "revert --force removes it with the edits" 0 "$OEAPATCH" revert -C "$C" --force
+check "the module is gone" test ! -e "$C/$B"
+check "the target is the era again" cmp -s "$C/$T" "$ERAS/2025-08_topk_config.py"
+
+echo "== library paths"
+C=$WORK/lib
+fresh "$C" 2025-12_layer_id_capturer.py
+bad_dir=$WORK/$(printf 'lib\xff')
+mkdir -p "$bad_dir" && cp "$LIB" "$bad_dir/liboea.so"
+before=$(sum "$C/$T")
+expect "a library path that is not UTF-8 is refused" 2 "$OEAPATCH" apply -C "$C" --library "$bad_dir/liboea.so"
+has "the message names --library" "--library"
+check "nothing written" test "$before" = "$(sum "$C/$T")" -a ! -e "$C/$B"
+good_dir=$WORK/$(printf 'lib\xc3\xa9 \x27q\x27')
+mkdir -p "$good_dir" && cp "$LIB" "$good_dir/liboea.so"
+expect "a UTF-8 path with a quote lands" 0 "$OEAPATCH" apply -C "$C" --library "$good_dir/liboea.so"
+expect "verify holds" 0 "$OEAPATCH" verify -C "$C"
+expect "the module compiles and records the path" 0 "$PY" -c '
+import sys
+ns = {}
+src = open(sys.argv[1], "rb").read()
+compile(src, "m", "exec")
+line = [l for l in src.decode().splitlines() if l.startswith("RECORDED_LIBRARY = ")][0]
+import ast, os
+assert os.fsencode(ast.literal_eval(line.split(" = ", 1)[1])) == os.fsencode(sys.argv[2]), line
+' "$C/$B" "$good_dir/liboea.so"
+
+echo "== what Python 3 refuses is refused, unchanged"
+C=$WORK/py2
+fresh "$C" 2025-03_recorder.py
+printf 'print "routing"\n' >>"$C/$T"
+before=$(sum "$C/$T")
+expect "a Python 2 print statement" 2 "$OEAPATCH" apply -C "$C" --library "$LIB"
+has "named" "print statement"
+check "unchanged" test "$before" = "$(sum "$C/$T")"
+fresh "$C" 2025-03_recorder.py
+printf 'def _f():\n        x = 1\n    return x\n' >>"$C/$T"
+before=$(sum "$C/$T")
+expect "an IndentationError" 2 "$OEAPATCH" apply -C "$C" --library "$LIB"
+has "named" "IndentationError"
+check "unchanged" test "$before" = "$(sum "$C/$T")"
+
+echo "== core.autocrlf=true"
+R=$WORK/crlf
+fresh "$R" 2025-08_topk_config.py
+cd "$R" && git -c init.defaultBranch=main init -q . && git config core.autocrlf true &&
+	git add -A && git commit -qm era && cd - >/dev/null
+# the work tree as git checks it out with autocrlf: CRLF
+rm "$R/$T" && git -C "$R" checkout -- "$T"
+grep -q $'\r$' "$R/$T" && ok "the checkout has CRLF line ends" || bad "the checkout has CRLF line ends"
+expect "apply on the CRLF checkout" 0 "$OEAPATCH" apply -C "$R" --library "$LIB"
+git -C "$R" add -A && git -C "$R" commit -qm patched
+expect "verify --ref HEAD (git stores LF)" 0 "$OEAPATCH" verify -C "$R" --ref HEAD
+expect "verify in the work tree (CRLF)" 0 "$OEAPATCH" verify -C "$R"
+
+e2e_summary
