@@ -66,7 +66,7 @@ static int raw_hash(const char *body, size_t len, char hex[OEAP_HASH_HEX + 1])
 
 int oeap_region_intact(const oeap_region *r)
 {
-	return strcmp(r->hash, r->actual) == 0;
+	return strcmp(r->hash, r->actual) == 0 || strcmp(r->hash, r->raw) == 0;
 }
 
 /* One line of buf: [s, e) without its line end, next = start of the next line. */
@@ -183,13 +183,10 @@ int oeap_regions_scan(const char *buf, size_t len, oeap_regions *out, oeap_error
 			open.end_line = l.no;
 			if (oeap_region_hash(buf + open.body_start, open.body_end - open.body_start, open.actual))
 				goto oom;
-			if (strcmp(open.actual, open.hash) != 0) {
-				char raw[OEAP_HASH_HEX + 1];
-				if (raw_hash(buf + open.body_start, open.body_end - open.body_start, raw))
-					goto oom;
-				if (strcmp(raw, open.hash) == 0)
-					memcpy(open.actual, raw, sizeof(raw));
-			}
+			memcpy(open.raw, open.actual, sizeof(open.raw));
+			if (memchr(buf + open.body_start, '\r', open.body_end - open.body_start) &&
+			    raw_hash(buf + open.body_start, open.body_end - open.body_start, open.raw))
+				goto oom;
 			for (size_t k = 0; k < out->n; k++)
 				if (strcmp(out->items[k].patch, open.patch) == 0 &&
 				    strcmp(out->items[k].name, open.name) == 0) {

@@ -9,8 +9,8 @@
  *     # <<< oeapatch sglang-oea/1 callsite <<<
  *
  * The hash is the first 16 hex digits of the SHA-256 of the body bytes
- * exactly as written (indentation and line ends included), so any edit by
- * hand shows. Removing a region's lines gives back the original bytes.
+ * (indentation included, CRLF read as LF so that git's autocrlf does not
+ * change it), so any edit by hand shows. Removing a region's lines gives back the original bytes.
  */
 #ifndef OEAP_REGION_H
 #define OEAP_REGION_H
@@ -27,7 +27,9 @@ typedef struct oeap_region {
 	int version;
 	char name[64];
 	char hash[OEAP_HASH_HEX + 1]; /* as recorded in the begin marker */
-	char actual[OEAP_HASH_HEX + 1]; /* of the body as it is now */
+	char actual[OEAP_HASH_HEX + 1]; /* of the body as it is now (CRLF read as LF) */
+	char raw[OEAP_HASH_HEX + 1];    /* of the body's bytes as they are (what versions before
+	                                   the normalised hash recorded; == actual without CRs) */
 	size_t start, end;            /* whole region: begin marker line .. past end marker line */
 	size_t body_start, body_end;  /* the lines between the markers */
 	size_t begin_marker_col;      /* offset of '#' in the begin marker line */
@@ -40,7 +42,8 @@ typedef struct oeap_regions {
 	size_t n;
 } oeap_regions;
 
-/* 1 when the region's body still hashes to what its marker recorded. */
+/* 1 when the region's body still hashes to what its marker recorded (the
+ * normalised hash, or the raw one that older versions recorded). */
 int oeap_region_intact(const oeap_region *r);
 
 /*

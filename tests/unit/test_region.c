@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "buf.h"
 #include "region.h"
 
@@ -131,6 +133,39 @@ static void test_hash_known_value(void **state)
 	assert_string_equal(hex, "e3b0c44298fc1c14");
 	assert_int_equal(oeap_region_hash("abc", 3, hex), 0);
 	assert_string_equal(hex, "ba7816bf8f01cfea");
+}
+
+/* CRLF is read as LF by the hash (git's autocrlf must not turn a region into
+ * "edited by hand"); a bare CR is content; a marker that recorded the raw
+ * CRLF bytes' hash (older versions) is still intact. */
+static void test_hash_normalises_crlf(void **state)
+{
+	(void)state;
+	char lf[OEAP_HASH_HEX + 1], crlf[OEAP_HASH_HEX + 1], cr[OEAP_HASH_HEX + 1];
+	assert_int_equal(oeap_region_hash("a\nb\n", 4, lf), 0);
+	assert_int_equal(oeap_region_hash("a\r\nb\r\n", 6, crlf), 0);
+	assert_int_equal(oeap_region_hash("a\rb\n", 4, cr), 0);
+	assert_string_equal(lf, crlf);
+	assert_string_not_equal(lf, cr);
+
+	unsigned char md[32];
+	char legacy[OEAP_HASH_HEX + 1];
+	assert_non_null(SHA256((const unsigned char *)"y = 2\r\n", 7, md));
+	for (int i = 0; i < OEAP_HASH_HEX / 2; i++)
+		snprintf(legacy + 2 * i, 3, "%02x", md[i]);
+	char text[256];
+	snprintf(text, sizeof(text),
+	         "x = 1\r\n# >>> oeapatch sglang-oea/1 callsite sha256:%s >>>\r\ny = 2\r\n"
+	         "# <<< oeapatch sglang-oea/1 callsite <<<\r\n",
+	         legacy);
+	oeap_regions rs;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_regions_scan(text, strlen(text), &rs, &err), 0);
+	assert_int_equal(rs.n, 1);
+	assert_true(oeap_region_intact(&rs.items[0]));
+	assert_string_equal(rs.items[0].raw, legacy);
+	oeap_regions_free(&rs);
 }
 
 static void test_edited_body_not_intact(void **state)
@@ -374,6 +409,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip_crlf),
 		cmocka_unit_test(test_round_trip_tab_indent),
 		cmocka_unit_test(test_hash_known_value),
+		cmocka_unit_test(test_hash_normalises_crlf),
 		cmocka_unit_test(test_edited_body_not_intact),
 		cmocka_unit_test(test_nested_begin),
 		cmocka_unit_test(test_end_without_begin),
