@@ -96,8 +96,9 @@ static int bind_args(const oeap_patchdef *def, const oeap_region_def *rd, const 
 				                         a->exprs[j]);
 			oeap_names_free(&names);
 			return oeap_fail(err, OEAP_ERR_ANCHOR, where, after->line,
-			                 "needs '%s' but none of [%s] is bound in %s by the end of %s (line %ld)", a->keyword,
-			                 tried, scope->def->describe, after->def->describe, after->line);
+			                 "needs '%s' but none of [%s] is bound on every path through %s to the end of %s "
+			                 "(line %ld)",
+			                 a->keyword, tried, scope->def->describe, after->def->describe, after->line);
 		}
 	}
 	oeap_names_free(&names);

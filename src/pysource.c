@@ -226,40 +226,68 @@ typedef struct py3_probe {
 	const pysource *src;
 	TSNode bad;
 	const char *why;
+	size_t *opens; /* where each block's first statement starts (absolute), in source order */
+	size_t nopens, capopens;
+	int oom;
 } py3_probe;
 
-static int visit_py2(TSNode n, void *user)
+/* One walk over the tree (a node's parent is a walk from the root in
+ * tree-sitter, so nothing here asks for one: a per-line lookup made a 50 MB
+ * file quadratic). */
+static int visit_py3(TSNode n, void *user)
 {
 	py3_probe *p = user;
 	const char *type = ts_node_type(n);
 	const char *s = p->src->buf + pysource_start(p->src, n);
 	size_t len = pysource_end(p->src, n) - pysource_start(p->src, n);
 	const char *why = NULL;
-	if (strcmp(type, "print_statement") == 0) {
+	if (strcmp(type, "block") == 0) {
+		/* An indent is legal only where a block's first statement starts. */
+		for (uint32_t i = 0; i < ts_node_named_child_count(n); i++) {
+			TSNode c = ts_node_named_child(n, i);
+			if (strcmp(ts_node_type(c), "comment") == 0)
+				continue;
+			if (p->nopens == p->capopens) {
+				size_t cap = p->capopens ? 2 * p->capopens : 256;
+				size_t *o = realloc(p->opens, cap * sizeof(*o));
+				if (!o) {
+					p->oom = 1;
+					return -1;
+				}
+				p->opens = o;
+				p->capopens = cap;
+			}
+			p->opens[p->nopens++] = pysource_start(p->src, c);
+			break;
+		}
+	} else if (strcmp(type, "print_statement") == 0) {
 		/* `print >>f, x` is also a Python 3 expression (a tuple); `print x` is not */
 		TSNode first = ts_node_named_child(n, 0);
 		if (ts_node_is_null(first) || strcmp(ts_node_type(first), "chevron") != 0)
 			why = "a Python 2 print statement (Python 3 needs print(...))";
-	} else if (strcmp(type, "exec_statement") == 0)
+	} else if (strcmp(type, "exec_statement") == 0) {
 		why = "a Python 2 exec statement";
-	else if (strcmp(type, "<>") == 0)
+	} else if (strcmp(type, "<>") == 0) {
 		why = "the Python 2 operator <>";
-	else if (strcmp(type, "integer") == 0 && len &&
-	         (s[len - 1] == 'l' || s[len - 1] == 'L' ||
-	          (len > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9' && strspn(s, "0_") < len &&
-	           strspn(s, "0123456789_") == len)))
+	} else if (strcmp(type, "integer") == 0 && len &&
+	           (s[len - 1] == 'l' || s[len - 1] == 'L' ||
+	            (len > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9' && strspn(s, "0_") < len &&
+	             strspn(s, "0123456789_") == len))) {
 		why = "a Python 2 integer literal (leading zero or L suffix)";
-	else if (strcmp(type, "string_start") == 0 && len &&
-	         (s[0] == '`' || ((memchr(s, 'u', len) || memchr(s, 'U', len)) && strcspn(s, "'\"") > 1)))
+	} else if (strcmp(type, "string_start") == 0 && len &&
+	           (s[0] == '`' || ((memchr(s, 'u', len) || memchr(s, 'U', len)) && strcspn(s, "'\"") > 1))) {
 		why = s[0] == '`' ? "Python 2 backquotes" : "a string prefix Python 3 does not accept";
-	else if (strcmp(type, "except_clause") == 0) {
+	} else if (strcmp(type, "except_clause") == 0) {
 		for (uint32_t i = 0; i < ts_node_child_count(n) && !why; i++)
 			if (strcmp(ts_node_type(ts_node_child(n, i)), ",") == 0)
 				why = "the Python 2 form `except E, name`";
-	} else if (strcmp(type, "tuple_pattern") == 0 && !ts_node_is_null(ts_node_parent(n)) &&
-	           (strcmp(ts_node_type(ts_node_parent(n)), "parameters") == 0 ||
-	            strcmp(ts_node_type(ts_node_parent(n)), "lambda_parameters") == 0))
-		why = "a Python 2 tuple parameter";
+	} else if (strcmp(type, "parameters") == 0 || strcmp(type, "lambda_parameters") == 0) {
+		for (uint32_t i = 0; i < ts_node_named_child_count(n) && !why; i++)
+			if (strcmp(ts_node_type(ts_node_named_child(n, i)), "tuple_pattern") == 0) {
+				n = ts_node_named_child(n, i);
+				why = "a Python 2 tuple parameter";
+			}
+	}
 	if (why) {
 		p->bad = n;
 		p->why = why;
@@ -268,32 +296,25 @@ static int visit_py2(TSNode n, void *user)
 	return PYSOURCE_WALK_DESCEND;
 }
 
-/* The statement that starts at `at`: the largest node starting there below a block or the module. */
-static TSNode statement_at(const pysource *src, size_t at)
+static int opens_block(const py3_probe *p, size_t at)
 {
-	uint32_t b = (uint32_t)(at - src->bom);
-	TSNode n = ts_node_descendant_for_byte_range(pysource_root(src), b, b);
-	for (;;) {
-		TSNode parent = ts_node_parent(n);
-		if (ts_node_is_null(parent) || ts_node_start_byte(parent) != b ||
-		    strcmp(ts_node_type(parent), "block") == 0 || strcmp(ts_node_type(parent), "module") == 0)
-			return n;
-		n = parent;
-	}
-}
-
-/* 1 when `st` is the first statement of a block (comments do not count). */
-static int opens_block(TSNode st)
-{
-	TSNode parent = ts_node_parent(st);
-	if (ts_node_is_null(parent) || strcmp(ts_node_type(parent), "block") != 0)
-		return 0;
-	for (uint32_t i = 0; i < ts_node_named_child_count(parent); i++) {
-		TSNode c = ts_node_named_child(parent, i);
-		if (strcmp(ts_node_type(c), "comment") != 0)
-			return ts_node_eq(c, st);
+	size_t lo = 0, hi = p->nopens;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->opens[mid] == at)
+			return 1;
+		if (p->opens[mid] < at)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
 	return 0;
+}
+
+static int size_cmp(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 /*
@@ -301,7 +322,7 @@ static int opens_block(TSNode st)
  * block, a dedent returns to an enclosing level, and tabs and spaces must
  * order the levels the same at tab size 8 and tab size 1 (else TabError).
  */
-static int check_indentation(const pysource *src, const char *what, oeap_error *err)
+static int check_indentation(const pysource *src, py3_probe *p, const char *what, oeap_error *err)
 {
 	unsigned char *kinds = NULL;
 	size_t nlines = 0, depth = 1;
@@ -309,6 +330,8 @@ static int check_indentation(const pysource *src, const char *what, oeap_error *
 	int error = 0;
 	if (pysource_line_kinds(src->buf, src->len, &kinds, &nlines))
 		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	/* the walk records blocks in pre-order: nested blocks start after their owner's first statement */
+	qsort(p->opens, p->nopens, sizeof(*p->opens), size_cmp);
 	col[0] = alt[0] = 0;
 	size_t at = src->bom;
 	for (size_t line = 0; line < nlines && at < src->len; line++) {
@@ -333,7 +356,7 @@ static int check_indentation(const pysource *src, const char *what, oeap_error *
 		if (c > col[depth - 1]) {
 			if (a <= alt[depth - 1])
 				why = "TabError: inconsistent use of tabs and spaces in indentation";
-			else if (!opens_block(statement_at(src, i)))
+			else if (!opens_block(p, i))
 				why = "IndentationError: unexpected indent";
 			else if (depth == sizeof(col) / sizeof(col[0]))
 				why = "IndentationError: too many levels of indentation";
@@ -363,17 +386,24 @@ static int check_indentation(const pysource *src, const char *what, oeap_error *
 /* Refuses what tree-sitter parses but Python 3 does not compile. */
 static int check_python3(const pysource *src, const char *what, oeap_error *err)
 {
+	int error = 0;
 	py3_probe p;
 	memset(&p, 0, sizeof(p));
 	p.src = src;
-	if (pysource_walk(pysource_root(src), visit_py2, &p) == PYSOURCE_WALK_STOP) {
+	int rc = pysource_walk(pysource_root(src), visit_py3, &p);
+	if (p.oom) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	} else if (rc == PYSOURCE_WALK_STOP) {
 		long line = pysource_line_of(src, pysource_start(src, p.bad));
-		return oeap_fail(err, OEAP_ERR_INPUT, what, line,
-		                 "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
-		                 "is not patched",
-		                 line, p.why);
+		error = oeap_fail(err, OEAP_ERR_INPUT, what, line,
+		                  "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
+		                  "is not patched",
+		                  line, p.why);
+	} else {
+		error = check_indentation(src, &p, what, err);
 	}
-	return check_indentation(src, what, err);
+	free(p.opens);
+	return error;
 }
 
 static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
