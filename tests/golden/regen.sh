@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the expected outputs of the golden cases with the CLI:
 #   tests/golden/regen.sh BUILD_DIR
-# Review `git diff tests/golden` afterwards: every change must be intended.
+# Review `git diff tests/golden` afterwards: every change must be intended,
+# and run check_golden.py (ctest golden.check): it checks the new files with
+# Python alone, since these files are the tool's own output.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: regen.sh BUILD_DIR}
