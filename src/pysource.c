@@ -330,8 +330,9 @@ static int check_indentation(const pysource *src, py3_probe *p, const char *what
 	int error = 0;
 	if (pysource_line_kinds(src->buf, src->len, &kinds, &nlines))
 		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
-	/* the walk records blocks in pre-order: nested blocks start after their owner's first statement */
-	qsort(p->opens, p->nopens, sizeof(*p->opens), size_cmp);
+	/* sorted for the binary search in opens_block() */
+	if (p->nopens)
+		qsort(p->opens, p->nopens, sizeof(*p->opens), size_cmp);
 	col[0] = alt[0] = 0;
 	size_t at = src->bom;
 	for (size_t line = 0; line < nlines && at < src->len; line++) {
