@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pysource.h"
 #include "region.h"
 
 #define CHECK(cond, ...)                                                 \
@@ -128,6 +129,18 @@ static void check_render(const char *buf, size_t len)
 				CHECK(oeap_buf_puts(&body, eol) == 0, "oom");
 		}
 		i += n;
+	}
+	/* Only comment lines are markers: a body that leaves a string open (an
+	 * unclosed triple quote) makes the end marker the string's text, and no
+	 * template that parses does that. Such bodies have nothing to read back. */
+	unsigned char *kinds = NULL;
+	size_t nkinds = 0;
+	CHECK(pysource_line_kinds(body.data ? body.data : "", body.len, &kinds, &nkinds) == 0, "oom");
+	int open_string = kinds[nkinds - 1] == PYSOURCE_LINE_STRING;
+	free(kinds);
+	if (open_string) {
+		oeap_buf_free(&body);
+		return;
 	}
 	CHECK(oeap_buf_puts(&file, "x = 1\n") == 0, "oom");
 	size_t start = file.len;
