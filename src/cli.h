@@ -12,7 +12,7 @@
 #include "patchdef.h"
 #include "report.h"
 
-/* An option with its help text beside it (conventions.md). */
+/* An option with its help text beside it, so --help and the table cannot drift apart. */
 typedef struct oeap_option {
 	const char *name;  /* long name */
 	int has_arg;       /* no_argument / required_argument */
