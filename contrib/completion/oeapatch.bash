@@ -21,15 +21,16 @@ _oeapatch_options()
 		grep -oE -- '(^|[ ,])-(-[a-z][a-z-]*|[A-Za-z])' | sed 's/^[ ,]*//' | sort -u
 }
 
+# The refs of the repository at $1 (the -C given, else the current directory).
 _oeapatch_refs()
 {
-	git for-each-ref --format='%(refname:short)' 2>/dev/null
+	git ${1:+-C "$1"} for-each-ref --format='%(refname:short)' 2>/dev/null
 	echo HEAD
 }
 
 _oeapatch()
 {
-	local bin=${COMP_WORDS[0]} cur=${COMP_WORDS[COMP_CWORD]} prev= i w cmd= sub=
+	local bin=${COMP_WORDS[0]} cur=${COMP_WORDS[COMP_CWORD]} prev= i w cmd= sub= dir=
 	[ "$COMP_CWORD" -gt 0 ] && prev=${COMP_WORDS[COMP_CWORD - 1]}
 	COMPREPLY=()
 
@@ -53,6 +54,9 @@ _oeapatch()
 	# The command: the first word that is neither an option nor an option's argument.
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
+		case $w in
+		-C | --directory) dir=${COMP_WORDS[i + 1]} ;;
+		esac
 		if [ -z "$cmd" ]; then
 			case $w in
 			-C | --directory | --python | --patch) ((i++)) ;;
@@ -77,7 +81,7 @@ _oeapatch()
 		return
 		;;
 	--ref)
-		mapfile -t COMPREPLY < <(compgen -W "$(_oeapatch_refs)" -- "$cur")
+		mapfile -t COMPREPLY < <(compgen -W "$(_oeapatch_refs "$dir")" -- "$cur")
 		return
 		;;
 	--only)
@@ -97,7 +101,7 @@ _oeapatch()
 	"") mapfile -t COMPREPLY < <(compgen -W "$(_oeapatch_commands "$bin")" -- "$cur") ;;
 	help) mapfile -t COMPREPLY < <(compgen -W "$(_oeapatch_commands "$bin")" -- "$cur") ;;
 	hook) [ -z "$sub" ] && mapfile -t COMPREPLY < <(compgen -W "install uninstall status" -- "$cur") ;;
-	check) mapfile -t COMPREPLY < <(compgen -W "$(_oeapatch_refs)" -- "$cur") ;;
+	check) mapfile -t COMPREPLY < <(compgen -W "$(_oeapatch_refs "$dir")" -- "$cur") ;;
 	esac
 }
 

@@ -76,4 +76,10 @@ touch "$work/dirs/afile"
 offers "-C completes directories only" "$work/dirs/alpha" -C "$work/dirs/a"
 offers "status -C too" "$work/dirs/beta" status -C "$work/dirs/b"
 
+repo=$work/repo
+git init -q "$repo" && git -C "$repo" -c user.name=T -c user.email=t@example.org commit -q --allow-empty -m one &&
+	git -C "$repo" branch feature-x
+offers "check's revisions are the -C repository's refs" "feature-x" check -C "$repo" fea
+offers "verify --ref too" "feature-x" -C "$repo" verify --ref fea
+
 e2e_summary
