@@ -4,6 +4,7 @@
  * dry-run on it in memory (apply, which resolves every anchor and verifies
  * its own result). No checkout, no work tree: bare repositories and mirrors
  * work the same. Revisions that share a blob are checked once.
+ * compute fills a check_result; print_json and print_text only print it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -222,23 +223,201 @@ static double now_seconds(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* What check found: compute fills it, the printers print it. */
+typedef struct check_result {
+	git_repository *repo;
+	char *prefix;
+	char *path;                /* the target inside the repository */
+	oeap_revs revs;
+	oeap_check_result *res;    /* one per revision */
+	empty_range *empty;        /* range arguments that selected nothing */
+	size_t nempty;
+	size_t unsupported;        /* revisions before the definition's first_revision */
+	size_t counts[OEAP_LAND_DELETED + 1];
+	size_t nfailed;            /* revisions that do not land */
+	size_t nbad;               /* what makes the exit status 1: failures and (unless allowed) empty ranges */
+	double total;
+	int exit_code;
+} check_result;
+
+static void check_result_free(check_result *r)
+{
+	free(r->empty);
+	free(r->res);
+	oeap_revs_free(&r->revs);
+	free(r->path);
+	free(r->prefix);
+	git_repository_free(r->repo);
+}
+
+static int compute(const oeap_cli *cli, const check_opts *o, int argc, char **argv, int first, check_result *r,
+                   oeap_error *err)
+{
+	if (oeap_repo_open(cli->root, &r->repo, &r->prefix, err))
+		return -1;
+	if (!(r->path = malloc(strlen(r->prefix) + strlen(oeap_cli_target_rel(cli)) + 1)))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+	sprintf(r->path, "%s%s", r->prefix, oeap_cli_target_rel(cli));
+
+	double t0 = now_seconds();
+	if (!(r->empty = calloc((size_t)(argc - first) + 1, sizeof(*r->empty))))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+	if (first == argc) {
+		if (oeap_revs_add(r->repo, NULL, r->path, o->max, &r->revs, err))
+			return -1;
+		if (r->revs.n == 0)
+			return oeap_fail(err, OEAP_ERR_INPUT, r->path, 0,
+			                 "no commit reachable from HEAD has this file: is this a repository of the framework "
+			                 "%s patches?",
+			                 cli->def->name);
+		/* Revisions before the first one the definition supports fail
+		 * forever (the code it anchors on did not exist yet): the walk
+		 * stops there, and says so, so a green run is possible. */
+		if (cli->def->first_revision && !o->all) {
+			if (oeap_revs_since(r->repo, &r->revs, 0, cli->def->first_revision, &r->unsupported, err))
+				return -1;
+			if (r->revs.n == 0) {
+				r->empty[r->nempty].spec = "HEAD";
+				snprintf(r->empty[r->nempty].why, sizeof(r->empty[r->nempty].why),
+				         "no commit since the definition's first supported revision %s touched %s",
+				         cli->def->first_revision, r->path);
+				r->nempty++;
+			}
+		}
+	}
+	for (int i = first; i < argc; i++) {
+		size_t selected = 0;
+		if (oeap_revs_add_counted(r->repo, argv[i], r->path, o->max, &r->revs, &selected, err))
+			return -1;
+		if (!selected) {
+			r->empty[r->nempty].spec = argv[i];
+			oeap_range_why_empty(r->repo, argv[i], r->path, r->empty[r->nempty].why,
+			                     sizeof(r->empty[r->nempty].why));
+			r->nempty++;
+		}
+	}
+	if (r->revs.n && !(r->res = calloc(r->revs.n, sizeof(*r->res))))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+	if (oeap_check_revs(r->repo, cli->def, &r->revs, r->res, err) ||
+	    (!o->skip_binding && oeap_check_revs_binding(r->repo, cli->def, &r->revs, r->res, err)))
+		return -1;
+	r->total = now_seconds() - t0;
+	for (size_t i = 0; i < r->revs.n; i++) {
+		r->counts[r->res[i].land]++;
+		r->nfailed += failed(&r->res[i]);
+	}
+	r->nbad = r->nfailed + (o->allow_empty ? 0 : r->nempty);
+	r->exit_code = r->nbad ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
+	return 0;
+}
+
+static void print_json(const oeap_cli *cli, const check_opts *o, const check_result *r)
+{
+	char detail[1024];
+	json_t *j = oeap_cli_json_head(cli, r->exit_code), *arr = json_array();
+	for (size_t i = 0; i < r->revs.n; i++) {
+		const oeap_rev *rev = &r->revs.items[i];
+		const oeap_check_result *res = &r->res[i];
+		char full[GIT_OID_HEXSZ + 1], blob[GIT_OID_HEXSZ + 1];
+		git_oid_tostr(full, sizeof(full), &rev->commit);
+		git_oid_tostr(blob, sizeof(blob), &rev->blob);
+		describe(cli->def, rev, res, detail, sizeof(detail));
+		json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b}", "commit", full, "short", rev->short_id, "date",
+		                      rev->date, "subject", rev->subject, "path", rev->path, "status",
+		                      oeap_land_name(res->land), "detail", detail, "ok", !failed(res));
+		json_object_set_new(e, "named", json_boolean(rev->kind == OEAP_REV_NAMED));
+		json_object_set_new(e, "blob", rev->has_blob ? json_string(blob) : json_null());
+		json_object_set_new(e, "renamed_from", rev->renamed_from ? json_string(rev->renamed_from) : json_null());
+		if (res->land == OEAP_LAND_LANDS || res->land == OEAP_LAND_APPLIED)
+			json_object_set_new(e, "before", json_string(oeap_file_state_name(res->before)));
+		if (res->land == OEAP_LAND_FAILS)
+			json_object_set_new(e, "error", oeap_json_error(&res->err));
+		json_array_append_new(arr, e);
+	}
+	json_t *ea = json_array();
+	for (size_t i = 0; i < r->nempty; i++)
+		json_array_append_new(ea, json_pack("{s:s,s:s,s:b}", "range", r->empty[i].spec, "detail", r->empty[i].why,
+		                                    "ok", o->allow_empty));
+	json_object_set_new(j, "file", json_string(r->path));
+	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+	json_object_set_new(j, "revisions", arr);
+	json_object_set_new(j, "empty_ranges", ea);
+	json_object_set_new(j, "first_revision",
+	                    cli->def->first_revision && !o->all ? json_string(cli->def->first_revision) : json_null());
+	json_object_set_new(j, "not_checked_before_first_revision", json_integer((json_int_t)r->unsupported));
+	json_object_set_new(j, "summary",
+	                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "revisions", (json_int_t)r->revs.n, "lands",
+	                              (json_int_t)r->counts[OEAP_LAND_LANDS], "applied",
+	                              (json_int_t)r->counts[OEAP_LAND_APPLIED], "fails",
+	                              (json_int_t)r->counts[OEAP_LAND_FAILS], "missing",
+	                              (json_int_t)r->counts[OEAP_LAND_MISSING], "deleted",
+	                              (json_int_t)r->counts[OEAP_LAND_DELETED], "failed", (json_int_t)r->nbad, "seconds",
+	                              r->total));
+	oeap_json_emit(j);
+}
+
+static void print_text(const oeap_cli *cli, const check_opts *o, const check_result *r)
+{
+	char detail[1024];
+	const size_t *counts = r->counts;
+	const char *bad_on = oeap_color_bad(stdout), *good_on = oeap_color_good(stdout), *off = oeap_color_reset(stdout);
+	for (size_t i = 0; i < r->nempty; i++)
+		printf("%-19s %s%-7s%s  %s%s\n", "(range)", o->allow_empty ? "" : bad_on, o->allow_empty ? "empty" : "EMPTY",
+		       o->allow_empty ? "" : off, r->empty[i].why,
+		       o->allow_empty ? " (allowed: --allow-empty)"
+		                      : ": nothing was checked (--allow-empty reports it as skipped instead)");
+	for (size_t i = 0; i < r->revs.n; i++) {
+		const oeap_rev *rev = &r->revs.items[i];
+		int bad = failed(&r->res[i]);
+		const char *word = oeap_land_name(r->res[i].land);
+		char up[16];
+		size_t k = 0;
+		for (; word[k] && k < sizeof(up) - 1; k++)
+			up[k] = bad ? (char)(word[k] - 'a' + 'A') : word[k];
+		up[k] = '\0';
+		describe(cli->def, rev, &r->res[i], detail, sizeof(detail));
+		char note[4200] = "";
+		if (rev->renamed_from)
+			snprintf(note, sizeof(note), "%s(renamed from %s)", bad ? "  " : "", rev->renamed_from);
+		else if (strcmp(rev->path, r->path) && r->res[i].land != OEAP_LAND_MISSING)
+			snprintf(note, sizeof(note), "%s(as %s)", bad ? "  " : "", rev->path);
+		int more = bad || note[0];
+		printf("%s %s  %s%-7s%s  %-*.*s", rev->short_id, rev->date, bad ? bad_on : good_on, up, off, more ? 50 : 0,
+		       clip(rev->subject, 50), rev->subject);
+		printf("%s%s%s\n", more ? "  " : "", bad ? detail : "", note);
+	}
+	printf("%zu revision%s of %s checked in %.2f s: %zu land%s, %zu fail%s", r->revs.n, r->revs.n == 1 ? "" : "s",
+	       r->path, r->total, counts[OEAP_LAND_LANDS] + counts[OEAP_LAND_APPLIED],
+	       counts[OEAP_LAND_LANDS] + counts[OEAP_LAND_APPLIED] == 1 ? "s" : "", counts[OEAP_LAND_FAILS],
+	       counts[OEAP_LAND_FAILS] == 1 ? "s" : "");
+	if (counts[OEAP_LAND_APPLIED])
+		printf(" (%zu already carr%s it)", counts[OEAP_LAND_APPLIED], counts[OEAP_LAND_APPLIED] == 1 ? "ies" : "y");
+	if (counts[OEAP_LAND_MISSING])
+		printf(", %zu lack%s the file", counts[OEAP_LAND_MISSING], counts[OEAP_LAND_MISSING] == 1 ? "s" : "");
+	if (counts[OEAP_LAND_DELETED])
+		printf(", %zu delete%s it", counts[OEAP_LAND_DELETED], counts[OEAP_LAND_DELETED] == 1 ? "s" : "");
+	if (r->nempty)
+		printf(", %zu empty range%s%s", r->nempty, r->nempty == 1 ? "" : "s", o->allow_empty ? " (allowed)" : "");
+	printf(" [%s/%d]\n", cli->def->name, cli->def->version);
+	if (r->unsupported)
+		printf("(%zu older revision%s not checked: the definition supports %s from %s on (first_revision); "
+		       "--all checks them)\n",
+		       r->unsupported, r->unsupported == 1 ? "" : "s", r->path, cli->def->first_revision);
+}
+
 int cmd_check(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	check_opts o = {NULL, 0, 0, 0, 0};
 	oeap_error err;
-	git_repository *repo = NULL;
-	char *prefix = NULL, *path = NULL;
-	oeap_revs revs = {0};
-	oeap_check_result *res = NULL;
-	empty_range *empty = NULL;
-	size_t nempty = 0, unsupported = 0;
-	size_t counts[OEAP_LAND_DELETED + 1] = {0};
-	char detail[1024];
+	check_result r;
+	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "check", "[-C REPO] [--junit FILE] [-n N] [--all] [--allow-empty] [--skip-binding] [--json] [REV | A..B ...]",
+	int p = oeap_cli_parse(&cli, "check",
+	                       "[-C REPO] [--junit FILE] [-n N] [--all] [--allow-empty] [--skip-binding] [--json] [REV | "
+	                       "A..B ...]",
 	                       "Dry-run the patch on the target file as committed at each revision, read from the "
 	                       "object database (no checkout; bare repositories work). REV checks that revision; "
 	                       "A..B the commits reachable from B and not from A that touched the file; no argument "
@@ -249,171 +428,21 @@ int cmd_check(int argc, char **argv)
 	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
-	if (oeap_cli_open(&cli, 0, &err) || oeap_repo_open(cli.root, &repo, &prefix, &err))
-		goto fail;
-	if (!(path = malloc(strlen(prefix) + strlen(oeap_cli_target_rel(&cli)) + 1))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
-		goto fail;
+	/* The report file before the printing: a failure to write it is then
+	 * the command's one error, not a second JSON document after the results. */
+	if (oeap_cli_open(&cli, 0, &err) || compute(&cli, &o, argc, argv, first, &r, &err) ||
+	    (o.junit && write_junit(o.junit, cli.def, &r.revs, r.res, r.nfailed, r.empty, r.nempty, o.allow_empty,
+	                            r.total, &err))) {
+		rc = oeap_cli_error(&cli, &err);
+		goto done;
 	}
-	sprintf(path, "%s%s", prefix, oeap_cli_target_rel(&cli));
-
-	double t0 = now_seconds();
-	if (!(empty = calloc((size_t)(argc - first) + 1, sizeof(*empty)))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
-		goto fail;
-	}
-	if (first == argc) {
-		if (oeap_revs_add(repo, NULL, path, o.max, &revs, &err))
-			goto fail;
-		if (revs.n == 0) {
-			oeap_fail(&err, OEAP_ERR_INPUT, path, 0,
-			          "no commit reachable from HEAD has this file: is this a repository of the framework %s "
-			          "patches?",
-			          cli.def->name);
-			goto fail;
-		}
-		/* Revisions before the first one the definition supports fail
-		 * forever (the code it anchors on did not exist yet): the walk
-		 * stops there, and says so, so a green run is possible. */
-		if (cli.def->first_revision && !o.all) {
-			if (oeap_revs_since(repo, &revs, 0, cli.def->first_revision, &unsupported, &err))
-				goto fail;
-			if (revs.n == 0) {
-				empty[nempty].spec = "HEAD";
-				snprintf(empty[nempty].why, sizeof(empty[nempty].why),
-				         "no commit since the definition's first supported revision %s touched %s",
-				         cli.def->first_revision, path);
-				nempty++;
-			}
-		}
-	}
-	for (int i = first; i < argc; i++) {
-		size_t selected = 0;
-		if (oeap_revs_add_counted(repo, argv[i], path, o.max, &revs, &selected, &err))
-			goto fail;
-		if (!selected) {
-			empty[nempty].spec = argv[i];
-			oeap_range_why_empty(repo, argv[i], path, empty[nempty].why, sizeof(empty[nempty].why));
-			nempty++;
-		}
-	}
-	if (revs.n && !(res = calloc(revs.n, sizeof(*res)))) {
-		oeap_fail(&err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
-		goto fail;
-	}
-	if (oeap_check_revs(repo, cli.def, &revs, res, &err) ||
-	    (!o.skip_binding && oeap_check_revs_binding(repo, cli.def, &revs, res, &err)))
-		goto fail;
-	double total = now_seconds() - t0;
-
-	size_t nfailed = 0;
-	for (size_t i = 0; i < revs.n; i++) {
-		counts[res[i].land]++;
-		nfailed += failed(&res[i]);
-	}
-
-	/* The report file first: a failure to write it is then the command's
-	 * one error, not a second JSON document after the results. */
-	size_t nbad = nfailed + (o.allow_empty ? 0 : nempty);
-	if (o.junit && write_junit(o.junit, cli.def, &revs, res, nfailed, empty, nempty, o.allow_empty, total, &err))
-		goto fail;
-	if (cli.json) {
-		json_t *j = oeap_cli_json_head(&cli, nbad ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK), *arr = json_array();
-		for (size_t i = 0; i < revs.n; i++) {
-			const oeap_rev *r = &revs.items[i];
-			char full[GIT_OID_HEXSZ + 1], blob[GIT_OID_HEXSZ + 1];
-			git_oid_tostr(full, sizeof(full), &r->commit);
-			git_oid_tostr(blob, sizeof(blob), &r->blob);
-			describe(cli.def, r, &res[i], detail, sizeof(detail));
-			json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b}", "commit", full, "short", r->short_id,
-			                      "date", r->date, "subject", r->subject, "path", r->path, "status",
-			                      oeap_land_name(res[i].land), "detail", detail, "ok", !failed(&res[i]));
-			json_object_set_new(e, "named", json_boolean(r->kind == OEAP_REV_NAMED));
-			json_object_set_new(e, "blob", r->has_blob ? json_string(blob) : json_null());
-			json_object_set_new(e, "renamed_from", r->renamed_from ? json_string(r->renamed_from) : json_null());
-			if (res[i].land == OEAP_LAND_LANDS || res[i].land == OEAP_LAND_APPLIED)
-				json_object_set_new(e, "before", json_string(oeap_file_state_name(res[i].before)));
-			if (res[i].land == OEAP_LAND_FAILS)
-				json_object_set_new(e, "error", oeap_json_error(&res[i].err));
-			json_array_append_new(arr, e);
-		}
-		json_t *ea = json_array();
-		for (size_t i = 0; i < nempty; i++)
-			json_array_append_new(ea, json_pack("{s:s,s:s,s:b}", "range", empty[i].spec, "detail", empty[i].why,
-			                                    "ok", o.allow_empty));
-		json_object_set_new(j, "file", json_string(path));
-		json_object_set_new(j, "patch", json_sprintf("%s/%d", cli.def->name, cli.def->version));
-		json_object_set_new(j, "revisions", arr);
-		json_object_set_new(j, "empty_ranges", ea);
-		json_object_set_new(j, "first_revision",
-		                    cli.def->first_revision && !o.all ? json_string(cli.def->first_revision) : json_null());
-		json_object_set_new(j, "not_checked_before_first_revision", json_integer((json_int_t)unsupported));
-		json_object_set_new(j, "summary",
-		                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "revisions", (json_int_t)revs.n, "lands",
-		                              (json_int_t)counts[OEAP_LAND_LANDS], "applied",
-		                              (json_int_t)counts[OEAP_LAND_APPLIED], "fails",
-		                              (json_int_t)counts[OEAP_LAND_FAILS], "missing",
-		                              (json_int_t)counts[OEAP_LAND_MISSING], "deleted",
-		                              (json_int_t)counts[OEAP_LAND_DELETED], "failed", (json_int_t)nbad,
-		                              "seconds", total));
-		oeap_json_emit(j);
-	} else {
-		int color = oeap_use_color(stdout);
-		for (size_t i = 0; i < nempty; i++)
-			printf("%-19s %s%-7s%s  %s%s\n", "(range)", color && !o.allow_empty ? "\033[31m" : "",
-			       o.allow_empty ? "empty" : "EMPTY", color && !o.allow_empty ? "\033[0m" : "", empty[i].why,
-			       o.allow_empty ? " (allowed: --allow-empty)"
-			                     : ": nothing was checked (--allow-empty reports it as skipped instead)");
-		for (size_t i = 0; i < revs.n; i++) {
-			const oeap_rev *r = &revs.items[i];
-			int bad = failed(&res[i]);
-			const char *word = oeap_land_name(res[i].land);
-			char up[16];
-			size_t k = 0;
-			for (; word[k] && k < sizeof(up) - 1; k++)
-				up[k] = bad ? (char)(word[k] - 'a' + 'A') : word[k];
-			up[k] = '\0';
-			describe(cli.def, r, &res[i], detail, sizeof(detail));
-			char note[4200] = "";
-			if (r->renamed_from)
-				snprintf(note, sizeof(note), "%s(renamed from %s)", bad ? "  " : "", r->renamed_from);
-			else if (strcmp(r->path, path) && res[i].land != OEAP_LAND_MISSING)
-				snprintf(note, sizeof(note), "%s(as %s)", bad ? "  " : "", r->path);
-			int more = bad || note[0];
-			printf("%s %s  %s%-7s%s  %-*.*s", r->short_id, r->date, color ? (bad ? "\033[31m" : "\033[32m") : "",
-			       up, color ? "\033[0m" : "", more ? 50 : 0, clip(r->subject, 50), r->subject);
-			printf("%s%s%s\n", more ? "  " : "", bad ? detail : "", note);
-		}
-		printf("%zu revision%s of %s checked in %.2f s: %zu land%s, %zu fail%s", revs.n, revs.n == 1 ? "" : "s",
-		       path, total, counts[OEAP_LAND_LANDS] + counts[OEAP_LAND_APPLIED],
-		       counts[OEAP_LAND_LANDS] + counts[OEAP_LAND_APPLIED] == 1 ? "s" : "", counts[OEAP_LAND_FAILS],
-		       counts[OEAP_LAND_FAILS] == 1 ? "s" : "");
-		if (counts[OEAP_LAND_APPLIED])
-			printf(" (%zu already carr%s it)", counts[OEAP_LAND_APPLIED],
-			       counts[OEAP_LAND_APPLIED] == 1 ? "ies" : "y");
-		if (counts[OEAP_LAND_MISSING])
-			printf(", %zu lack%s the file", counts[OEAP_LAND_MISSING], counts[OEAP_LAND_MISSING] == 1 ? "s" : "");
-		if (counts[OEAP_LAND_DELETED])
-			printf(", %zu delete%s it", counts[OEAP_LAND_DELETED], counts[OEAP_LAND_DELETED] == 1 ? "s" : "");
-		if (nempty)
-			printf(", %zu empty range%s%s", nempty, nempty == 1 ? "" : "s", o.allow_empty ? " (allowed)" : "");
-		printf(" [%s/%d]\n", cli.def->name, cli.def->version);
-		if (unsupported)
-			printf("(%zu older revision%s not checked: the definition supports %s from %s on (first_revision); "
-			       "--all checks them)\n",
-			       unsupported, unsupported == 1 ? "" : "s", path, cli.def->first_revision);
-	}
-	rc = nbad ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
-	goto done;
-fail:
-	rc = oeap_cli_error(&cli, &err);
+	if (cli.json)
+		print_json(&cli, &o, &r);
+	else
+		print_text(&cli, &o, &r);
+	rc = r.exit_code;
 done:
-	free(empty);
-	free(res);
-	oeap_revs_free(&revs);
-	free(path);
-	free(prefix);
-	git_repository_free(repo);
+	check_result_free(&r);
 	oeap_cli_close(&cli);
 	return rc;
 }

@@ -3,7 +3,8 @@
  * checkout patched: post-merge (pull, merge), post-checkout and post-rewrite
  * (rebase) verify the work tree (or re-apply, with --reapply) and shout when
  * the patch is gone; pre-push refuses to push commits that do not carry it.
- * hook.h says how existing hooks are chained and given back.
+ * hook.h says how existing hooks are chained and given back. compute does
+ * the action and fills a hook_result; print_json and print_text only print it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -131,9 +132,9 @@ static int work_tree_verifies(const oeap_cli *cli)
 	int ok = 0;
 	memset(&rep, 0, sizeof(rep));
 	oeap_error_clear(&ignore);
-	if (oeap_path_inside(cli->root, cli->def->target, &target, &ignore) == 0 &&
+	if (oeap_path_inside(cli->root, oeap_cli_target_rel(cli), &target, &ignore) == 0 &&
 	    oeap_read_file(target, &buf, &len, &ignore) == 0 &&
-	    oeap_verify_bytes(cli->def, buf, len, cli->def->target, &rep) == 0 && rep.applied &&
+	    oeap_verify_bytes(cli->def, buf, len, oeap_cli_target_rel(cli), &rep) == 0 && rep.applied &&
 	    oeap_binding_verify(cli->def, target, &rep) == 0)
 		ok = rep.ok;
 	oeap_report_free(&rep);
@@ -143,10 +144,11 @@ static int work_tree_verifies(const oeap_cli *cli)
 }
 
 /* Whether HEAD's commit carries the patch (its target verifies there). */
-static int head_carries_patch(git_repository *repo, const char *prefix, const oeap_patchdef *def)
+static int head_carries_patch(git_repository *repo, const char *prefix, const oeap_patchdef *def,
+                              const char *target)
 {
 	git_commit *c = NULL;
-	char *path = malloc(strlen(prefix) + strlen(def->target) + 2), *buf = NULL;
+	char *path = malloc(strlen(prefix) + strlen(target) + 2), *buf = NULL;
 	size_t len = 0;
 	git_oid id;
 	oeap_report rep;
@@ -155,7 +157,7 @@ static int head_carries_patch(git_repository *repo, const char *prefix, const oe
 	memset(&rep, 0, sizeof(rep));
 	oeap_error_clear(&ignore);
 	if (path) {
-		sprintf(path, "%s%s%s", prefix, *prefix ? "/" : "", def->target);
+		sprintf(path, "%s%s%s", prefix, *prefix ? "/" : "", target);
 		if (oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0 &&
 		    oeap_commit_blob(repo, c, path, &id, &buf, &len, &ignore) == 0 &&
 		    oeap_verify_bytes(def, buf, len, path, &rep) == 0)
@@ -169,17 +171,222 @@ static int head_carries_patch(git_repository *repo, const char *prefix, const oe
 	return yes;
 }
 
+/* One hook as the action left it. */
+typedef struct hook_row {
+	const char *name;
+	oeap_hook_action did;
+	oeap_hook_info info;
+	int ours, runs, pre_push;
+} hook_row;
+
+/* What hook install/uninstall/status did and found: compute fills it, the printers print it. */
+typedef struct hook_result {
+	git_repository *repo;
+	char *prefix, *dir, *self, *library, *patch, *seen;
+	int from_config, bare, problems;
+	hook_row rows[8];
+	size_t nrows;
+	oeap_hook_action pre_push_removed; /* --uncommitted: what became of an installed pre-push */
+	int note_uncommitted;              /* committed-patch hooks where the patch is not committed */
+	int exit_code;
+} hook_result;
+
+typedef enum hook_action_kind { HOOK_UNKNOWN, HOOK_INSTALL, HOOK_UNINSTALL, HOOK_STATUS } hook_action_kind;
+
+static void hook_result_free(hook_result *r)
+{
+	free(r->seen);
+	free(r->self);
+	free(r->library);
+	free(r->patch);
+	free(r->dir);
+	free(r->prefix);
+	git_repository_free(r->repo);
+}
+
+static int compute(const oeap_cli *cli, const hook_opts *o, hook_action_kind action, hook_result *r,
+                   oeap_error *err)
+{
+	int install = action == HOOK_INSTALL, uninstall = action == HOOK_UNINSTALL, status = action == HOOK_STATUS;
+	if (oeap_repo_open(cli->root, &r->repo, &r->prefix, err) ||
+	    oeap_hooks_dir(r->repo, &r->dir, &r->from_config, err))
+		return -1;
+	r->bare = git_repository_is_bare(r->repo);
+
+	oeap_hook_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	if (install) {
+		/* The hook must find this very binary, whatever PATH the git user has. */
+		if (!(r->self = realpath("/proc/self/exe", NULL)))
+			return oeap_fail(err, OEAP_ERR_IO, "hook install", 0, "cannot tell where the oeapatch binary is");
+		if (strchr(cli->patch, '/') ? !(r->patch = realpath(cli->patch, NULL)) : !(r->patch = strdup(cli->patch)))
+			return oeap_fail(err, OEAP_ERR_IO, "--patch", 0, "cannot resolve %s", cli->patch);
+		if (o->reapply) {
+			r->library = o->library ? realpath(o->library, NULL) : oeap_library_default();
+			if (!r->library)
+				return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0, "%s",
+				                 o->library ? "the library given does not exist"
+				                            : "no liboea found for --reapply to record: pass --library");
+		}
+		/* The checkout inside the work tree, without the trailing '/'. */
+		size_t pl = strlen(r->prefix);
+		if (pl && r->prefix[pl - 1] == '/')
+			r->prefix[pl - 1] = '\0';
+		cfg.oeapatch = r->self;
+		cfg.patch = r->patch;
+		cfg.library = r->library;
+		cfg.subdir = r->prefix;
+		cfg.target = oeap_cli_target_rel(cli);
+		cfg.reapply = o->reapply;
+		cfg.skip_binding = o->skip_binding;
+	}
+
+	unsigned hflags = o->force ? OEAP_HOOK_FORCE : 0;
+	for (const char *const *n = oeap_hook_names; *n && r->nrows < sizeof(r->rows) / sizeof(r->rows[0]); n++) {
+		if (!selected(o, r->bare, *n))
+			continue;
+		hook_row *row = &r->rows[r->nrows];
+		row->name = *n;
+		row->did = OEAP_HOOK_DID_NOTHING;
+		if (install && oeap_hook_install_flags(r->dir, *n, &cfg, hflags, &row->did, err))
+			return -1;
+		if (uninstall && oeap_hook_uninstall_flags(r->dir, *n, hflags, &row->did, err))
+			return -1;
+		r->nrows++;
+		if (row->did == OEAP_HOOK_DID_KEEP_EDITED)
+			r->problems++;
+		oeap_hook_inspect(r->dir, *n, &row->info);
+		row->ours = row->info.state == OEAP_HOOK_OURS || row->info.state == OEAP_HOOK_OURS_CHAINED;
+		/* pre-push checks the pushed commits, never the work tree: it does
+		 * not re-apply, whatever --reapply recorded for the others. */
+		row->pre_push = !strcmp(*n, "pre-push");
+		if (row->pre_push)
+			row->info.reapply = 0;
+		row->runs = row->ours && row->info.oeapatch[0] && access(row->info.oeapatch, X_OK) == 0;
+		if (status && !row->runs)
+			r->problems++;
+		if (uninstall && (row->did == OEAP_HOOK_DID_REFUSE ? row->info.stray_chained : 0))
+			r->problems++;
+	}
+	/* With the patch uncommitted, a pre-push of ours would block every push. */
+	r->pre_push_removed = OEAP_HOOK_DID_NOTHING;
+	if (install && o->uncommitted) {
+		oeap_hook_info info;
+		oeap_hook_inspect(r->dir, "pre-push", &info);
+		if ((info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED) &&
+		    oeap_hook_uninstall_flags(r->dir, "pre-push", hflags, &r->pre_push_removed, err))
+			return -1;
+		if (r->pre_push_removed == OEAP_HOOK_DID_KEEP_EDITED)
+			r->problems++;
+	}
+	/* post-checkout's record of the patch's state, in this worktree's git
+	 * dir: install starts it from what holds now; apply and revert keep it. */
+	if (!r->bare && (r->seen = oeap_hook_state_path(cli->root))) {
+		oeap_error ignore;
+		oeap_error_clear(&ignore);
+		if (install) {
+			const char *word = work_tree_verifies(cli) ? "verified\n" : "not-verified\n";
+			oeap_write_atomic(r->seen, word, strlen(word), 0644, &ignore);
+		} else if (uninstall) {
+			oeap_remove_file(r->seen, &ignore);
+			/* the checksum record of earlier oeapatch versions */
+			char legacy[4096];
+			snprintf(legacy, sizeof(legacy), "%.*soeapatch-hook.seen",
+			         (int)(strlen(r->seen) - strlen(OEAP_HOOK_STATE_FILE)), r->seen);
+			oeap_remove_file(legacy, &ignore);
+		}
+	}
+	/* The committed-patch hooks in a checkout whose patch is not committed:
+	 * pre-push would block every push. Say what works instead. */
+	r->note_uncommitted = install && !o->uncommitted && !r->bare && selected(o, r->bare, "pre-push") &&
+	                      !head_carries_patch(r->repo, r->prefix, cli->def, oeap_cli_target_rel(cli)) &&
+	                      work_tree_verifies(cli);
+	r->exit_code = r->problems ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
+	return 0;
+}
+
+static void print_json(const oeap_cli *cli, hook_action_kind action, const hook_result *r)
+{
+	json_t *j = oeap_cli_json_head(cli, r->exit_code), *arr = json_array();
+	for (size_t i = 0; i < r->nrows; i++) {
+		const hook_row *row = &r->rows[i];
+		json_t *e = json_pack("{s:s,s:s}", "hook", row->name, "state", oeap_hook_state_name(row->info.state));
+		if (action != HOOK_STATUS)
+			json_object_set_new(e, "action", json_string(oeap_hook_action_name(row->did)));
+		if (row->ours) {
+			json_object_set_new(e, "oeapatch", json_string(row->info.oeapatch));
+			json_object_set_new(e, "runs", json_boolean(row->runs));
+			json_object_set_new(e, "reapply", json_boolean(row->info.reapply));
+		}
+		json_object_set_new(e, "stray_chained", json_boolean(row->info.stray_chained));
+		json_object_set_new(e, "edited", json_boolean(row->ours && row->info.edited));
+		json_array_append_new(arr, e);
+	}
+	json_object_set_new(j, "hooks_dir", json_string(r->dir));
+	json_object_set_new(j, "from_core_hooks_path", json_boolean(r->from_config));
+	json_object_set_new(j, "bare", json_boolean(r->bare));
+	json_object_set_new(j, "hooks", arr);
+	oeap_json_emit(j);
+}
+
+static void print_text(const oeap_cli *cli, const hook_opts *o, hook_action_kind action, const hook_result *r)
+{
+	int install = action == HOOK_INSTALL, status = action == HOOK_STATUS;
+	printf("hooks directory: %s%s\n", r->dir, r->from_config ? " (core.hooksPath)" : "");
+	if (r->bare && !o->only)
+		printf("(a bare repository has no work tree: only pre-push applies)\n");
+	for (size_t i = 0; i < r->nrows; i++) {
+		const hook_row *row = &r->rows[i];
+		printf("  %-14s %-13s", row->name, oeap_hook_state_name(row->info.state));
+		if (!status)
+			printf(" %s", oeap_hook_action_name(row->did));
+		else if (row->ours)
+			printf(" %s %s%s", row->pre_push ? "blocks pushes of commits that do not verify, with"
+			                   : row->info.reapply ? "re-applies and verifies with"
+			                                       : "verifies with",
+			       row->info.oeapatch, row->runs ? "" : " (NOT executable: reinstall)");
+		if (status && row->ours && row->info.edited)
+			printf(" (edited since install: uninstall and install leave it alone unless --force)");
+		if (row->info.stray_chained)
+			printf(" (%s%s is left: %s)", row->name, OEAP_HOOK_CHAINED_SUFFIX,
+			       row->info.state == OEAP_HOOK_FOREIGN ? "a hook not ours replaced ours; sort out which should run"
+			                                            : "no hook of ours runs it");
+		printf("\n");
+	}
+	if (r->pre_push_removed != OEAP_HOOK_DID_NOTHING)
+		printf("  %-14s %-13s %s (it would block every push: the pushed commits do not carry the patch)\n",
+		       "pre-push", r->pre_push_removed == OEAP_HOOK_DID_KEEP_EDITED ? "kept" : "removed",
+		       oeap_hook_action_name(r->pre_push_removed));
+	if (install && o->uncommitted)
+		printf("uncommitted-patch workflow: after pull, merge, checkout and rebase the hooks re-apply %s/%d and "
+		       "verify it; no pre-push (the pushed commits do not carry the patch)\n"
+		       "git pull stops on the local change to %s before any hook can run; pull with\n"
+		       "  %s revert -C '%s' && git pull    (post-merge then re-applies and verifies)\n",
+		       cli->def->name, cli->def->version, oeap_cli_target_rel(cli), r->self, cli->root);
+	else if (install && o->reapply)
+		printf("after pull, merge, checkout and rebase the hooks re-apply %s/%d and verify it; pre-push blocks "
+		       "commits without it\n",
+		       cli->def->name, cli->def->version);
+	else if (install)
+		printf("committed-patch workflow: after pull, merge, checkout and rebase the hooks verify %s/%d; "
+		       "pre-push blocks commits without it\n",
+		       cli->def->name, cli->def->version);
+	if (r->note_uncommitted)
+		printf("note: the patch is applied here but not committed (HEAD's %s does not carry it): pre-push will "
+		       "block every push; for this workflow install with --uncommitted instead\n",
+		       oeap_cli_target_rel(cli));
+}
+
 int cmd_hook(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	hook_opts o = {0, 0, 0, 0, NULL, NULL};
 	oeap_error err;
-	git_repository *repo = NULL;
-	char *prefix = NULL, *dir = NULL, *self = NULL, *library = NULL, *patch = NULL, *seen = NULL;
+	hook_result r;
 	const char *sub = NULL;
 	char command[32];
-	int from_config = 0, problems = 0;
+	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
 	/* The action is the first operand, before or after the options
@@ -197,14 +404,17 @@ int cmd_hook(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "say what to do: oeapatch hook install | uninstall | status");
 		return oeap_cli_error(&cli, &err);
 	}
-	int install = !strcmp(sub, "install"), uninstall = !strcmp(sub, "uninstall"), status = !strcmp(sub, "status");
-	if (!install && !uninstall && !status) {
+	hook_action_kind action = !strcmp(sub, "install")     ? HOOK_INSTALL
+	                          : !strcmp(sub, "uninstall") ? HOOK_UNINSTALL
+	                          : !strcmp(sub, "status")    ? HOOK_STATUS
+	                                                      : HOOK_UNKNOWN;
+	if (action == HOOK_UNKNOWN) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "'%s' is not install, uninstall or status", sub);
 		return oeap_cli_error(&cli, &err);
 	}
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (!install && (o.reapply || o.library || o.skip_binding)) {
+	if (action != HOOK_INSTALL && (o.reapply || o.library || o.skip_binding)) {
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
 		          "--reapply, --uncommitted, --library and --skip-binding are options of hook install");
 		return oeap_cli_error(&cli, &err);
@@ -219,180 +429,17 @@ int cmd_hook(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "--library only matters with --reapply");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (check_only(o.only, &err) || oeap_cli_open(&cli, 0, &err) ||
-	    oeap_repo_open(cli.root, &repo, &prefix, &err) || oeap_hooks_dir(repo, &dir, &from_config, &err))
-		goto fail;
-	int bare = git_repository_is_bare(repo);
-
-	oeap_hook_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	if (install) {
-		/* The hook must find this very binary, whatever PATH the git user has. */
-		if (!(self = realpath("/proc/self/exe", NULL))) {
-			oeap_fail(&err, OEAP_ERR_IO, "hook install", 0, "cannot tell where the oeapatch binary is");
-			goto fail;
-		}
-		if (strchr(cli.patch, '/') ? !(patch = realpath(cli.patch, NULL)) : !(patch = strdup(cli.patch))) {
-			oeap_fail(&err, OEAP_ERR_IO, "--patch", 0, "cannot resolve %s", cli.patch);
-			goto fail;
-		}
-		if (o.reapply) {
-			library = o.library ? realpath(o.library, NULL) : oeap_library_default();
-			if (!library) {
-				oeap_fail(&err, OEAP_ERR_USAGE, "--library", 0, "%s",
-				          o.library ? "the library given does not exist"
-				                    : "no liboea found for --reapply to record: pass --library");
-				goto fail;
-			}
-		}
-		/* The checkout inside the work tree, without the trailing '/'. */
-		size_t pl = strlen(prefix);
-		if (pl && prefix[pl - 1] == '/')
-			prefix[pl - 1] = '\0';
-		cfg.oeapatch = self;
-		cfg.patch = patch;
-		cfg.library = library;
-		cfg.subdir = prefix;
-		cfg.target = oeap_cli_target_rel(&cli);
-		cfg.reapply = o.reapply;
-		cfg.skip_binding = o.skip_binding;
+	if (check_only(o.only, &err) || oeap_cli_open(&cli, 0, &err) || compute(&cli, &o, action, &r, &err)) {
+		rc = oeap_cli_error(&cli, &err);
+		goto done;
 	}
-
-	json_t *j = NULL, *arr = cli.json ? json_array() : NULL;
-	if (!cli.json) {
-		printf("hooks directory: %s%s\n", dir, from_config ? " (core.hooksPath)" : "");
-		if (bare && !o.only)
-			printf("(a bare repository has no work tree: only pre-push applies)\n");
-	}
-	for (const char *const *n = oeap_hook_names; *n; n++) {
-		if (!selected(&o, bare, *n))
-			continue;
-		oeap_hook_action did = OEAP_HOOK_DID_NOTHING;
-		oeap_hook_info info;
-		unsigned hflags = o.force ? OEAP_HOOK_FORCE : 0;
-		if (install && oeap_hook_install_flags(dir, *n, &cfg, hflags, &did, &err))
-			goto fail_json;
-		if (uninstall && oeap_hook_uninstall_flags(dir, *n, hflags, &did, &err))
-			goto fail_json;
-		if (did == OEAP_HOOK_DID_KEEP_EDITED)
-			problems++;
-		oeap_hook_inspect(dir, *n, &info);
-		int ours = info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED;
-		/* pre-push checks the pushed commits, never the work tree: it does
-		 * not re-apply, whatever --reapply recorded for the others. */
-		int pre_push = !strcmp(*n, "pre-push");
-		if (pre_push)
-			info.reapply = 0;
-		int runs = ours && info.oeapatch[0] && access(info.oeapatch, X_OK) == 0;
-		if (status && !runs)
-			problems++;
-		if (uninstall && (did == OEAP_HOOK_DID_REFUSE ? info.stray_chained : 0))
-			problems++;
-		if (cli.json) {
-			json_t *e = json_pack("{s:s,s:s}", "hook", *n, "state", oeap_hook_state_name(info.state));
-			if (!status)
-				json_object_set_new(e, "action", json_string(oeap_hook_action_name(did)));
-			if (ours) {
-				json_object_set_new(e, "oeapatch", json_string(info.oeapatch));
-				json_object_set_new(e, "runs", json_boolean(runs));
-				json_object_set_new(e, "reapply", json_boolean(info.reapply));
-			}
-			json_object_set_new(e, "stray_chained", json_boolean(info.stray_chained));
-			json_object_set_new(e, "edited", json_boolean(ours && info.edited));
-			json_array_append_new(arr, e);
-			continue;
-		}
-		printf("  %-14s %-13s", *n, oeap_hook_state_name(info.state));
-		if (!status)
-			printf(" %s", oeap_hook_action_name(did));
-		else if (ours)
-			printf(" %s %s%s", pre_push ? "blocks pushes of commits that do not verify, with"
-			                   : info.reapply ? "re-applies and verifies with"
-			                                  : "verifies with",
-			       info.oeapatch, runs ? "" : " (NOT executable: reinstall)");
-		if (status && ours && info.edited)
-			printf(" (edited since install: uninstall and install leave it alone unless --force)");
-		if (info.stray_chained)
-			printf(" (%s%s is left: %s)", *n, OEAP_HOOK_CHAINED_SUFFIX,
-			       info.state == OEAP_HOOK_FOREIGN ? "a hook not ours replaced ours; sort out which should run"
-			                                       : "no hook of ours runs it");
-		printf("\n");
-	}
-	/* With the patch uncommitted, a pre-push of ours would block every push. */
-	if (install && o.uncommitted) {
-		oeap_hook_action did = OEAP_HOOK_DID_NOTHING;
-		oeap_hook_info info;
-		oeap_hook_inspect(dir, "pre-push", &info);
-		if ((info.state == OEAP_HOOK_OURS || info.state == OEAP_HOOK_OURS_CHAINED) &&
-		    oeap_hook_uninstall_flags(dir, "pre-push", o.force ? OEAP_HOOK_FORCE : 0, &did, &err))
-			goto fail_json;
-		if (did == OEAP_HOOK_DID_KEEP_EDITED)
-			problems++;
-		if (did != OEAP_HOOK_DID_NOTHING && !cli.json)
-			printf("  %-14s %-13s %s (it would block every push: the pushed commits do not carry the patch)\n",
-			       "pre-push", did == OEAP_HOOK_DID_KEEP_EDITED ? "kept" : "removed", oeap_hook_action_name(did));
-	}
-	/* post-checkout's record of the patch's state, in this worktree's git
-	 * dir: install starts it from what holds now; apply and revert keep it. */
-	if (!bare && (seen = oeap_hook_state_path(cli.root))) {
-		oeap_error ignore;
-		oeap_error_clear(&ignore);
-		if (install) {
-			const char *word = work_tree_verifies(&cli) ? "verified\n" : "not-verified\n";
-			oeap_write_atomic(seen, word, strlen(word), 0644, &ignore);
-		} else if (uninstall) {
-			oeap_remove_file(seen, &ignore);
-			/* the checksum record of earlier oeapatch versions */
-			char legacy[4096];
-			snprintf(legacy, sizeof(legacy), "%.*soeapatch-hook.seen",
-			         (int)(strlen(seen) - strlen(OEAP_HOOK_STATE_FILE)), seen);
-			oeap_remove_file(legacy, &ignore);
-		}
-	}
-	if (cli.json) {
-		j = oeap_cli_json_head(&cli, problems ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK);
-		json_object_set_new(j, "hooks_dir", json_string(dir));
-		json_object_set_new(j, "from_core_hooks_path", json_boolean(from_config));
-		json_object_set_new(j, "bare", json_boolean(bare));
-		json_object_set_new(j, "hooks", arr);
-		oeap_json_emit(j);
-	} else if (install && o.uncommitted) {
-		printf("uncommitted-patch workflow: after pull, merge, checkout and rebase the hooks re-apply %s/%d and "
-		       "verify it; no pre-push (the pushed commits do not carry the patch)\n"
-		       "git pull stops on the local change to %s before any hook can run; pull with\n"
-		       "  %s revert -C '%s' && git pull    (post-merge then re-applies and verifies)\n",
-		       cli.def->name, cli.def->version, cli.def->target, self, cli.root);
-	} else if (install && o.reapply) {
-		printf("after pull, merge, checkout and rebase the hooks re-apply %s/%d and verify it; pre-push blocks "
-		       "commits without it\n",
-		       cli.def->name, cli.def->version);
-	} else if (install) {
-		printf("committed-patch workflow: after pull, merge, checkout and rebase the hooks verify %s/%d; "
-		       "pre-push blocks commits without it\n",
-		       cli.def->name, cli.def->version);
-	}
-	/* The committed-patch hooks in a checkout whose patch is not committed:
-	 * pre-push would block every push. Say what works instead. */
-	if (install && !o.uncommitted && !bare && !cli.json && selected(&o, bare, "pre-push") &&
-	    !head_carries_patch(repo, prefix, cli.def) && work_tree_verifies(&cli))
-		printf("note: the patch is applied here but not committed (HEAD's %s does not carry it): pre-push will "
-		       "block every push; for this workflow install with --uncommitted instead\n",
-		       cli.def->target);
-	rc = problems ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
-	goto done;
-fail_json:
-	json_decref(j);
-	json_decref(arr);
-fail:
-	rc = oeap_cli_error(&cli, &err);
+	if (cli.json)
+		print_json(&cli, action, &r);
+	else
+		print_text(&cli, &o, action, &r);
+	rc = r.exit_code;
 done:
-	free(seen);
-	free(self);
-	free(library);
-	free(patch);
-	free(dir);
-	free(prefix);
-	git_repository_free(repo);
+	hook_result_free(&r);
 	oeap_cli_close(&cli);
 	return rc;
 }
