@@ -123,7 +123,8 @@ def oea_route_torch(logits, ids, weights, k0, num_shared=0, scoring="softmax", b
 class OeaStats(ctypes.Structure):
     _fields_ = [("t_before", ctypes.c_uint32), ("t_after", ctypes.c_uint32),
                 ("valid_rows", ctypes.c_uint32), ("invalid_rows", ctypes.c_uint32),
-                ("nonfinite_rows", ctypes.c_uint32), ("reserved", ctypes.c_uint32 * 3)]
+                ("nonfinite_rows", ctypes.c_uint32), ("gated", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32 * 2)]
 
 
 class OeaProblem(ctypes.Structure):
@@ -138,7 +139,10 @@ class OeaProblem(ctypes.Structure):
                 ("weights_dtype", ctypes.c_int32), ("ids_row_stride", ctypes.c_int64),
                 ("weights_row_stride", ctypes.c_int64), ("ids", ctypes.c_void_p),
                 ("weights", ctypes.c_void_p), ("num_valid_rows", ctypes.c_void_p),
-                ("stats", ctypes.c_void_p)]
+                ("stats", ctypes.c_void_p), ("min_valid_rows", ctypes.c_int32),
+                ("reserved_abi2", ctypes.c_int32)]
+
+ABI_VERSION = 2
 
 
 DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.int32: 3, torch.int64: 4}
@@ -156,7 +160,7 @@ def load_lib(path=None):
         except OSError:
             continue
         lib.oea_abi_version.restype = ctypes.c_int
-        if lib.oea_abi_version() != 1:
+        if lib.oea_abi_version() != ABI_VERSION:
             continue
         lib.oea_route_host.argtypes = [ctypes.POINTER(OeaProblem)]
         lib.oea_route_cuda.argtypes = [ctypes.POINTER(OeaProblem), ctypes.c_void_p]

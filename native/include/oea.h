@@ -1,8 +1,8 @@
 /*
  * oea.h - the C ABI of liboea, the Opportunistic Expert Activation router.
  *
- * The specification of what is computed is shared/design/oea-semantics.md
- * (summarised in docs/native-abi.md). This header is the contract between the
+ * The specification of what is computed is docs/oea-semantics.md; the ABI
+ * details are in docs/native-abi.md. This header is the contract between the
  * library and its two callers: the Python binding that oeapatch inserts into
  * the target framework (it mirrors `oea_problem` with ctypes) and the tests.
  *
@@ -12,7 +12,11 @@
  *    caller compares it with the version it was written for before any call.
  *  - `oea_problem.struct_size` must be sizeof(oea_problem) as the caller knows
  *    it; fields are only ever appended, so a larger library can serve an older
- *    caller. A size smaller than version 1's struct is refused.
+ *    caller. A size smaller than version 1's struct (OEA_PROBLEM_SIZE_V1) is
+ *    refused; a size of at least V1 but below sizeof(oea_problem) is read as
+ *    that older struct, the missing fields taking their zero meaning (an ABI 1
+ *    caller gets min_valid_rows = 0: no gate). The library never reads past
+ *    struct_size.
  *  - No global mutable state: any number of models, threads and streams may
  *    call concurrently. Nothing is allocated, nothing is cached.
  *
@@ -42,6 +46,12 @@
  * CUDA path cannot inspect device data from the host and returns
  * OEA_ERR_INVALID_ARGUMENT for that flag).
  *
+ * Minimum-batch gate (ABI 2): when min_valid_rows > 0 and fewer rows than that
+ * are processed (counted by the rule above, on the device for CUDA), nothing
+ * is written to ids or weights; stats are still written, with t_after =
+ * t_before and gated = 1. So a CUDA-graph bucket padded around one real token
+ * is left as the framework routed it.
+ *
  * Output of a processed row (k0 < R): its routed columns become the k0 best
  * of its own routed experts plus the best R - k0 experts of U (the union of
  * every processed row's k0 best), in key order; slots without a candidate
@@ -64,9 +74,9 @@ extern "C" {
 #define OEA_API __attribute__((visibility("default")))
 #endif
 
-#define OEA_ABI_VERSION 1
+#define OEA_ABI_VERSION 2
 
-/* Limits of one call (the CUDA kernel runs one thread block over all rows). */
+/* Limits of one call (bounded so that every scratch array has a fixed size). */
 #define OEA_MAX_ROWS 1024
 #define OEA_MAX_EXPERTS 512
 #define OEA_MAX_TOPK 16
@@ -83,7 +93,7 @@ typedef enum oea_status {
 	OEA_ERR_SCORING = 8,          /* unknown scoring function */
 	OEA_ERR_GROUPS = 9,           /* bad num_expert_group / topk_group */
 	OEA_ERR_NONFINITE = 10,       /* NaN/inf logits or bias with OEA_FLAG_REJECT_NONFINITE */
-	OEA_ERR_INVALID_ARGUMENT = 11,/* any other bad field (unknown flag ...) */
+	OEA_ERR_INVALID_ARGUMENT = 11,/* any other bad field (unknown flag, reserved_abi2 != 0 ...) */
 	OEA_ERR_NO_CUDA = 12,         /* library built without CUDA */
 	OEA_ERR_CUDA = 13,            /* the CUDA launch failed */
 } oea_status;
@@ -111,11 +121,13 @@ typedef enum oea_scoring {
  */
 typedef struct oea_stats {
 	uint32_t t_before;       /* distinct experts in the valid rows' routed ids */
-	uint32_t t_after;        /* distinct experts after re-routing (= |U|) */
+	uint32_t t_after;        /* distinct experts after re-routing (= |U|; t_before when
+				    k0 >= R or gated) */
 	uint32_t valid_rows;     /* rows processed */
 	uint32_t invalid_rows;   /* rows < num_valid_rows skipped for bad ids */
 	uint32_t nonfinite_rows; /* processed rows with a NaN/inf logit or bias entry */
-	uint32_t reserved[3];
+	uint32_t gated;          /* ABI 2: 1 when the min_valid_rows gate skipped the call */
+	uint32_t reserved[2];    /* written as 0 */
 } oea_stats;
 
 /*
@@ -154,7 +166,14 @@ typedef struct oea_problem {
 
 	const int32_t *num_valid_rows; /* scalar, or NULL = all n rows */
 	oea_stats *stats;         /* or NULL */
+
+	/* ---- ABI 2 (absent from an ABI 1 caller's struct: read as 0) ---- */
+	int32_t min_valid_rows;   /* <= 0: no gate; else fewer processed rows = no rewrite */
+	int32_t reserved_abi2;    /* must be 0 (OEA_ERR_INVALID_ARGUMENT otherwise) */
 } oea_problem;
+
+/* sizeof(oea_problem) of ABI 1: the smallest struct_size accepted. */
+#define OEA_PROBLEM_SIZE_V1 offsetof(oea_problem, min_valid_rows)
 
 /* The ABI version this library was built with (OEA_ABI_VERSION). */
 OEA_API int oea_abi_version(void);

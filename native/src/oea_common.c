@@ -4,8 +4,10 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "oea.h"
+#include "oea_internal.h"
 
 #ifndef OEA_VERSION_STRING
 #define OEA_VERSION_STRING "1.0.0"
@@ -58,8 +60,9 @@ const char *oea_status_message(int status)
 		return "non-finite logits or correction bias (NaN or inf) in a processed row, "
 		       "refused because of OEA_FLAG_REJECT_NONFINITE";
 	case OEA_ERR_INVALID_ARGUMENT:
-		return "invalid argument: unknown flag bits, renormalize not 0 or 1, or "
-		       "OEA_FLAG_REJECT_NONFINITE given to the CUDA path (it cannot read device data)";
+		return "invalid argument: unknown flag bits, renormalize not 0 or 1, reserved_abi2 "
+		       "not 0, or OEA_FLAG_REJECT_NONFINITE given to the CUDA path (it cannot read "
+		       "device data)";
 	case OEA_ERR_NO_CUDA:
 		return "liboea was not built with CUDA: oea_route_cuda is unavailable, "
 		       "use oea_route_host or rebuild with -DOEA_CUDA=ON";
@@ -83,16 +86,13 @@ static size_t oea_elem_size(int dtype)
 								   : 4;
 }
 
-/* The check order is documented in docs/native-abi.md and is part of the ABI:
- * callers and tests rely on which error comes first. */
-int oea_problem_check(const oea_problem *p)
+/* The checks after the struct size, on a complete (current-ABI) struct. The
+ * order is documented in docs/native-abi.md and is part of the ABI: callers
+ * and tests rely on which error comes first. */
+static int oea_problem_check_full(const oea_problem *p)
 {
-	if (!p)
-		return OEA_ERR_NULL_ARGUMENT;
-	if (p->struct_size < sizeof(oea_problem))
-		return OEA_ERR_STRUCT_SIZE;
 	if ((p->flags & ~OEA_FLAG_REJECT_NONFINITE) != 0 ||
-	    (p->renormalize != 0 && p->renormalize != 1))
+	    (p->renormalize != 0 && p->renormalize != 1) || p->reserved_abi2 != 0)
 		return OEA_ERR_INVALID_ARGUMENT;
 	if (p->n < 0 || p->n > OEA_MAX_ROWS || p->num_experts < 1 ||
 	    p->num_experts > OEA_MAX_EXPERTS || p->top_k < 1 || p->top_k > OEA_MAX_TOPK ||
@@ -126,6 +126,31 @@ int oea_problem_check(const oea_problem *p)
 	    oea_misaligned(p->stats, sizeof(uint32_t)))
 		return OEA_ERR_ALIGNMENT;
 	return OEA_OK;
+}
+
+int oea_problem_load(const oea_problem *p, oea_problem *q)
+{
+	size_t have;
+
+	memset(q, 0, sizeof *q);
+	if (!p)
+		return OEA_ERR_NULL_ARGUMENT;
+	if (p->struct_size < OEA_PROBLEM_SIZE_V1)
+		return OEA_ERR_STRUCT_SIZE;
+	/* Never read past what the caller says it has. Any size below ABI 2's
+	 * is an ABI 1 struct (it ends before min_valid_rows, which keeps its
+	 * zero: no gate); a larger one is a newer caller's, read up to ours. */
+	have = p->struct_size < sizeof *q ? OEA_PROBLEM_SIZE_V1 : sizeof *q;
+	memcpy(q, p, have);
+	q->struct_size = sizeof *q;
+	return oea_problem_check_full(q);
+}
+
+int oea_problem_check(const oea_problem *p)
+{
+	oea_problem q;
+
+	return oea_problem_load(p, &q);
 }
 
 #if !defined(OEA_WITH_CUDA)

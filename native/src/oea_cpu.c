@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "oea.h"
+#include "oea_internal.h"
 #include "oea_row.h"
 
 #define OEA_MASK_WORDS (OEA_MAX_EXPERTS / 32)
@@ -155,14 +156,16 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 		       p->ids_dtype, wrow);
 }
 
-static int route_host(const oea_problem *p)
+static int route_host(const oea_problem *caller)
 {
 	oea_cpu_rows rows;
+	oea_problem q;
+	const oea_problem *p = &q;
 	uint32_t u[OEA_MASK_WORDS] = {0}, tb[OEA_MASK_WORDS] = {0};
 	oea_stats st;
-	int error, R, nvr, i, a;
+	int error, R, nvr, i, a, gated;
 
-	error = oea_problem_check(p);
+	error = oea_problem_load(caller, &q);
 	if (error)
 		goto done;
 
@@ -212,11 +215,14 @@ static int route_host(const oea_problem *p)
 			oea_set_bit(u, id[a]);
 	}
 
+	/* The minimum-batch gate counts the rows phase 1 found processable. */
+	gated = p->min_valid_rows > 0 && st.valid_rows < (uint32_t)p->min_valid_rows;
+	st.gated = (uint32_t)gated;
 	st.t_before = (uint32_t)oea_popcount(tb);
-	st.t_after = p->k0 >= R ? st.t_before : (uint32_t)oea_popcount(u);
+	st.t_after = p->k0 >= R || gated ? st.t_before : (uint32_t)oea_popcount(u);
 
 	/* Phase 2: every row sees the complete U. */
-	if (p->k0 < R)
+	if (p->k0 < R && !gated)
 		for (i = 0; i < p->n; i++)
 			if (rows.state[i] == OEA_ROW_VALID)
 				oea_cpu_phase2(p, i, &rows, u, R);

@@ -12,9 +12,9 @@
  * this file must be compiled with -fmad=false (see CMakeLists.txt).
  */
 #include <cuda_runtime.h>
-#include <string.h>
 
 #include "oea.h"
+#include "oea_internal.h"
 #include "oea_row.h"
 
 #define OEA_WARPS 32
@@ -157,6 +157,9 @@ __global__ void __launch_bounds__(1024, 1) oea_kernel(oea_problem p)
 	}
 	__syncthreads();
 
+	/* The minimum-batch gate, on the device's own count of processed rows
+	 * (sm.valid is final after the barrier and the same for every thread). */
+	const int gated = p.min_valid_rows > 0 && sm.valid < (unsigned)p.min_valid_rows;
 	if (threadIdx.x == 0 && p.stats) {
 		unsigned tb = 0, ta = 0;
 		for (int w = 0; w < OEA_MASK_WORDS; w++) {
@@ -164,13 +167,14 @@ __global__ void __launch_bounds__(1024, 1) oea_kernel(oea_problem p)
 			ta += __popc(sm.u[w]);
 		}
 		p.stats->t_before = tb;
-		p.stats->t_after = p.k0 >= R ? tb : ta;
+		p.stats->t_after = p.k0 >= R || gated ? tb : ta;
 		p.stats->valid_rows = sm.valid;
 		p.stats->invalid_rows = sm.invalid;
 		p.stats->nonfinite_rows = sm.nonfinite;
-		p.stats->reserved[0] = p.stats->reserved[1] = p.stats->reserved[2] = 0;
+		p.stats->gated = (unsigned)gated;
+		p.stats->reserved[0] = p.stats->reserved[1] = 0;
 	}
-	if (p.k0 >= R)
+	if (p.k0 >= R || gated)
 		return;
 
 	/* Phase 2: every row sees the complete U. */
@@ -282,24 +286,25 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 {
 	oea_problem q;
 	cudaError_t ce;
-	int error = oea_problem_check(p);
+	/* q is the caller's problem as a current-ABI struct (an ABI 1 caller's
+	 * is shorter): the kernel gets q, never the caller's bytes. */
+	int error = oea_problem_load(p, &q);
 
 	if (error)
 		goto done;
 	/* The kernel cannot refuse a call after it has started, and the host
 	 * must not read device data: the flag is a host-path feature. */
-	if (p->flags & OEA_FLAG_REJECT_NONFINITE) {
+	if (q.flags & OEA_FLAG_REJECT_NONFINITE) {
 		error = OEA_ERR_INVALID_ARGUMENT;
 		goto done;
 	}
-	/* Nothing to write: no rows, or k0 >= R (every row stays as it is). */
-	if ((p->n == 0 || p->k0 >= p->top_k - p->num_shared) && !p->stats)
+	/* Nothing to write: no rows, k0 >= R (every row stays as it is), or a
+	 * gate that no call of n rows can pass. */
+	if ((q.n == 0 || q.k0 >= q.top_k - q.num_shared || q.min_valid_rows > q.n) && !q.stats)
 		goto done;
 
-	memcpy(&q, p, sizeof q);
-	q.struct_size = sizeof q;
 	{
-		int warps = p->n < 1 ? 1 : p->n < OEA_WARPS ? p->n : OEA_WARPS;
+		int warps = q.n < 1 ? 1 : q.n < OEA_WARPS ? q.n : OEA_WARPS;
 		void *args[] = {&q};
 		/* The launch's own status, not a stale error of the caller's. */
 		ce = cudaLaunchKernel((const void *)oea_kernel, dim3(1), dim3(32 * warps), args, 0,

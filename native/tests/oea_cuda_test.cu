@@ -144,10 +144,10 @@ static int dev_matches(const tcase *tc, const dev_case *d, const host_out *h, co
 				fprintf(stderr, "  weights differ first at %zu: gpu %.9g cpu %.9g\n", k, a, b);
 				break;
 			}
-		fprintf(stderr, "  stats gpu T %u->%u v%u i%u nf%u, cpu T %u->%u v%u i%u nf%u\n",
+		fprintf(stderr, "  stats gpu T %u->%u v%u i%u nf%u g%u, cpu T %u->%u v%u i%u nf%u g%u\n",
 			st.t_before, st.t_after, st.valid_rows, st.invalid_rows, st.nonfinite_rows,
-			h->st.t_before, h->st.t_after, h->st.valid_rows, h->st.invalid_rows,
-			h->st.nonfinite_rows);
+			st.gated, h->st.t_before, h->st.t_after, h->st.valid_rows, h->st.invalid_rows,
+			h->st.nonfinite_rows, h->st.gated);
 	}
 	free(ids);
 	free(w);
@@ -255,6 +255,25 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		bad += !dev_matches(&tc, &d, &h, "launch", s);
+
+		if (k % 8 == 5 && bad == 0) {
+			/* An ABI 1 caller: short struct, garbage where the ABI 2
+			 * fields would be; the result is that of no gate. */
+			tcase t1 = tc;
+			host_out h1;
+			t1.p.min_valid_rows = 0;
+			host_ref(&t1, NULL, &h1);
+			p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V1;
+			p.min_valid_rows = 0x7fffffff;
+			p.reserved_abi2 = 77;
+			dev_reset(&tc, &d);
+			rc = oea_route_cuda(&p, stream);
+			CK(cudaStreamSynchronize(stream));
+			bad += rc != OEA_OK || !dev_matches(&tc, &d, &h1, "ABI 1 struct", s);
+			p = dev_problem(&tc, &d);
+			free(h1.ids);
+			free(h1.w);
+		}
 
 		if (k % 4 == 0 && bad == 0) {
 			cudaGraph_t g;

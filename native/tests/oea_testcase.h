@@ -294,6 +294,11 @@ static inline int tcase_random(tcase *tc, tc_rng *r, long max_cells)
 		tc->nvr = tc_chance(r, 20) ? tc_int(r, -1, n + 2) : tc_int(r, 0, n);
 		p->num_valid_rows = &tc->nvr;
 	}
+	/* The minimum-batch gate (ABI 2): drawn last so that the cases above
+	 * stay what they were. Around the number of processed rows, so that
+	 * both sides of the gate are common; <= 0 means no gate. */
+	if (tc_chance(r, 25))
+		p->min_valid_rows = tc_chance(r, 20) ? tc_int(r, -2, 0) : tc_int(r, 1, n + 2);
 	p->logits = tc->logits;
 	p->correction_bias = tc->bias;
 	p->ids = tc->ids0;

@@ -218,7 +218,11 @@ static int orc_route(const oea_problem *p)
 	for (e = 0; e < E; e++)
 		st.t_before += inb[e];
 	st.t_after = st.t_before;
-	if (p->k0 < R) {
+	/* The gate of ABI 2, read only when the caller's struct has the field. */
+	if (p->struct_size >= sizeof(oea_problem) && p->min_valid_rows > 0 &&
+	    st.valid_rows < (uint32_t)p->min_valid_rows)
+		st.gated = 1;
+	if (p->k0 < R && !st.gated) {
 		orc_ent ent[OEA_MAX_TOPK];
 		/* U from the originals; phase 2 must not see partial outputs. */
 		for (i = 0; i < n; i++) {
@@ -522,7 +526,7 @@ static void check_properties(const tcase *tc, unsigned long seed)
 	run_out a, b;
 	unsigned char inu[OEA_MAX_EXPERTS] = {0}, inb[OEA_MAX_EXPERTS] = {0};
 	float *score = malloc(sizeof(float) * (size_t)E), *key = malloc(sizeof(float) * (size_t)E);
-	int nvr = n, i, c, k, tb = 0, tu = 0;
+	int nvr = n, i, c, k, tb = 0, tu = 0, nproc = 0, gated;
 
 	assert_non_null(score);
 	assert_non_null(key);
@@ -554,9 +558,18 @@ static void check_properties(const tcase *tc, unsigned long seed)
 		tb += inb[k];
 		tu += inu[k];
 	}
+	/* The minimum-batch gate: fewer processed rows than min_valid_rows
+	 * means nothing is rewritten and T stays. */
+	for (i = 0; i < nvr; i++)
+		nproc += orc_row_kind(p, tc->ids0, i, R) == 0;
+	gated = p->min_valid_rows > 0 && nproc < p->min_valid_rows;
+	assert_int_equal(a.st.valid_rows, nproc);
+	assert_int_equal(a.st.gated, gated);
+	assert_int_equal(a.st.reserved[0], 0);
+	assert_int_equal(a.st.reserved[1], 0);
 	assert_int_equal(a.st.t_before, tb);
 	assert_true(a.st.t_after <= a.st.t_before);
-	if (p->k0 < R)
+	if (p->k0 < R && !gated)
 		assert_int_equal(a.st.t_after, tu);
 	else
 		assert_int_equal(a.st.t_after, tb);
@@ -568,7 +581,7 @@ static void check_properties(const tcase *tc, unsigned long seed)
 		const float *w = (const float *)(a.w + (size_t)i * (size_t)p->weights_row_stride * 4);
 		size_t itail = (size_t)p->ids_row_stride * isz - (size_t)R * isz;
 		size_t wtail = (size_t)p->weights_row_stride * 4 - (size_t)R * 4;
-		int processed = i < nvr && orc_row_kind(p, tc->ids0, i, R) == 0 && p->k0 < R;
+		int processed = i < nvr && orc_row_kind(p, tc->ids0, i, R) == 0 && p->k0 < R && !gated;
 		orc_ent ent[OEA_MAX_TOPK];
 		float sum0 = 0.0f, sum1 = 0.0f;
 		int fillers = 0, rep;
@@ -579,7 +592,7 @@ static void check_properties(const tcase *tc, unsigned long seed)
 		assert_memory_equal((const unsigned char *)w + (size_t)R * 4,
 				    (const unsigned char *)w0 + (size_t)R * 4, wtail);
 		if (!processed) {
-			/* Padding, invalid, beyond num_valid_rows, k0 >= R. */
+			/* Padding, invalid, beyond num_valid_rows, k0 >= R, gated. */
 			assert_memory_equal(irow, irow0, (size_t)R * isz);
 			assert_memory_equal(w, w0, (size_t)R * 4);
 			continue;
@@ -778,6 +791,9 @@ static void test_errors(void **state)
 			 expect_error(&env, OEA_ERR_GROUPS, "topk_group");
 	err_setup(&env), env.p.flags = 0x80, expect_error(&env, OEA_ERR_INVALID_ARGUMENT, "flag");
 	err_setup(&env), env.p.renormalize = 2, expect_error(&env, OEA_ERR_INVALID_ARGUMENT, "renormalize");
+	err_setup(&env), env.p.reserved_abi2 = 1, expect_error(&env, OEA_ERR_INVALID_ARGUMENT, "reserved_abi2");
+	err_setup(&env), env.p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V1 - 4,
+			 expect_error(&env, OEA_ERR_STRUCT_SIZE, "ABI version 1");
 
 	/* Non-finite data, refused only with the flag, before any write. */
 	err_setup(&env), env.logits[9] = NAN, env.p.flags = OEA_FLAG_REJECT_NONFINITE,
@@ -831,6 +847,88 @@ static void test_errors(void **state)
 	}
 	assert_non_null(strstr(oea_status_message(-1), "unknown"));
 	assert_non_null(strstr(oea_status_message(1000), "unknown"));
+}
+
+/*
+ * The minimum-batch gate of ABI 2 on a hand-made batch: 4 rows, of which
+ * num_valid_rows and a padding row decide how many are processed.
+ */
+static void test_gate(void **state)
+{
+	err_env env;
+	int32_t ids0[4 * 4];
+	float w0[4 * 4];
+	int min;
+
+	(void)state;
+	for (min = -1; min <= 5; min++) {
+		err_setup(&env);
+		/* Distinct logits so that phase 2 has something to change. */
+		for (int i = 0; i < 4 * 8; i++)
+			env.logits[i] = (float)((i * 5) % 8);
+		env.ids[3 * 4 + 1] = -1; /* row 3 is padding: 3 rows are processed */
+		memcpy(ids0, env.ids, sizeof ids0);
+		memcpy(w0, env.w, sizeof w0);
+		memset(&env.st, 0xab, sizeof env.st);
+		env.p.min_valid_rows = min;
+		assert_int_equal(oea_route_host(&env.p), OEA_OK);
+		assert_int_equal(env.st.valid_rows, 3);
+		assert_int_equal(env.st.reserved[0], 0);
+		assert_int_equal(env.st.reserved[1], 0);
+		if (min > 3) {
+			assert_int_equal(env.st.gated, 1);
+			assert_int_equal(env.st.t_after, env.st.t_before);
+			assert_memory_equal(ids0, env.ids, sizeof ids0);
+			assert_memory_equal(w0, env.w, sizeof w0);
+		} else {
+			assert_int_equal(env.st.gated, 0);
+			/* k0 = 2 of 4 over 3 rows sharing {0,1,2,3}: U is smaller. */
+			assert_true(env.st.t_after < env.st.t_before);
+			assert_memory_not_equal(ids0, env.ids, sizeof ids0);
+		}
+	}
+	/* num_valid_rows counts too: 1 processed row against a gate of 2. */
+	err_setup(&env), env.nvr = 1, env.p.min_valid_rows = 2;
+	memcpy(ids0, env.ids, sizeof ids0);
+	assert_int_equal(oea_route_host(&env.p), OEA_OK);
+	assert_int_equal(env.st.gated, 1);
+	assert_memory_equal(ids0, env.ids, sizeof ids0);
+}
+
+/*
+ * An ABI 1 caller's struct ends before min_valid_rows: whatever lies after it
+ * in memory must not be read, so the call behaves as min_valid_rows = 0.
+ */
+static void test_abi1_struct(void **state)
+{
+	int ncases = test_cases(300), k;
+
+	(void)state;
+	for (k = 0; k < ncases; k++) {
+		tc_rng r = {0xab100000u + (uint64_t)k};
+		tcase tc;
+		run_out a, b;
+
+		assert_int_equal(tcase_random(&tc, &r, 60000), 0);
+		tc.p.min_valid_rows = 0;
+		tc.p.reserved_abi2 = 0;
+		run_case(&tc, oea_route_host, 1, &a);
+		/* An old caller: short struct, garbage where the new fields are. */
+		tc.p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V1;
+		tc.p.min_valid_rows = 0x7fffffff;
+		tc.p.reserved_abi2 = 12345;
+		run_case(&tc, oea_route_host, 1, &b);
+		assert_int_equal(a.rc, OEA_OK);
+		assert_int_equal(b.rc, OEA_OK);
+		assert_int_equal(oea_problem_check(&tc.p), OEA_OK);
+		assert_memory_equal(a.ids, b.ids, tc.ids_bytes);
+		assert_memory_equal(a.w, b.w, tc.w_bytes);
+		assert_memory_equal(&a.st, &b.st, sizeof a.st);
+		assert_int_equal(b.st.gated, 0);
+		run_free(&a);
+		run_free(&b);
+		tcase_free(&tc);
+	}
 }
 
 static void test_versions(void **state)
@@ -958,6 +1056,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest errors[] = {
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_gate),
+		cmocka_unit_test(test_abi1_struct),
 	};
 	const struct CMUnitTest numerics[] = {
 		cmocka_unit_test(test_exp),

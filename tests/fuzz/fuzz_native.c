@@ -90,7 +90,10 @@ static const void *pick_ptr(uint8_t sel)
 static int limits_hold(const oea_problem *p)
 {
 	int lsz = p->logits_dtype == OEA_DTYPE_F32 ? 4 : 2, isz = p->ids_dtype == OEA_DTYPE_I64 ? 8 : 4;
-	return p->struct_size >= sizeof(oea_problem) && (p->flags & ~OEA_FLAG_REJECT_NONFINITE) == 0 &&
+	/* A struct shorter than ABI 2's is read as ABI 1's (no reserved_abi2). */
+	return p->struct_size >= OEA_PROBLEM_SIZE_V1 &&
+	       (p->struct_size < sizeof(oea_problem) || p->reserved_abi2 == 0) &&
+	       (p->flags & ~OEA_FLAG_REJECT_NONFINITE) == 0 &&
 	       (p->renormalize == 0 || p->renormalize == 1) && p->n >= 0 && p->n <= OEA_MAX_ROWS &&
 	       p->num_experts >= 1 && p->num_experts <= OEA_MAX_EXPERTS && p->top_k >= 1 &&
 	       p->top_k <= OEA_MAX_TOPK && p->num_shared >= 0 && p->num_shared < p->top_k && p->k0 >= 1 &&
@@ -139,6 +142,11 @@ static void fuzz_raw(input *in)
 	p.weights = (void *)pick_ptr(u8(in));
 	p.num_valid_rows = pick_ptr(u8(in));
 	p.stats = (oea_stats *)pick_ptr(u8(in));
+	p.min_valid_rows = (int32_t)u32(in);
+	p.reserved_abi2 = (u8(in) & 3) == 3 ? (int32_t)u32(in) : 0;
+	/* An ABI 1 caller's size now and then: its struct ends before the new fields. */
+	if ((u8(in) & 7) == 7)
+		p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V1 + (u8(in) & 7);
 	/* A small struct_size often, so the in-range paths are reached too. */
 	if (u8(in) & 1)
 		p.struct_size = sizeof(oea_problem);
@@ -166,6 +174,24 @@ static int64_t id_at(const void *ids, int dtype, int64_t stride, int i, int j)
 {
 	return dtype == OEA_DTYPE_I64 ? ((const int64_t *)ids)[(int64_t)i * stride + j]
 	                              : ((const int32_t *)ids)[(int64_t)i * stride + j];
+}
+
+/* 0 valid, 1 padding, 2 invalid: validity from the original ids, as documented. */
+static int row_class(const void *ids0, int dtype, int64_t stride, int i, int R, int E)
+{
+	int cls = 0;
+	for (int j = 0; j < R && cls != 1; j++) {
+		int64_t id = id_at(ids0, dtype, stride, i, j);
+		if (id < 0)
+			cls = 1;
+		else if (id >= E)
+			cls = 2;
+	}
+	for (int j = 0; j < R && cls == 0; j++)
+		for (int k = j + 1; k < R; k++)
+			if (id_at(ids0, dtype, stride, i, j) == id_at(ids0, dtype, stride, i, k))
+				cls = 2;
+	return cls;
 }
 
 static void fuzz_route(input *in)
@@ -197,6 +223,8 @@ static void fuzz_route(input *in)
 
 	uint8_t opt = u8(in);
 	int32_t nvr = (int32_t)(int8_t)u8(in) * 9; /* negative, small, beyond n */
+	/* The ABI 2 gate: off, or around the number of rows (negative = off). */
+	p.min_valid_rows = (opt & 128) ? (int32_t)(int8_t)u8(in) % 12 : 0;
 	oea_stats stats;
 	float *bias = NULL;
 
@@ -281,22 +309,12 @@ static void fuzz_route(input *in)
 	int R = p.top_k - p.num_shared;
 	int limit = p.num_valid_rows ? (nvr < 0 ? 0 : nvr < n ? nvr : n) : n;
 	uint8_t used_before[OEA_MAX_EXPERTS] = {0}, used_after[OEA_MAX_EXPERTS] = {0};
-	uint32_t valid = 0, invalid = 0;
+	uint32_t valid = 0, invalid = 0, nproc = 0;
+	for (int i = 0; i < limit; i++)
+		nproc += row_class(ids0, p.ids_dtype, p.ids_row_stride, i, R, E) == 0;
+	int gated = p.min_valid_rows > 0 && nproc < (uint32_t)p.min_valid_rows;
 	for (int i = 0; i < n; i++) {
-		/* Validity from the original ids, as documented. */
-		int cls = 0; /* 0 valid, 1 padding, 2 invalid */
-		for (int j = 0; j < R && cls != 1; j++) {
-			int64_t id = id_at(ids0, p.ids_dtype, p.ids_row_stride, i, j);
-			if (id < 0)
-				cls = 1;
-			else if (id >= E)
-				cls = 2;
-		}
-		for (int j = 0; j < R && cls == 0; j++)
-			for (int k = j + 1; k < R; k++)
-				if (id_at(ids0, p.ids_dtype, p.ids_row_stride, i, j) ==
-				    id_at(ids0, p.ids_dtype, p.ids_row_stride, i, k))
-					cls = 2;
+		int cls = row_class(ids0, p.ids_dtype, p.ids_row_stride, i, R, E);
 		int processed = i < limit && cls == 0;
 		if (i < limit && cls == 2)
 			invalid++;
@@ -317,10 +335,10 @@ static void fuzz_route(input *in)
 		      "row %d: shared columns or gap of weights written", i);
 		for (int j = 0; j < R; j++)
 			used_before[id_at(ids0, p.ids_dtype, p.ids_row_stride, i, j)] = 1;
-		if (p.k0 >= R) {
+		if (p.k0 >= R || gated) {
 			CHECK(memcmp((char *)ids + irow, (char *)ids0 + irow, ilen) == 0 &&
 			          memcmp((char *)w + wrow, (char *)w0 + wrow, wlen) == 0,
-			      "row %d: k0 >= R but written", i);
+			      "row %d: k0 >= R or gated but written", i);
 			continue;
 		}
 		/* c distinct ids in [0, E), then fillers: one of them again, weight +0. */
@@ -355,10 +373,11 @@ static void fuzz_route(input *in)
 		      stats.valid_rows, stats.invalid_rows, valid, invalid);
 		CHECK(stats.t_before == tb, "stats t_before %u, expected %u", stats.t_before, tb);
 		CHECK(stats.t_after <= stats.t_before, "t_after %u > t_before %u", stats.t_after, stats.t_before);
-		CHECK(p.k0 >= R ? stats.t_after == stats.t_before : stats.t_after == ta,
+		CHECK(p.k0 >= R || gated ? stats.t_after == stats.t_before : stats.t_after == ta,
 		      "stats t_after %u, the rows use %u", stats.t_after, ta);
 		CHECK(stats.nonfinite_rows <= stats.valid_rows, "nonfinite_rows > valid_rows");
-		CHECK(stats.reserved[0] == 0 && stats.reserved[1] == 0 && stats.reserved[2] == 0, "reserved not zeroed");
+		CHECK(stats.gated == (uint32_t)gated, "stats gated %u, expected %d", stats.gated, gated);
+		CHECK(stats.reserved[0] == 0 && stats.reserved[1] == 0, "reserved not zeroed");
 	}
 done:
 	free(logits);
