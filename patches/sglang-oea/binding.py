@@ -7,31 +7,27 @@ inserts, right after select_experts' routing chain:
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(router_logits=..., ...)
 
-route() re-routes the decode batch with liboea (shared/design/oea-semantics.md):
-every token keeps its k0 most important experts and fills its other routed
-slots with experts that the rest of the batch already loads.
+route() re-routes decode batches with liboea: every token keeps its k0 most
+important experts and fills its other routed slots with experts that the rest
+of the batch already loads. docs/runtime.md of oeapatch describes the settings,
+the decode detection and the statistics.
 
-Environment, read once at import (a bad value raises ValueError naming it):
-  SGLANG_OEA_K0          int >= 0, default 0 = off (nothing is loaded).
-  SGLANG_OEA_MIN_BATCH   int >= 1, default 2: smaller batches are left alone.
-  SGLANG_OEA_MAX_TOKENS  int in 1..1024, default 1024: larger batches (prefill)
-                         are left alone.
-  SGLANG_OEA_STRICT      0/1, default 0: 1 turns a library that cannot be used
-                         into an import error instead of one warning.
-  SGLANG_OEA_LIBRARY     path of liboea, overriding the one recorded by
-                         `oeapatch apply`.
-  SGLANG_OEA_STATS       0/1, default 0: keep per-device sums of oea_stats on
-                         the device (read them with stats()).
+The module has four steps, kept apart:
+  settings  the SGLANG_OEA_* variables, read once at import (parse_settings)
+  gate      per call: is this a decode batch OEA may touch, and why not
+  prepare   once per layer configuration: scoring, groups, shared columns,
+            whether the routing path's weights are reproducible, and the native
+            argument block with every static field filled
+  launch    per call: pointers, row count and strides into that block, one call
 
-Decode only: where SGLang publishes the forward mode to layer code (the
-piecewise-CUDA-graph flag of sglang.srt.compilation.piecewise_context_manager,
-used for extend batches only, and dp_attention.get_is_extend_in_batch()), a
-batch that contains extend tokens is left alone. Versions without them rely on
-SGLANG_OEA_MAX_TOKENS as the prefill proxy.
+With SGLANG_OEA_K0 unset or 0, importing this module loads nothing (no ctypes,
+no torch, no library) and cannot raise.
 """
 
 import logging
 import os
+import sys
+import time
 
 _PATCH = "{{patch}}"
 _PATCH_VERSION = {{version}}
@@ -45,58 +41,111 @@ OEA_MAX_TOPK = 16
 
 logger = logging.getLogger(__name__)
 
+# ------------------------------------------------------------------ settings
 
-def _env_int(name, default, minimum, maximum=None, expected=None):
-    raw = os.environ.get(name)
+# SGLang's own boolean spellings (sglang.srt.environ's EnvBool), case-insensitive.
+_TRUE = ("true", "1", "yes", "y")
+_FALSE = ("false", "0", "no", "n")
+
+
+class SettingError(ValueError):
+    """A SGLANG_OEA_* variable with a value these rules refuse."""
+
+
+def _int(environ, name, default, minimum, maximum=None, expected=None):
+    raw = environ.get(name)
     if raw is None or raw.strip() == "":
         return default
-    text = raw.strip()
     try:
-        value = int(text, 10)
+        value = int(raw.strip(), 10)
     except ValueError:
         value = None
     if value is None or value < minimum or (maximum is not None and value > maximum):
-        raise ValueError(
-            "%s=%r: expected %s" % (name, raw, expected or "an integer >= %d" % minimum)
-        )
+        raise SettingError("%s=%r: expected %s"
+                           % (name, raw, expected or "an integer >= %d" % minimum))
     return value
 
 
-def _env_bool(name):
-    raw = os.environ.get(name)
+def _bool(environ, name, default):
+    raw = environ.get(name)
     if raw is None or raw.strip() == "":
+        return default
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
         return False
-    text = raw.strip()
-    if text not in ("0", "1"):
-        raise ValueError("%s=%r: expected 0 or 1" % (name, raw))
-    return text == "1"
+    raise SettingError("%s=%r: expected a boolean (true/1/yes/y or false/0/no/n)"
+                       % (name, raw))
 
 
-K0 = _env_int("SGLANG_OEA_K0", 0, 0, expected="an integer >= 0 (0 turns OEA off)")
-MIN_BATCH = _env_int("SGLANG_OEA_MIN_BATCH", 2, 1, expected="an integer >= 1")
-MAX_TOKENS = _env_int(
-    "SGLANG_OEA_MAX_TOKENS",
-    OEA_MAX_ROWS,
-    1,
-    OEA_MAX_ROWS,
-    expected="an integer in 1..%d (liboea's row limit)" % OEA_MAX_ROWS,
-)
-if MAX_TOKENS < MIN_BATCH:
-    raise ValueError(
-        "SGLANG_OEA_MAX_TOKENS=%d: expected an integer >= SGLANG_OEA_MIN_BATCH (%d)"
-        % (MAX_TOKENS, MIN_BATCH)
-    )
-STRICT = _env_bool("SGLANG_OEA_STRICT")
-STATS = _env_bool("SGLANG_OEA_STATS")
-LIBRARY = os.environ.get("SGLANG_OEA_LIBRARY") or RECORDED_LIBRARY
+def parse_settings(environ):
+    """The settings as a dict; raises SettingError naming the first bad variable.
 
+    SGLANG_OEA_K0           int >= 0, default 0 = off
+    SGLANG_OEA_MIN_BATCH    int >= 1, default 2: fewer valid rows are left alone
+    SGLANG_OEA_MAX_TOKENS   int 1..1024, default 1024: more rows are left alone
+    SGLANG_OEA_STRICT       bool, default true: K0 > 0 and OEA cannot be enabled
+                            stops the import (false: one warning, OEA off)
+    SGLANG_OEA_SPECULATIVE  bool, default false: also re-route the target-verify
+                            batches of speculative decoding
+    SGLANG_OEA_STATS        bool, default false: count calls, rows and skips, keep
+                            T before/after on the device, log them at an interval
+    SGLANG_OEA_STATS_INTERVAL  int seconds >= 1, default 60
+    SGLANG_OEA_LIBRARY      path of liboea (default: the one `oeapatch apply` recorded)
+    """
+    k0 = _int(environ, "SGLANG_OEA_K0", 0, 0, expected="an integer >= 0 (0 turns OEA off)")
+    min_batch = _int(environ, "SGLANG_OEA_MIN_BATCH", 2, 1, expected="an integer >= 1")
+    max_tokens = _int(environ, "SGLANG_OEA_MAX_TOKENS", OEA_MAX_ROWS, 1, OEA_MAX_ROWS,
+                      expected="an integer in 1..%d (liboea's row limit)" % OEA_MAX_ROWS)
+    if max_tokens < min_batch:
+        raise SettingError("SGLANG_OEA_MAX_TOKENS=%d: expected an integer >= "
+                           "SGLANG_OEA_MIN_BATCH (%d)" % (max_tokens, min_batch))
+    return {
+        "k0": k0,
+        "min_batch": min_batch,
+        "max_tokens": max_tokens,
+        "strict": _bool(environ, "SGLANG_OEA_STRICT", True),
+        "speculative": _bool(environ, "SGLANG_OEA_SPECULATIVE", False),
+        "stats": _bool(environ, "SGLANG_OEA_STATS", False),
+        "stats_interval": _int(environ, "SGLANG_OEA_STATS_INTERVAL", 60, 1,
+                               expected="an integer number of seconds >= 1"),
+        "library": environ.get("SGLANG_OEA_LIBRARY") or RECORDED_LIBRARY,
+    }
+
+
+def _settings_at_import():
+    raw_k0 = os.environ.get("SGLANG_OEA_K0", "").strip()
+    if raw_k0 in ("", "0"):
+        # Off: a typo elsewhere must not take the server down, but it is said.
+        try:
+            return parse_settings(os.environ)
+        except SettingError as exc:
+            logger.warning("oeapatch: OEA is off and %s (ignored)", exc)
+            return parse_settings({})
+    return parse_settings(os.environ)  # K0 asked for: a bad value stops the import
+
+
+SETTINGS = _settings_at_import()
+K0 = SETTINGS["k0"]
+MIN_BATCH = SETTINGS["min_batch"]
+MAX_TOKENS = SETTINGS["max_tokens"]
+STRICT = SETTINGS["strict"]
+SPECULATIVE = SETTINGS["speculative"]
+STATS = SETTINGS["stats"]
+STATS_INTERVAL = SETTINGS["stats_interval"]
+LIBRARY = SETTINGS["library"]
+
+# True when the call site must call route(): K0 > 0 (route() then checks the
+# ranks once, and with a library that could not be loaded, non-strict, leaves
+# every batch alone).
 ENABLED = False
 _lib = None
 _has_cuda = False
+DISABLED_REASON = None
 
 # ---------------------------------------------------------------- the C ABI
 
-# Status, dtype and scoring codes of oea.h.
 OEA_OK = 0
 _DTYPE_F32, _DTYPE_BF16, _DTYPE_F16, _DTYPE_I32, _DTYPE_I64 = 0, 1, 2, 3, 4
 _SCORING = {"softmax": 0, "sigmoid": 1}
@@ -106,7 +155,7 @@ OeaProblem = None
 
 
 def _declare_structs():
-    """ctypes mirrors of oea_stats and oea_problem, field for field."""
+    """ctypes mirrors of oea_stats and oea_problem (ABI 2), field for field."""
     global OeaStats, OeaProblem
     import ctypes
 
@@ -117,7 +166,8 @@ def _declare_structs():
             ("valid_rows", ctypes.c_uint32),
             ("invalid_rows", ctypes.c_uint32),
             ("nonfinite_rows", ctypes.c_uint32),
-            ("reserved", ctypes.c_uint32 * 3),
+            ("gated", ctypes.c_uint32),
+            ("reserved", ctypes.c_uint32 * 2),
         ]
 
     class _Problem(ctypes.Structure):
@@ -145,6 +195,8 @@ def _declare_structs():
             ("weights", ctypes.c_void_p),
             ("num_valid_rows", ctypes.c_void_p),
             ("stats", ctypes.c_void_p),
+            ("min_valid_rows", ctypes.c_int32),
+            ("reserved_abi2", ctypes.c_int32),
         ]
 
     _Stats.__name__ = _Stats.__qualname__ = "OeaStats"
@@ -162,15 +214,19 @@ def load_library(path):
     if OeaProblem is None:
         _declare_structs()
     lib = ctypes.CDLL(path)
+    for name in ("oea_abi_version", "oea_status_message", "oea_has_cuda",
+                 "oea_route_host", "oea_route_cuda"):
+        if not hasattr(lib, name):
+            raise RuntimeError("does not export %s (not a liboea)" % name)
     lib.oea_abi_version.argtypes = []
     lib.oea_abi_version.restype = ctypes.c_int
     lib.oea_status_message.argtypes = [ctypes.c_int]
     lib.oea_status_message.restype = ctypes.c_char_p
     lib.oea_has_cuda.argtypes = []
     lib.oea_has_cuda.restype = ctypes.c_int
-    lib.oea_route_host.argtypes = [ctypes.POINTER(OeaProblem)]
+    lib.oea_route_host.argtypes = [ctypes.c_void_p]
     lib.oea_route_host.restype = ctypes.c_int
-    lib.oea_route_cuda.argtypes = [ctypes.POINTER(OeaProblem), ctypes.c_void_p]
+    lib.oea_route_cuda.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.oea_route_cuda.restype = ctypes.c_int
     abi = lib.oea_abi_version()
     if abi != ABI_VERSION:
@@ -180,12 +236,12 @@ def load_library(path):
         )
     if hasattr(lib, "oea_problem_check"):
         # The library must accept our struct as the ABI says it is laid out.
-        lib.oea_problem_check.argtypes = [ctypes.POINTER(OeaProblem)]
+        lib.oea_problem_check.argtypes = [ctypes.c_void_p]
         lib.oea_problem_check.restype = ctypes.c_int
         probe = OeaProblem(struct_size=ctypes.sizeof(OeaProblem), num_experts=1, top_k=1,
                            k0=1, logits_row_stride=1, ids_dtype=_DTYPE_I32,
                            ids_row_stride=1, weights_row_stride=1)
-        status = lib.oea_problem_check(ctypes.byref(probe))
+        status = lib.oea_problem_check(ctypes.addressof(probe))
         if status != OEA_OK:
             raise RuntimeError(
                 "refuses this binding's oea_problem (%d bytes): %s"
@@ -200,31 +256,222 @@ def _message(lib, status):
 
 
 def _enable():
-    global ENABLED, _lib, _has_cuda
+    global ENABLED, _lib, _has_cuda, DISABLED_REASON
+    ENABLED = True
     try:
         if not LIBRARY:
             raise OSError("no library path recorded and SGLANG_OEA_LIBRARY is not set")
         lib = load_library(LIBRARY)
-    except (OSError, RuntimeError, AttributeError) as exc:
-        text = "oeapatch: liboea at %r is unusable: %s" % (LIBRARY, exc)
+    except (OSError, RuntimeError) as exc:
+        text = "oeapatch: SGLANG_OEA_K0=%d, but liboea at %r is unusable: %s" % (
+            K0, LIBRARY, exc)
         if STRICT:
-            raise ImportError(text + " (SGLANG_OEA_STRICT=1)") from exc
-        logger.warning("%s; OEA routing is disabled (SGLANG_OEA_K0=%d)", text, K0)
+            raise ImportError(text + " (set SGLANG_OEA_STRICT=false to run without "
+                              "OEA instead)") from exc
+        DISABLED_REASON = "liboea unusable: %s" % exc
+        logger.warning("%s; OEA routing is OFF on this process (SGLANG_OEA_STRICT=false)",
+                       text)
         return
     _lib = lib
     _has_cuda = bool(lib.oea_has_cuda())
-    ENABLED = True
-    logger.info(
-        "oeapatch: OEA routing on: k0=%d, batches of %d..%d rows, liboea %s%s",
-        K0, MIN_BATCH, MAX_TOKENS, LIBRARY, " (CUDA)" if _has_cuda else " (CPU only)",
-    )
 
 
 if K0 > 0:
     _enable()
 
-# ------------------------------------------------------------------ per call
+# ------------------------------------------------------------- decode detection
 
+# SGLang keeps the batch's forward mode on its ForwardBatch, which every model's
+# forward (and the CUDA-graph runner's capture, and the model runner) holds as
+# a local named `forward_batch`. select_experts is not given it, so the gate
+# reads it from the nearest caller frame that has one: the same object the
+# model runner set, in every release since topk.py exists (Dec 2024).
+DECODE_DETECTION = ("ForwardBatch.forward_mode of the calling model (decode%s); "
+                    "piecewise-CUDA-graph flag while compiled"
+                    % (" + target-verify" if SPECULATIVE else " only"))
+_MAX_FRAMES = 64
+_holds_batch = {}  # code object -> whether `forward_batch` is one of its names
+
+
+def _has_batch_name(code):
+    return ("forward_batch" in code.co_varnames or "forward_batch" in code.co_cellvars
+            or "forward_batch" in code.co_freevars)
+
+
+def _find_forward_mode(frame, max_frames=_MAX_FRAMES):
+    depth = 0
+    while frame is not None and depth < max_frames:
+        code = frame.f_code
+        holds = _holds_batch.get(code)
+        if holds is None:
+            holds = _holds_batch[code] = _has_batch_name(code)
+        if holds:
+            batch = frame.f_locals.get("forward_batch")
+            mode = getattr(batch, "forward_mode", None)
+            if mode is not None:
+                return mode
+        frame = frame.f_back
+        depth += 1
+    return None
+
+
+def _mode_verdict(mode):
+    """None when OEA may run on this forward mode, else the skip reason."""
+    if mode is None:
+        return "no_mode"
+    if mode.is_decode():
+        return None
+    target_verify = getattr(mode, "is_target_verify", None)
+    if target_verify is not None and target_verify():
+        return None if SPECULATIVE else "speculative"
+    if mode.is_idle():
+        return "idle"
+    return "extend"
+
+
+def _verdict_from_stack():
+    return _mode_verdict(_find_forward_mode(sys._getframe(2)))
+
+
+def _verdict_traced():
+    # Run for real once while torch.compile traces (assume_constant_result):
+    # the frames above the compiled function (the CUDA-graph runner's capture,
+    # the model runner) are real ones, and the graph is captured for one mode.
+    for fn in _pcg_probes():
+        if fn():
+            return "extend"  # piecewise CUDA graphs run extend batches only
+    return _mode_verdict(_find_forward_mode(sys._getframe(1), 1024))
+
+
+_pcg = None
+
+
+def _pcg_probes():
+    """SGLang's piecewise-CUDA-graph flags (Oct 2025 on), looked up once."""
+    global _pcg
+    if _pcg is None:
+        import importlib
+
+        found = []
+        package = __package__ or ""
+        if package.endswith(".layers.moe"):
+            srt = package[: -len(".layers.moe")]
+            module_name = srt + ".compilation.piecewise_context_manager"
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                module = None  # releases before piecewise CUDA graphs
+            for attr in ("is_in_piecewise_cuda_graph", "is_in_pcg_torch_compile"):
+                fn = getattr(module, attr, None)
+                if callable(fn):
+                    found.append(fn)
+        _pcg = tuple(found)
+    return _pcg
+
+
+_verdict_compiled = None  # _verdict_traced wrapped by assume_constant_result
+
+# ------------------------------------------------------------------ statistics
+
+# Skip reasons counted (rows) with SGLANG_OEA_STATS on.
+SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "small_batch", "large_batch",
+                "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
+                "device")
+_counts = {"calls": 0, "rows": 0}
+_skipped = dict.fromkeys(SKIP_REASONS, 0)
+_last_log = [0.0]
+_stats_buffers = {}
+
+
+def _stats_buffer(device):
+    import torch
+
+    key = str(device)
+    entry = _stats_buffers.get(key)
+    if entry is None:
+        entry = (
+            torch.zeros(8, dtype=torch.int32, device=device),  # oea_stats of one call
+            torch.zeros(8, dtype=torch.int64, device=device),  # sums; [7] = calls
+        )
+        _stats_buffers[key] = entry
+    return entry
+
+
+def stats(device=None):
+    """Device-side sums of oea_stats (host sync here, never on the hot path):
+    calls, t_before, t_after, valid_rows, invalid_rows, nonfinite_rows, gated.
+    Per device name, or one dict for `device`."""
+    names = ("t_before", "t_after", "valid_rows", "invalid_rows", "nonfinite_rows", "gated")
+    out = {}
+    for key, (_, acc) in _stats_buffers.items():
+        values = acc.tolist()
+        row = dict(zip(names, values[:6]))
+        row["calls"] = values[7]
+        out[key] = row
+    if device is not None:
+        return out.get(str(device))
+    return out
+
+
+def host_counts():
+    """Calls and rows that reached route() in Python, and rows skipped per reason
+    (CUDA-graph replays run no Python: the device sums count those)."""
+    return dict(_counts, skipped=dict(_skipped))
+
+
+def reset_stats():
+    for _, acc in _stats_buffers.values():
+        acc.zero_()
+    for key in _counts:
+        _counts[key] = 0
+    for key in _skipped:
+        _skipped[key] = 0
+
+
+def stats_line():
+    """The line logged every SGLANG_OEA_STATS_INTERVAL seconds."""
+    parts = []
+    for key, row in sorted(stats().items()):
+        calls = row["calls"]
+        rerouted = max(calls - row["gated"], 0)
+        if rerouted:
+            parts.append("%s: %d routed calls, mean T %.1f -> %.1f, %d rows, %d gated"
+                         % (key, rerouted, row["t_before"] / rerouted,
+                            row["t_after"] / rerouted, row["valid_rows"], row["gated"]))
+        else:
+            parts.append("%s: %d routed calls, %d gated" % (key, rerouted, row["gated"]))
+    skipped = ", ".join("%s=%d" % (k, v) for k, v in _skipped.items() if v) or "none"
+    return ("oeapatch: OEA stats (pid %d, since start): python calls=%d rows=%d; %s; "
+            "rows skipped: %s" % (os.getpid(), _counts["calls"], _counts["rows"],
+                                  "; ".join(parts) or "no routed call", skipped))
+
+
+def _maybe_log_stats():
+    now = time.monotonic()
+    if now - _last_log[0] < STATS_INTERVAL:
+        return
+    _last_log[0] = now
+    torch = _torch
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return  # reading device counters would synchronise inside a capture
+    logger.info("%s", stats_line())
+
+
+def _skip(reason, rows):
+    if rows:  # 0 while compiling or with SGLANG_OEA_STATS off
+        _skipped[reason] += rows
+
+
+# --------------------------------------------------------------- preparation
+
+_torch = None
+_ctypes = None
+_is_compiling = None
+_LOGITS_DTYPES = {}
+_IDS_DTYPES = {}
+_op = None
+_plans = {}
+_ranks_checked = [False]
 _MISSING = object()
 _warned = set()
 
@@ -243,236 +490,6 @@ def _setting(value, config, name, default=None):
     return default
 
 
-# Forward-mode probes, resolved on the first call (topk.py is imported while
-# the rest of sglang.srt may still be importing).
-_probes = None
-MODE_SOURCE = "unresolved"
-
-
-def _resolve_probes():
-    global _probes, MODE_SOURCE
-    import importlib
-
-    probes = []
-    names = []
-    package = __package__ or ""
-    suffix = ".layers.moe"
-    if package.endswith(suffix):
-        srt = package[: -len(suffix)]
-        for module, attr, kind in (
-            ("compilation.piecewise_context_manager", "is_in_piecewise_cuda_graph", "pcg"),
-            ("compilation.piecewise_context_manager", "is_in_pcg_torch_compile", "pcg"),
-            ("layers.dp_attention", "get_is_extend_in_batch", "extend"),
-        ):
-            try:
-                fn = getattr(importlib.import_module(srt + "." + module), attr)
-            except Exception:
-                continue
-            if callable(fn):
-                probes.append((kind, fn))
-                names.append(attr)
-    _probes = probes
-    MODE_SOURCE = " + ".join(names + ["SGLANG_OEA_MAX_TOKENS"])
-    logger.info("oeapatch: OEA decode detection: %s", MODE_SOURCE)
-
-
-_torch = None
-_ctypes = None
-_is_compiling = None
-
-
-def _compiling():
-    return bool(_is_compiling()) if _is_compiling is not None else False
-
-
-def _is_extend():
-    """True when the framework says this forward contains extend tokens."""
-    if _probes is None:
-        _resolve_probes()
-    if not _probes:
-        return False
-    compiling = _compiling()
-    for kind, fn in _probes:
-        # Piecewise CUDA graphs run extend batches only. The extend flag lives
-        # in per-thread state that torch.compile cannot trace; sglang compiles
-        # decode graphs only, so it is not consulted while compiling.
-        if kind == "extend" and compiling:
-            continue
-        try:
-            if fn():
-                return True
-        except Exception:
-            continue
-    return False
-
-
-_stats_buffers = {}
-
-
-def _stats_buffer(device):
-    import torch
-
-    key = str(device)
-    entry = _stats_buffers.get(key)
-    if entry is None:
-        entry = (
-            torch.zeros(8, dtype=torch.int32, device=device),  # written per call
-            torch.zeros(8, dtype=torch.int64, device=device),  # sums; [7] = calls
-        )
-        _stats_buffers[key] = entry
-    return entry
-
-
-def stats(device=None):
-    """Sums of oea_stats over the routed calls (host sync here, never on the
-    hot path): calls, t_before, t_after, valid_rows, invalid_rows,
-    nonfinite_rows. Per device name, or one dict for `device`."""
-    names = ("t_before", "t_after", "valid_rows", "invalid_rows", "nonfinite_rows")
-    out = {}
-    for key, (_, acc) in _stats_buffers.items():
-        values = acc.tolist()
-        row = dict(zip(names, values[:5]))
-        row["calls"] = values[7]
-        out[key] = row
-    if device is not None:
-        return out.get(str(device))
-    return out
-
-
-def reset_stats():
-    for _, acc in _stats_buffers.values():
-        acc.zero_()
-
-
-def _launch(logits, ids, weights, bias, num_valid, stats_buf, n, num_experts, top_k,
-            num_shared, k0, scoring, renormalize, num_expert_group, topk_group):
-    """One liboea call on tensors already checked by route()."""
-    ctypes, torch = _ctypes, _torch
-    p = OeaProblem()
-    p.struct_size = ctypes.sizeof(OeaProblem)
-    p.flags = 0
-    p.n = n
-    p.num_experts = num_experts
-    p.top_k = top_k
-    p.num_shared = num_shared
-    p.k0 = k0
-    p.scoring = scoring
-    p.renormalize = 1 if renormalize else 0
-    p.num_expert_group = num_expert_group
-    p.topk_group = topk_group
-    p.logits_dtype = _LOGITS_DTYPES[logits.dtype]
-    p.logits_row_stride = logits.stride(0) if n > 1 else num_experts
-    p.logits = logits.data_ptr()
-    p.correction_bias = bias.data_ptr() if bias is not None else None
-    p.ids_dtype = _IDS_DTYPES[ids.dtype]
-    p.weights_dtype = _DTYPE_F32
-    p.ids_row_stride = ids.stride(0) if n > 1 else top_k
-    p.weights_row_stride = weights.stride(0) if n > 1 else top_k
-    p.ids = ids.data_ptr()
-    p.weights = weights.data_ptr()
-    p.num_valid_rows = num_valid.data_ptr() if num_valid is not None else None
-    p.stats = stats_buf.data_ptr() if stats_buf is not None else None
-    if ids.is_cuda:
-        # The caller's stream, read now: a stream cached earlier would put
-        # the launch outside the CUDA graph being captured.
-        stream = torch.cuda.current_stream(ids.device).cuda_stream
-        if ids.device.index is not None and ids.device.index != torch.cuda.current_device():
-            with torch.cuda.device(ids.device):
-                status = _lib.oea_route_cuda(ctypes.byref(p), ctypes.c_void_p(stream))
-        else:
-            status = _lib.oea_route_cuda(ctypes.byref(p), ctypes.c_void_p(stream))
-    else:
-        status = _lib.oea_route_host(ctypes.byref(p))
-    if status != OEA_OK:
-        raise RuntimeError(
-            "oeapatch: liboea %s failed (status %d): %s"
-            % ("oea_route_cuda" if ids.is_cuda else "oea_route_host", status,
-               _message(_lib, status))
-        )
-
-
-_LOGITS_DTYPES = {}
-_IDS_DTYPES = {}
-_op = None
-
-
-def _register_op():
-    """torch.library.custom_op (torch >= 2.4): torch.compile sees one opaque
-    op that mutates ids, weights and the stats buffer, with a fake impl."""
-    import torch
-    from typing import Optional
-
-    library = getattr(torch, "library", None)
-    if library is None or not hasattr(library, "custom_op"):
-        return None
-    name = "oeapatch::oea_route_v%d" % ABI_VERSION
-    try:
-        @library.custom_op(name, mutates_args=("topk_ids", "topk_weights", "stats"))
-        def oea_route_op(
-            router_logits: torch.Tensor,
-            topk_ids: torch.Tensor,
-            topk_weights: torch.Tensor,
-            correction_bias: Optional[torch.Tensor],
-            num_valid_rows: Optional[torch.Tensor],
-            stats: torch.Tensor,
-            with_stats: bool,
-            n: int,
-            num_experts: int,
-            top_k: int,
-            num_shared: int,
-            k0: int,
-            scoring: int,
-            renormalize: bool,
-            num_expert_group: int,
-            topk_group: int,
-        ) -> None:
-            _launch(router_logits, topk_ids, topk_weights, correction_bias,
-                    num_valid_rows, stats if with_stats else None, n, num_experts,
-                    top_k, num_shared, k0, scoring, renormalize, num_expert_group,
-                    topk_group)
-
-        @oea_route_op.register_fake
-        def _(router_logits, topk_ids, topk_weights, correction_bias, num_valid_rows,
-              stats, with_stats, n, num_experts, top_k, num_shared, k0, scoring,
-              renormalize, num_expert_group, topk_group):
-            return None
-    except Exception as exc:  # registered twice (two copies of sglang) or older API
-        logger.warning("oeapatch: %s not registered (%s); torch.compile will break "
-                       "the graph at OEA", name, exc)
-        return None
-    return oea_route_op
-
-
-def _init_torch():
-    import ctypes
-
-    import torch
-
-    global _op, _torch, _ctypes, _is_compiling
-    _torch, _ctypes = torch, ctypes
-    compiler = getattr(torch, "compiler", None)
-    _is_compiling = getattr(compiler, "is_compiling", None)
-    if _is_compiling is None:  # torch 2.0 - 2.2
-        _is_compiling = getattr(getattr(torch, "_dynamo", None), "is_compiling", None)
-    _LOGITS_DTYPES.update({torch.float32: _DTYPE_F32, torch.bfloat16: _DTYPE_BF16,
-                           torch.float16: _DTYPE_F16})
-    _IDS_DTYPES.update({torch.int32: _DTYPE_I32, torch.int64: _DTYPE_I64})
-    _op = _register_op()
-
-
-if ENABLED:
-    _init_torch()
-
-
-def _row_ok(t, width):
-    """Columns contiguous and rows that do not overlap."""
-    if t.dim() != 2:
-        return False
-    if t.shape[0] <= 1:
-        return t.shape[1] <= 1 or t.stride(1) == 1
-    return (t.shape[1] <= 1 or t.stride(1) == 1) and t.stride(0) >= width
-
-
 def _num_shared(num_columns, top_k, fused):
     """Fused shared-expert columns present in topk_ids at the call site, or None
     when the shapes do not add up."""
@@ -487,6 +504,298 @@ def _num_shared(num_columns, top_k, fused):
     if num_columns == top_k - fused:
         return 0  # appended after the chain (aiter, _post_process_topk_ids)
     return None
+
+
+class _Plan:
+    """One layer configuration: what liboea gets besides pointers and rows."""
+
+    __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias",
+                 "checked", "renormalize", "launch", "owners")
+
+    def __init__(self):
+        self.skip = None
+        self.problem = None
+        self.checked = False
+
+
+def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormalize,
+              use_grouped_topk, num_expert_group, topk_group, correction_bias,
+              scoring_func, num_fused_shared_experts):
+    plan = _Plan()
+    # The key holds id()s of the config and the bias: keeping them alive keeps
+    # those ids from being reused by other objects.
+    plan.owners = (cfg, correction_bias)
+    _plans[key] = plan
+    n, num_columns = topk_ids.shape
+    num_experts = router_logits.shape[1]
+    if num_experts > OEA_MAX_EXPERTS or num_columns > OEA_MAX_TOPK or num_columns < 1:
+        _warn_once("limits", "%d experts x %d columns exceed liboea's limits (%d, %d)",
+                   num_experts, num_columns, OEA_MAX_EXPERTS, OEA_MAX_TOPK)
+        plan.skip = "shape"
+        return plan
+    top_k_v = _setting(top_k, cfg, "top_k")
+    fused = _setting(num_fused_shared_experts, cfg, "num_fused_shared_experts", 0)
+    num_shared = _num_shared(num_columns, top_k_v, fused)
+    if num_shared is None:
+        _warn_once(("shared", num_columns, top_k_v, fused),
+                   "topk_ids has %d columns, which fits neither top_k=%s nor top_k minus "
+                   "%s fused shared experts", num_columns, top_k_v, fused)
+        plan.skip = "shape"
+        return plan
+    routed = num_columns - num_shared
+    if K0 >= routed:
+        logger.warning("oeapatch: SGLANG_OEA_K0=%d >= this layer's routed top-k (%d): "
+                       "OEA leaves its routing unchanged", K0, routed)
+        plan.skip = "k0_ge_topk"
+        return plan
+
+    bias = _setting(correction_bias, cfg, "correction_bias")
+    grouped = bool(_setting(use_grouped_topk, cfg, "use_grouped_topk", False))
+    if grouped:
+        # SGLang's grouped helpers fix the scoring themselves: biased_grouped_topk
+        # is sigmoid, grouped_topk softmax, whatever scoring_func says.
+        scoring_name = "sigmoid" if bias is not None else "softmax"
+    else:
+        scoring_name = _setting(scoring_func, cfg, "scoring_func")
+        if scoring_name is None:
+            scoring_name = "sigmoid" if bias is not None else "softmax"
+    scoring = _SCORING.get(scoring_name)
+    if scoring is None:
+        _warn_once(("scoring", scoring_name), "scoring function %r is not supported "
+                   "(softmax, sigmoid)", scoring_name)
+        plan.skip = "scoring"
+        return plan
+
+    groups, group_pick = 0, 0
+    if grouped:
+        groups = int(_setting(num_expert_group, cfg, "num_expert_group") or 0)
+        group_pick = int(_setting(topk_group, cfg, "topk_group") or groups)
+        if groups > 0 and (num_experts % groups != 0 or not 1 <= group_pick <= groups):
+            _warn_once(("groups", groups, group_pick), "num_expert_group=%d, topk_group=%d "
+                       "do not fit %d experts", groups, group_pick, num_experts)
+            plan.skip = "shape"
+            return plan
+        if groups <= 1:
+            groups, group_pick = 0, 0
+
+    device = topk_ids.device
+    if device.type == "cuda" and not _has_cuda:
+        _warn_once("nocuda", "CUDA tensors, but liboea at %s was built without CUDA",
+                   LIBRARY)
+        plan.skip = "device"
+        return plan
+    if device.type not in ("cuda", "cpu"):
+        _warn_once(("devtype", device.type), "device type %s is not supported", device.type)
+        plan.skip = "device"
+        return plan
+    torch = _torch
+    if topk_ids.dtype not in _IDS_DTYPES or not router_logits.is_floating_point() or \
+            not topk_weights.is_floating_point():
+        _warn_once(("dtypes", topk_ids.dtype, router_logits.dtype, topk_weights.dtype),
+                   "dtypes ids %s, logits %s, weights %s", topk_ids.dtype,
+                   router_logits.dtype, topk_weights.dtype)
+        plan.skip = "shape"
+        return plan
+    if bias is not None:
+        if bias.numel() != num_experts:
+            _warn_once("bias", "correction_bias has %d entries for %d experts",
+                       bias.numel(), num_experts)
+            plan.skip = "shape"
+            return plan
+        bias = bias.reshape(-1).to(device=device, dtype=torch.float32).contiguous()
+
+    renorm = bool(_setting(renormalize, cfg, "renormalize", True))
+    ctypes = _ctypes
+    p = OeaProblem()
+    p.struct_size = ctypes.sizeof(OeaProblem)
+    p.num_experts = num_experts
+    p.top_k = num_columns
+    p.num_shared = num_shared
+    p.k0 = K0
+    p.scoring = scoring
+    p.renormalize = 1 if renorm else 0
+    p.num_expert_group = groups
+    p.topk_group = group_pick
+    p.correction_bias = bias.data_ptr() if bias is not None else None
+    p.ids_dtype = _IDS_DTYPES[topk_ids.dtype]
+    p.weights_dtype = _DTYPE_F32
+    p.min_valid_rows = MIN_BATCH
+    if STATS:
+        p.stats = _stats_buffer(device)[0].data_ptr()
+    plan.problem = p
+    plan.num_shared = num_shared
+    plan.routed = routed
+    plan.scoring = scoring_name
+    plan.bias = bias  # keeps the float32 copy alive for the pointer above
+    plan.renormalize = renorm
+    plan.launch = (_lib.oea_route_cuda if device.type == "cuda" else _lib.oea_route_host,
+                   ctypes.addressof(p))
+    return plan
+
+
+def _weights_reproducible(plan, logits, ids, weights):
+    """liboea writes score(e) times one factor per row (docs/runtime.md). A routing
+    path whose weights are not score(e) times a per-row factor (raw logits, other
+    scoring) cannot be reproduced and is skipped. Checked on the host once per
+    configuration, on a call made outside CUDA-graph capture."""
+    torch = _torch
+    routed = plan.routed
+    ids = ids[:, :routed].long()
+    valid = (ids >= 0).all(dim=1)
+    if not bool(valid.any()):
+        return None  # nothing to judge by yet
+    logits = logits[valid].float()
+    ids = ids[valid]
+    w = weights[valid][:, :routed].float()
+    scores = logits.softmax(-1) if plan.scoring == "softmax" else logits.sigmoid()
+    ratio = w / scores.gather(1, ids).clamp_min(1e-30)
+    spread = (ratio.amax(1) - ratio.amin(1)).abs()
+    return bool((spread <= 2e-3 * ratio.abs().amax(1) + 1e-6).all())
+
+
+def _init_torch():
+    import ctypes
+
+    import torch
+
+    global _op, _torch, _ctypes, _is_compiling, _verdict_compiled
+    _torch, _ctypes = torch, ctypes
+    compiler = getattr(torch, "compiler", None)
+    _is_compiling = getattr(compiler, "is_compiling", None)
+    if _is_compiling is None:  # torch 2.0 - 2.2
+        _is_compiling = getattr(getattr(torch, "_dynamo", None), "is_compiling", None)
+    acr = getattr(compiler, "assume_constant_result", None)
+    if acr is None:
+        acr = getattr(getattr(torch, "_dynamo", None), "assume_constant_result", None)
+    if acr is not None:
+        _verdict_compiled = acr(_verdict_traced)
+    _LOGITS_DTYPES.update({torch.float32: _DTYPE_F32, torch.bfloat16: _DTYPE_BF16,
+                           torch.float16: _DTYPE_F16})
+    _IDS_DTYPES.update({torch.int32: _DTYPE_I32, torch.int64: _DTYPE_I64})
+    _op = _register_op()
+
+
+def _register_op():
+    """torch.library.custom_op (torch >= 2.4): torch.compile sees one opaque
+    op that mutates ids, weights and the stats buffer, with a fake impl."""
+    import torch
+    from typing import Optional
+
+    library = getattr(torch, "library", None)
+    if library is None or not hasattr(library, "custom_op"):
+        return None
+    name = "oeapatch::oea_route_abi%d" % ABI_VERSION
+    namespace, _, opname = name.partition("::")
+    if hasattr(getattr(torch.ops, namespace), opname):
+        # Registered already in this process (a second copy of sglang): reuse it.
+        return getattr(getattr(torch.ops, namespace), opname).default
+
+    @library.custom_op(name, mutates_args=("topk_ids", "topk_weights", "stats"))
+    def oea_route_op(
+        router_logits: torch.Tensor,
+        topk_ids: torch.Tensor,
+        topk_weights: torch.Tensor,
+        num_valid_rows: Optional[torch.Tensor],
+        stats: torch.Tensor,
+        plan_id: int,
+    ) -> None:
+        _launch(_plan_ids[plan_id], router_logits, topk_ids, topk_weights,
+                num_valid_rows, topk_ids.shape[0])
+
+    @oea_route_op.register_fake
+    def _(router_logits, topk_ids, topk_weights, num_valid_rows, stats, plan_id):
+        return None
+
+    return oea_route_op
+
+
+_plan_ids = []
+
+
+if ENABLED:
+    _init_torch()
+
+
+# ------------------------------------------------------------------- launch
+
+
+def _launch(plan, logits, ids, weights, num_valid, rows):
+    """One liboea call: pointers, rows and strides into the prepared block."""
+    p = plan.problem
+    p.n = rows
+    p.logits_dtype = _LOGITS_DTYPES[logits.dtype]
+    p.logits_row_stride = logits.stride(0) if rows > 1 else logits.shape[1]
+    p.logits = logits.data_ptr()
+    p.ids_row_stride = ids.stride(0) if rows > 1 else ids.shape[1]
+    p.weights_row_stride = weights.stride(0) if rows > 1 else weights.shape[1]
+    p.ids = ids.data_ptr()
+    p.weights = weights.data_ptr()
+    p.num_valid_rows = num_valid.data_ptr() if num_valid is not None else None
+    fn, address = plan.launch
+    if ids.is_cuda:
+        # The caller's stream, read now: a stream cached earlier would put
+        # the launch outside the CUDA graph being captured.
+        torch = _torch
+        if ids.device.index is not None and ids.device.index != torch.cuda.current_device():
+            with torch.cuda.device(ids.device):
+                status = fn(address, torch.cuda.current_stream(ids.device).cuda_stream)
+        else:
+            status = fn(address, torch.cuda.current_stream().cuda_stream)
+    else:
+        status = fn(address)
+    if status != OEA_OK:
+        raise RuntimeError("oeapatch: liboea failed (status %d): %s"
+                           % (status, _message(_lib, status)))
+
+
+def _row_ok(t, width):
+    """Columns contiguous and rows that do not overlap."""
+    if t.dim() != 2:
+        return False
+    if t.shape[0] <= 1:
+        return t.shape[1] <= 1 or t.stride(1) == 1
+    return (t.shape[1] <= 1 or t.stride(1) == 1) and t.stride(0) >= width
+
+
+def check_ranks():
+    """Where torch.distributed is initialised, every rank publishes its OEA
+    settings and library ABI once in the default store and compares them with
+    all others': different ones would combine partial results of different
+    experts. Raises RuntimeError naming the ranks that differ or are silent."""
+    _ranks_checked[0] = True
+    torch = _torch
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    import datetime
+
+    from torch.distributed import distributed_c10d
+
+    store = distributed_c10d._get_default_store()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = "k0=%d min_batch=%d max_tokens=%d speculative=%d abi=%s" % (
+        K0, MIN_BATCH, MAX_TOKENS, SPECULATIVE, ABI_VERSION if _lib is not None else "off")
+    prefix = "oeapatch/%s/%d/" % (_PATCH, _PATCH_VERSION)
+    store.set(prefix + str(rank), mine)
+    keys = [prefix + str(r) for r in range(world)]
+    try:
+        store.wait(keys, datetime.timedelta(seconds=120))
+    except RuntimeError as exc:
+        raise RuntimeError(
+            "oeapatch: rank %d runs OEA (%s), but not every rank of %d reported OEA "
+            "settings within 120 s (%s): set the same SGLANG_OEA_* on every rank"
+            % (rank, mine, world, exc)) from exc
+    theirs = {r: store.get(k).decode() for r, k in enumerate(keys)}
+    differ = sorted(r for r, v in theirs.items() if v != mine)
+    if differ:
+        raise RuntimeError("oeapatch: OEA settings differ between ranks: rank %d has %s; %s"
+                           % (rank, mine, "; ".join("rank %d has %s" % (r, theirs[r])
+                                                    for r in differ)))
+    return mine
+
+
+def _compiling():
+    return bool(_is_compiling()) if _is_compiling is not None else False
 
 
 def route(
@@ -511,168 +820,158 @@ def route(
 ):
     """Re-route one MoE layer's decode batch; returns (topk_weights, topk_ids).
 
-    Inputs come back unchanged whenever a gate says no: OEA off, expert-location
-    dispatch (EPLB) active, a custom routing function, a batch outside
-    SGLANG_OEA_MIN_BATCH..SGLANG_OEA_MAX_TOKENS rows, an extend batch, or a
-    layout liboea does not take (one warning each). A liboea error is a bug and
-    raises RuntimeError.
+    Inputs come back unchanged whenever a gate says no (docs/runtime.md lists
+    them; with SGLANG_OEA_STATS on each is counted). A liboea error is a bug
+    and raises RuntimeError.
     """
     unchanged = (topk_weights, topk_ids)
     if not ENABLED:
         return unchanged
-    # EPLB: ids may be physical ids, which no longer index router_logits.
+    compiling = _compiling()
+    if not _ranks_checked[0] and not compiling:
+        check_ranks()
+    if _lib is None:
+        return unchanged
+    n = topk_ids.shape[0] if topk_ids.dim() == 2 else 0
+    counted = 0
+    if STATS and not compiling:
+        counted = n
+        _counts["calls"] += 1
+        _counts["rows"] += n
+        _maybe_log_stats()
+
+    # ---- gate: cheap checks first, no tensor work
     if expert_location_dispatch_info is not None:
+        _skip("eplb", counted)  # ids may be physical ids, which no longer index the logits
         return unchanged
-    crf = _setting(custom_routing_function, topk_config, "custom_routing_function")
-    if crf is not None:
+    if _setting(custom_routing_function, topk_config, "custom_routing_function") is not None:
+        _skip("custom_routing", counted)
         return unchanged
+    if n < MIN_BATCH:
+        _skip("small_batch", counted)
+        return unchanged
+    if n > MAX_TOKENS:
+        _skip("large_batch", counted)
+        return unchanged
+    if router_logits.dim() != 2 or topk_weights.dim() != 2 or \
+            tuple(topk_weights.shape) != tuple(topk_ids.shape) or \
+            router_logits.shape[0] != n or router_logits.device != topk_ids.device or \
+            topk_weights.device != topk_ids.device:
+        _warn_once("shape", "router_logits %s %s, topk_ids %s %s, topk_weights %s %s",
+                   tuple(router_logits.shape), router_logits.device, tuple(topk_ids.shape),
+                   topk_ids.device, tuple(topk_weights.shape), topk_weights.device)
+        _skip("shape", counted)
+        return unchanged
+
+    # ---- prepare: once per configuration (extend batches prepare too, so the
+    # decode graphs captured later find their layer ready)
     if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
         # SGLang of March 2025 named the fused shared-expert count so.
         num_fused_shared_experts = unknown["n_share_experts_fusion"] or 0
-
-    if router_logits.dim() != 2 or topk_ids.dim() != 2 or topk_weights.dim() != 2:
-        _warn_once("rank", "router_logits/topk_ids/topk_weights are not 2-D (%s, %s, %s)",
-                   tuple(router_logits.shape), tuple(topk_ids.shape),
-                   tuple(topk_weights.shape))
-        return unchanged
-    n, num_columns = topk_ids.shape
-    if tuple(topk_weights.shape) != (n, num_columns) or router_logits.shape[0] != n:
-        _warn_once("shape", "shapes differ: router_logits %s, topk_ids %s, topk_weights %s",
-                   tuple(router_logits.shape), tuple(topk_ids.shape),
-                   tuple(topk_weights.shape))
-        return unchanged
-    if n < MIN_BATCH or n > MAX_TOKENS:
-        return unchanged
-    if _is_extend():
-        return unchanged
-
-    num_experts = router_logits.shape[1]
-    if num_experts > OEA_MAX_EXPERTS or num_columns > OEA_MAX_TOPK or num_columns < 1:
-        _warn_once("limits", "%d experts x %d columns exceed liboea's limits (%d, %d)",
-                   num_experts, num_columns, OEA_MAX_EXPERTS, OEA_MAX_TOPK)
-        return unchanged
-
-    top_k_v = _setting(top_k, topk_config, "top_k")
-    fused = _setting(num_fused_shared_experts, topk_config, "num_fused_shared_experts", 0)
-    num_shared = _num_shared(num_columns, top_k_v, fused)
-    if num_shared is None:
-        _warn_once(("shared", num_columns, top_k_v, fused),
-                   "topk_ids has %d columns, which fits neither top_k=%s nor top_k minus "
-                   "%s fused shared experts", num_columns, top_k_v, fused)
-        return unchanged
-    routed = num_columns - num_shared
-    if K0 >= routed:
-        return unchanged  # every routed slot is kept anyway
-
-    bias = _setting(correction_bias, topk_config, "correction_bias")
-    grouped = bool(_setting(use_grouped_topk, topk_config, "use_grouped_topk", False))
-    if grouped:
-        # SGLang's grouped helpers fix the scoring themselves: biased_grouped_topk
-        # is sigmoid, grouped_topk softmax, whatever scoring_func says.
-        scoring_name = "sigmoid" if bias is not None else "softmax"
+    if topk_config is not None:
+        key = (id(topk_config), layer_id)
     else:
-        scoring_name = _setting(scoring_func, topk_config, "scoring_func")
-        if scoring_name is None:
-            scoring_name = "sigmoid" if bias is not None else "softmax"
-    scoring = _SCORING.get(scoring_name)
-    if scoring is None:
-        _warn_once(("scoring", scoring_name), "scoring function %r is not supported "
-                   "(softmax, sigmoid)", scoring_name)
+        key = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
+               id(correction_bias), scoring_func, num_fused_shared_experts)
+    key = key + (router_logits.shape[1], topk_ids.shape[1], topk_ids.dtype,
+                 topk_ids.device)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plan_for(key, router_logits, topk_ids, topk_weights, topk_config, top_k,
+                         renormalize, use_grouped_topk, num_expert_group, topk_group,
+                         correction_bias, scoring_func, num_fused_shared_experts)
+    if plan.skip is not None:
+        _skip(plan.skip, counted)
         return unchanged
-
-    groups, group_pick = 0, 0
-    if grouped:
-        groups = int(_setting(num_expert_group, topk_config, "num_expert_group") or 0)
-        group_pick = int(_setting(topk_group, topk_config, "topk_group") or groups)
-        if groups > 0 and (num_experts % groups != 0 or not 1 <= group_pick <= groups):
-            _warn_once(("groups", groups, group_pick), "num_expert_group=%d, topk_group=%d "
-                       "do not fit %d experts", groups, group_pick, num_experts)
+    if not plan.checked:
+        torch = _torch
+        if compiling or (topk_ids.is_cuda and torch.cuda.is_current_stream_capturing()):
+            _skip("weights", counted)  # not judged yet: never approximate
             return unchanged
-        if groups <= 1:
-            groups, group_pick = 0, 0
-
-    renorm = bool(_setting(renormalize, topk_config, "renormalize", True))
-
-    device = topk_ids.device
-    if router_logits.device != device or topk_weights.device != device:
-        _warn_once("device", "tensors on different devices (%s, %s, %s)",
-                   router_logits.device, topk_ids.device, topk_weights.device)
-        return unchanged
-    if device.type == "cuda":
-        if not _has_cuda:
-            _warn_once("nocuda", "CUDA tensors, but liboea at %s was built without CUDA",
-                       LIBRARY)
+        ok = _weights_reproducible(plan, router_logits, topk_ids, topk_weights)
+        if ok is None:
+            _skip("weights", counted)
             return unchanged
-    elif device.type != "cpu":
-        _warn_once(("devtype", device.type), "device type %s is not supported", device.type)
+        plan.checked = True
+        if not ok:
+            logger.warning("oeapatch: OEA skipped on a layer whose routing path returns "
+                           "weights that are not %s scores times one factor per row "
+                           "(not reproducible)", plan.scoring)
+            plan.skip = "weights"
+            _skip("weights", counted)
+            return unchanged
+
+    if compiling:
+        verdict = _verdict_compiled() if _verdict_compiled is not None else "no_mode"
+    else:
+        verdict = _verdict_from_stack()
+    if verdict is not None:
+        _skip(verdict, counted)
         return unchanged
 
-    torch = _torch
-    if topk_ids.dtype not in _IDS_DTYPES:
-        _warn_once(("ids", topk_ids.dtype), "topk_ids dtype %s (int32/int64 expected)",
-                   topk_ids.dtype)
-        return unchanged
+    # ---- launch
     logits = router_logits
     if logits.dtype not in _LOGITS_DTYPES:
-        if not logits.is_floating_point():
-            _warn_once(("logits", logits.dtype), "router_logits dtype %s", logits.dtype)
-            return unchanged
         logits = logits.float()
-    if not _row_ok(logits, num_experts):
+    if not _row_ok(logits, logits.shape[1]):
         logits = logits.contiguous()
-
+    num_columns = topk_ids.shape[1]
     ids = topk_ids
     if not _row_ok(ids, num_columns):
         ids = ids.contiguous() if not ids.is_contiguous() else ids.clone()
     weights = topk_weights
     cast_back = None
-    if weights.dtype != torch.float32:
-        if not weights.is_floating_point():
-            _warn_once(("weights", weights.dtype), "topk_weights dtype %s", weights.dtype)
-            return unchanged
+    if weights.dtype != _torch.float32:
         cast_back = weights.dtype
         weights = weights.float()
     if not _row_ok(weights, num_columns):
         weights = weights.contiguous() if not weights.is_contiguous() else weights.clone()
 
-    if bias is not None:
-        if bias.numel() != num_experts:
-            _warn_once("bias", "correction_bias has %d entries for %d experts",
-                       bias.numel(), num_experts)
-            return unchanged
-        bias = bias.reshape(-1).to(device=device, dtype=torch.float32).contiguous()
-
     num_valid = None
     rows = n
     if num_token_non_padded is not None:
+        torch = _torch
         if isinstance(num_token_non_padded, torch.Tensor):
             num_valid = num_token_non_padded.reshape(-1)[:1]
-            if num_valid.device != device or num_valid.dtype != torch.int32:
-                num_valid = num_valid.to(device=device, dtype=torch.int32)
-            num_valid = num_valid.contiguous()
-            if device.type == "cpu" and int(num_valid[0]) < MIN_BATCH:
-                return unchanged  # host memory: the exact gate costs nothing
+            if num_valid.device != ids.device or num_valid.dtype != torch.int32:
+                num_valid = num_valid.to(device=ids.device, dtype=torch.int32)
+            # On the device, liboea's min_valid_rows gate (ABI 2) counts the
+            # valid rows where they are: graph-safe, no host read.
         else:
             rows = max(0, min(n, int(num_token_non_padded)))
             if rows < MIN_BATCH:
+                _skip("small_batch", counted)
                 return unchanged
 
-    stats_buf = acc = None
-    if STATS:
-        stats_buf, acc = _stats_buffer(device)
-
-    args = (logits, ids, weights, bias, num_valid)
-    scalars = (rows, num_experts, num_columns, num_shared, K0, scoring, renorm, groups,
-               group_pick)
-    if _op is not None and _compiling():
-        scratch = stats_buf if stats_buf is not None else _stats_buffer(device)[0]
-        _op(*args, scratch, stats_buf is not None, *scalars)
+    if _op is not None and compiling:
+        if plan not in _plan_ids:
+            _plan_ids.append(plan)
+        scratch = _stats_buffer(ids.device)[0]
+        _op(logits, ids, weights, num_valid, scratch, _plan_ids.index(plan))
     else:
-        _launch(*args, stats_buf, *scalars)
-    if acc is not None:
-        acc[:5].add_(stats_buf[:5])
+        _launch(plan, logits, ids, weights, num_valid, rows)
+    if STATS:
+        one, acc = _stats_buffer(ids.device)
+        acc[:6].add_(one[:6])
         acc[7:].add_(1)
 
     if cast_back is not None:
         weights = weights.to(cast_back)
     return weights, ids
+
+
+def _startup_line():
+    if not ENABLED:
+        return
+    if _lib is None:
+        return  # the warning of _enable() said why
+    logger.info(
+        "oeapatch: OEA routing on: k0=%d (layers with routed top-k <= %d are left alone), "
+        "batches of %d..%d valid rows, decode detection: %s, strict=%s, stats=%s, "
+        "liboea %s (ABI %d, %s)",
+        K0, K0, MIN_BATCH, MAX_TOKENS, DECODE_DETECTION, STRICT,
+        ("every %d s" % STATS_INTERVAL) if STATS else "off", LIBRARY, ABI_VERSION,
+        "CUDA" if _has_cuda else "CPU only")
+
+
+_startup_line()

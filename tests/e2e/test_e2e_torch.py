@@ -77,9 +77,19 @@ if has_pad:
     modes["padded"] = dict(grouped=True, bias=bias, pad=torch.tensor(12))
 if has_shared:
     modes["shared"] = dict(grouped=True, bias=bias, shared=1)
+# The binding re-routes decode batches only, which it reads from the forward
+# batch of the calling model's frame (tests/sglang/ uses SGLang's real one).
+class DecodeMode:
+    def is_decode(self): return True
+    def is_idle(self): return False
+    def is_target_verify(self): return False
+class DecodeBatch:
+    forward_mode = DecodeMode()
+def model_forward(forward_batch, **kw):
+    return call(**kw)
 res = {"logits": logits, "bias": bias}
 for name, kw in modes.items():
-    res[name] = call(**kw)
+    res[name] = model_forward(DecodeBatch(), **kw)
 torch.save(res, out_path)
 '''
 

@@ -146,7 +146,7 @@ static void test_real_definition(void **state)
 	assert_string_equal(def->name, "sglang-oea");
 	assert_int_equal(def->version, 1);
 	assert_string_equal(def->target, "python/sglang/srt/layers/moe/topk.py");
-	assert_int_equal(def->abi, 1);
+	assert_int_equal(def->abi, 2);
 	assert_string_equal(def->first_revision, "2024-12-24");
 	assert_string_equal(def->binding_module, "_oeapatch_sglang_oea");
 	assert_string_equal(def->library_env, "SGLANG_OEA_LIBRARY");
@@ -296,7 +296,7 @@ static void test_arg_alternatives(void **state)
 static void test_unknown_key(void **state)
 {
 	fixture *f = *state;
-	long line = edit_ini(f, "abi = 1\n", "abi = 1\ncolour = blue\n") + 1;
+	long line = edit_ini(f, "abi = 2\n", "abi = 2\ncolour = blue\n") + 1;
 	oeap_error err = load_refused(f);
 	char where[64];
 	snprintf(where, sizeof(where), "patch.ini:%ld", line);
