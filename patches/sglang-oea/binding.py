@@ -510,7 +510,7 @@ class _Plan:
     """One layer configuration: what liboea gets besides pointers and rows."""
 
     __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias",
-                 "checked", "renormalize", "launch", "owners")
+                 "checked", "renormalize", "launch", "owners", "index", "scratch")
 
     def __init__(self):
         self.skip = None
@@ -630,6 +630,11 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormaliz
     plan.renormalize = renorm
     plan.launch = (_lib.oea_route_cuda if device.type == "cuda" else _lib.oea_route_host,
                    ctypes.addressof(p))
+    # The custom op names its plan by index: registered here, in eager code, since
+    # torch.compile defers a traced function's list mutations past the graph.
+    plan.index = len(_plan_ids)
+    _plan_ids.append(plan)
+    plan.scratch = _stats_buffer(device)[0]
     return plan
 
 
@@ -944,10 +949,7 @@ def route(
                 return unchanged
 
     if _op is not None and compiling:
-        if plan not in _plan_ids:
-            _plan_ids.append(plan)
-        scratch = _stats_buffer(ids.device)[0]
-        _op(logits, ids, weights, num_valid, scratch, _plan_ids.index(plan))
+        _op(logits, ids, weights, num_valid, plan.scratch, plan.index)
     else:
         _launch(plan, logits, ids, weights, num_valid, rows)
     if STATS:

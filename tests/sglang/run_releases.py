@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""The real-SGLang suite: for each release in tests/sglang/releases.txt (or the
+ones named on the command line), in its cached environment (make_env.sh):
+
+  1. `oeapatch revert` (a run killed half-way leaves nothing behind), then the
+     installed topk.py must match the sha256 in the wheel's RECORD;
+  2. unpatched outputs of select_experts recorded (release_check.py unpatched);
+  3. `oeapatch apply` on the installed package, `oeapatch verify`;
+  4. release_check.py off (K0=0) and on (K0=3, stats on);
+  5. `oeapatch revert`: topk.py matches RECORD again, the binding module is gone.
+
+Environment: OEAPATCH (the CLI), OEA_LIBRARY (liboea), both set by ctest.
+Prints one line per check and `N passed, M failed`; exit 1 on any failure.
+"""
+
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
+# Stubs of compiled GPU-only packages, first on PYTHONPATH in every phase; one is
+# used only where the release imports it and the package is not installed (never).
+STUBS = os.path.join(HERE, "stubs")
+STUB_REASONS = {
+    "sgl_kernel": "SGLang's compiled CUDA kernels (needs libcuda); 0.5.x imports "
+                  "sgl_kernel.kvcacheio at module level on every platform",
+}
+
+results = []
+
+
+def say(ok, text):
+    results.append(ok)
+    print("%s %s" % ("PASS" if ok else "FAIL", text), flush=True)
+
+
+def releases():
+    out = []
+    with open(os.path.join(HERE, "releases.txt")) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line and not line.startswith("torch"):
+                out.append(line.split()[0])
+    return out
+
+
+def record_hash(site, rel):
+    """sha256 of `rel` as the wheel's RECORD lists it (urlsafe base64, no padding)."""
+    for entry in os.listdir(site):
+        if entry.startswith("sglang-") and entry.endswith(".dist-info"):
+            with open(os.path.join(site, entry, "RECORD")) as f:
+                for line in f:
+                    path, digest, _ = line.rstrip("\n").rsplit(",", 2)
+                    if path == rel.replace(os.sep, "/"):
+                        return digest
+    return None
+
+
+def file_hash(path):
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def run(cmd, env=None, timeout=900):
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def one_release(version, cli, library, bench=False):
+    started = time.monotonic()
+    rc, out, err = run([os.path.join(HERE, "make_env.sh"), version], timeout=3600)
+    if rc != 0:
+        say(False, "%s: environment: %s" % (version, err[-2000:]))
+        return
+    python = out.strip().splitlines()[-1]
+    env_dir = os.path.dirname(os.path.dirname(python))
+    checkout = os.path.join(env_dir, "checkout")
+    site = os.path.join(checkout, "python")
+    topk = os.path.join(site, TARGET)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_OEA_")}
+    base_env["PYTHONPATH"] = STUBS
+    rc, out, err = run([python, "-c", "import sys, sglang.srt.layers.moe.topk, "
+                        "sglang.srt.model_executor.forward_batch_info; "
+                        "print(' '.join(sorted(m for m in sys.modules if m in %r)))"
+                        % (tuple(STUB_REASONS),)], env=base_env)
+    for name in out.split():
+        print("STUB %s: %s: %s" % (version, name, STUB_REASONS[name]), flush=True)
+
+    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+    expected = record_hash(site, TARGET)
+    say(rc == 0 and expected is not None and file_hash(topk) == expected,
+        "%s: installed topk.py is the wheel's (RECORD %s)" % (version, expected))
+
+    work = tempfile.mkdtemp(prefix="oea-sglang-%s-" % version)
+
+    def phase(name, extra, *args):
+        env = dict(base_env, **extra)
+        rc, out, err = run([python, os.path.join(HERE, "release_check.py"), name, work]
+                           + list(args), env=env)
+        for line in out.splitlines():
+            if line.startswith("BENCH "):
+                print(line, flush=True)
+            if line.startswith(("PASS ", "FAIL ")):
+                say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
+        if rc != 0 and "FAIL" not in out:
+            say(False, "%s: phase %s exited %d: %s" % (version, name, rc, err[-3000:]))
+        elif rc != 0 and os.environ.get("OEAPATCH_VERBOSE"):
+            print(err[-3000:])
+
+    phase("unpatched", {})
+    rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
+    say(rc == 0, "%s: oeapatch apply on the installed package%s"
+        % (version, "" if rc == 0 else ": " + (out + err)[-1500:]))
+    if rc == 0:
+        rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
+        say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
+        phase("off", {"SGLANG_OEA_K0": "0"})
+        phase("on", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true"}, library)
+        if bench:
+            phase("bench", {"SGLANG_OEA_K0": "3"}, library)
+    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+    binding = os.path.join(os.path.dirname(topk), "_oeapatch_sglang_oea.py")
+    say(rc == 0 and file_hash(topk) == expected and not os.path.exists(binding),
+        "%s: oeapatch revert gives back the wheel's topk.py (%.0f s)"
+        % (version, time.monotonic() - started))
+
+
+def main():
+    cli = os.environ.get("OEAPATCH")
+    library = os.environ.get("OEA_LIBRARY")
+    if not cli or not library:
+        print("FAIL setup: OEAPATCH and OEA_LIBRARY must be set (ctest sets them)")
+        return 1
+    wanted = sys.argv[1:] or releases()
+    started = time.monotonic()
+    for version in wanted:
+        # The host-overhead benchmark runs on the newest release of the list.
+        one_release(version, cli, library, bench=version == wanted[-1])
+    passed = sum(results)
+    print("%d passed, %d failed (%d releases, %.0f s)"
+          % (passed, len(results) - passed, len(wanted), time.monotonic() - started))
+    return 0 if results and all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
