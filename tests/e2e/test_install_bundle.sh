@@ -110,7 +110,9 @@ stray=$(awk '$2 == "=>" { print $1, $3 }' <<<"$ldd_out" | sed 's|/bin/\.\./|/|' 
 	grep -Ev "^(libc|libm|libresolv|libdl|libpthread|librt)\.so[^ ]* /(usr/)?lib/x86_64-linux-gnu/" |
 	grep -v " $O/lib/oeapatch/" || true)
 if [ -z "$stray" ]; then ok "ldd: glibc from the root, every other library from $O/lib/oeapatch"; else bad "ldd: libraries from outside the bundle" "$stray"; fi
-expect "ldd liboea: glibc only" 0 inroot /usr/bin/ldd "$O/lib/liboea.so.1"
+# liboea's soname follows its ABI (liboea.so.<ABI>).
+soname=$(cd "$ROOT$O/lib" && ls liboea.so.[0-9] | head -1)
+expect "ldd liboea: glibc only" 0 inroot /usr/bin/ldd "$O/lib/$soname"
 if awk '$2 == "=>" { print $1 }' <<<"$out" | grep -Ev '^(libc|libm|libdl|libpthread|librt)\.so' | grep -q .; then
 	bad "liboea needs more than glibc" "$out"
 else ok "liboea needs nothing but glibc"; fi
@@ -136,7 +138,7 @@ expect "verify --json" 0 inroot "$O/bin/oeapatch" verify -C "$C" --json
 has "verify --json names the library" "liboea.so"
 
 # verify must really load it: without liboea it is trouble (2), and back again it holds.
-oea_real=$(readlink -f "$ROOT$O/lib/liboea.so.1")
+oea_real=$(readlink -f "$ROOT$O/lib/$soname")
 mv "$oea_real" "$oea_real.away"
 out=$(inroot "$O/bin/oeapatch" verify -C "$C" 2>&1)
 rc=$?

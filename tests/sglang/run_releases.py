@@ -44,7 +44,7 @@ def releases():
     with open(os.path.join(HERE, "releases.txt")) as f:
         for line in f:
             line = line.split("#", 1)[0].strip()
-            if line and not line.startswith("torch"):
+            if line and not line.startswith(("torch ", "deps ")):
                 out.append(line.split()[0])
     return out
 
@@ -74,6 +74,15 @@ def run(cmd, env=None, timeout=900):
 
 def one_release(version, cli, library, bench=False):
     started = time.monotonic()
+    # The installed package is patched in place: one run per release at a time on
+    # this machine (other checkouts share the cache).
+    import fcntl
+
+    cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+    os.makedirs(cache, exist_ok=True)
+    lock = open(os.path.join(cache, ".lock-run-%s" % version), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     rc, out, err = run([os.path.join(HERE, "make_env.sh"), version], timeout=3600)
     if rc != 0:
         say(False, "%s: environment: %s" % (version, err[-2000:]))
