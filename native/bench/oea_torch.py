@@ -60,7 +60,11 @@ def oea_route_torch(logits, ids, weights, k0, num_shared=0, scoring="softmax", b
     dev = logits.device
     lf = logits.float()
     scores = torch.softmax(lf, dim=1) if scoring == "softmax" else torch.sigmoid(lf)
-    keys = scores + bias.float()[None, :] if bias is not None else scores
+    # Spec 2 (docs/oea-semantics.md): softmax without a bias ranks by the logit.
+    if bias is not None:
+        keys = scores + bias.float()[None, :]
+    else:
+        keys = lf if scoring == "softmax" else scores
 
     routed = ids[:, :R].long()
     srt = torch.sort(routed, dim=1).values

@@ -80,9 +80,11 @@ static void oea_cpu_phase1(const oea_problem *p, const void *lrow, const void *i
 	int a, b;
 
 	for (a = 0; a < R; a++) {
+		float l;
 		rid[a] = (int32_t)oea_id_load(irow, p->ids_dtype, a);
-		rscore[a] = oea_score(oea_logit(lrow, p->logits_dtype, rid[a]), p->scoring, m, s);
-		rkey[a] = oea_key(rscore[a], p->correction_bias, rid[a]);
+		l = oea_logit(lrow, p->logits_dtype, rid[a]);
+		rscore[a] = oea_score(l, p->scoring, m, s);
+		rkey[a] = oea_key(l, rscore[a], p->scoring, p->correction_bias, rid[a]);
 	}
 	for (a = 0; a < R; a++) {
 		int rank = 0;
@@ -129,16 +131,16 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 	 * order, by insertion: a different loop from the kernel's repeated
 	 * warp argmax, the same set because the order is total. */
 	for (e = 0; e < p->num_experts; e++) {
-		float sc, k;
+		float l, sc, k;
 		int n_in = c - p->k0, pos;
 
 		if (!oea_bit(u, e) || oea_bit(pmask, e))
 			continue;
 		if (gsize && !oea_cpu_group_allowed(irow, p->ids_dtype, R, gsize, e))
 			continue;
-		sc = oea_score(oea_logit(lrow, p->logits_dtype, e), p->scoring, rows->m[i],
-			       rows->s[i]);
-		k = oea_key(sc, p->correction_bias, e);
+		l = oea_logit(lrow, p->logits_dtype, e);
+		sc = oea_score(l, p->scoring, rows->m[i], rows->s[i]);
+		k = oea_key(l, sc, p->scoring, p->correction_bias, e);
 		if (n_in == want && !oea_better(k, e, key[c - 1], id[c - 1]))
 			continue;
 		if (n_in < want)

@@ -1,51 +1,129 @@
 /*
- * oea_cuda.cu - the CUDA path of OEA routing: one launch of one thread block
- * on the caller's stream, no allocation, no synchronisation, no host read of
- * device data (num_valid_rows is read by the kernel). Graph-capturable.
+ * oea_cuda.cu - the CUDA path of OEA routing.
  *
- * Layout of the work: warp w handles rows w, w + nwarps, ...; a row is spread
- * over the warp's 32 lanes (expert e belongs to lane e % 32), which is the
- * order oea_row.h defines for every sum and max. Phase 1 builds the loaded
- * set U as a shared-memory bitmask with atomicOr (order-independent, so the
- * result is deterministic), a __syncthreads separates it from phase 2, and
- * phase 2 rewrites each valid row. All arithmetic comes from oea_row.h;
- * this file must be compiled with -fmad=false (see CMakeLists.txt).
+ * Design (docs/native-abi.md, "The CUDA path", has the long form):
+ *  - Many blocks of 8 warps. Every block first derives the loaded set U
+ *    itself from all rows' original routed ids and keys, one thread per row
+ *    (R <= 16 ids, no exp for softmax: the key is the logit), into a
+ *    shared-memory bitmask. There is no workspace: each block repeats this
+ *    small n x R step instead of sharing it.
+ *  - ids and weights are rewritten in place, so no block may write before
+ *    every block has read every row's original ids: with more than one block
+ *    the kernel is a cooperative launch and a grid-wide barrier separates the
+ *    reads from the writes; a single block uses __syncthreads. Either way it
+ *    is one launch, no allocation, no host sync, and capturable.
+ *  - Then a warp per row (global warp w takes rows w, w + warps, ...):
+ *    lane c holds routed column c for phase 1 (ranks by shuffles), lane l
+ *    holds experts l, l + 32, ... of the row in registers (the lane order
+ *    that oea_row.h defines for every sum and max), candidates are ranked by
+ *    one 64-bit key that encodes the total order of oea_better, the R - k0
+ *    best are taken by warp-wide max, and lane j writes output column j.
+ *  - Variants are compiled per logits dtype, scoring/bias mode and an
+ *    expert-count bucket (experts per lane) and chosen on the host, so no
+ *    hot loop carries a dtype or scoring switch.
+ * All float arithmetic comes from oea_row.h; the file must be compiled with
+ * -fmad=false (see CMakeLists.txt), which makes it bitwise the CPU's.
  */
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "oea.h"
 #include "oea_internal.h"
 #include "oea_row.h"
 
-#define OEA_WARPS 32
+namespace cg = cooperative_groups;
+
+#define OEA_WARPS 8
+#define OEA_THREADS (32 * OEA_WARPS)
 #define OEA_FULL 0xffffffffu
 #define OEA_MASK_WORDS (OEA_MAX_EXPERTS / 32)
 
-struct oea_smem {
-	uint32_t u[OEA_MASK_WORDS];  /* loaded set U */
-	uint32_t tb[OEA_MASK_WORDS]; /* experts of the original routing (T before) */
-	uint32_t pmask[OEA_WARPS][OEA_MASK_WORDS]; /* the current row's phase-1 set */
-	uint32_t gmask[OEA_WARPS][OEA_MASK_WORDS]; /* the current row's allowed groups */
-	int32_t sel_id[OEA_WARPS][OEA_MAX_TOPK];
-	float sel_key[OEA_WARPS][OEA_MAX_TOPK];
-	float sel_score[OEA_WARPS][OEA_MAX_TOPK];
-	int best_col[OEA_WARPS];
-	float m[OEA_MAX_ROWS];
-	float s[OEA_MAX_ROWS];
-	uint8_t state[OEA_MAX_ROWS];
-	unsigned valid, invalid, nonfinite;
-	int nvr; /* rows below this are candidates (num_valid_rows, clamped) */
+/* Scoring modes, one kernel family each. Softmax without bias ranks by the
+ * logit (no row statistics needed to find U); softmax with a bias needs every
+ * row's max and sum, so its U step runs a warp per row. */
+enum { OEA_MODE_SOFTMAX = 0, OEA_MODE_SOFTMAX_BIAS = 1, OEA_MODE_SIGMOID = 2, OEA_MODE_SIGMOID_BIAS = 3 };
+
+/* What the kernel needs, flattened (the problem's fields after the check). */
+struct oea_kargs {
+	const void *logits;
+	const float *bias;
+	void *ids;
+	float *weights;
+	const int32_t *num_valid_rows;
+	oea_stats *stats;
+	int64_t lstride, istride, wstride; /* in elements */
+	int n, E, R, k0, renorm, ids64, min_valid;
+	/* group(e) = (e * gmagic) >> 32 = e / (experts per group), exact for
+	 * e < 2^9; gmagic = 0 without grouping puts every expert in group 0,
+	 * which every row then allows: no branch on "grouped or not". */
+	unsigned long long gmagic;
 };
 
-__device__ __forceinline__ int oea_dbit(const uint32_t *mask, int e)
+struct oea_warp_smem {
+	uint32_t pmask[OEA_MASK_WORDS]; /* the row's phase-1 set */
+	uint32_t gmask[OEA_MASK_WORDS]; /* the row's allowed groups */
+	unsigned long long sel[OEA_MAX_TOPK];
+	float sc[OEA_MAX_TOPK];
+};
+
+struct oea_smem {
+	uint32_t u[OEA_MASK_WORDS];  /* loaded set U */
+	uint32_t tb[OEA_MASK_WORDS]; /* experts of the original routing (stats) */
+	unsigned valid, invalid;
+	int nvr;
+	oea_warp_smem w[OEA_WARPS];
+};
+
+/* ---- the order as one integer ------------------------------------------ */
+
+/*
+ * A 64-bit key whose unsigned order is oea_better's: the float key mapped
+ * to a monotone integer (NaN below -inf, -0 equal to +0) in the high half,
+ * the complement of the index in the low half (lower index wins a tie).
+ * Never 0, so 0 means "no candidate".
+ */
+__device__ __forceinline__ unsigned long long oea_pack(float key, int e)
 {
-	return (mask[e >> 5] >> (e & 31)) & 1u;
+	uint32_t ord;
+	if (key != key) {
+		ord = 0;
+	} else {
+		uint32_t u = __float_as_uint(key == 0.0f ? 0.0f : key);
+		ord = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+	}
+	return ((unsigned long long)ord << 32) | (0xffffffffu - (uint32_t)e);
+}
+
+__device__ __forceinline__ int oea_unpack_e(unsigned long long p)
+{
+	return (int)(0xffffffffu - (uint32_t)p);
+}
+
+__device__ __forceinline__ unsigned long long oea_shfl64(unsigned long long v, int src)
+{
+	uint32_t lo = __shfl_sync(OEA_FULL, (uint32_t)v, src);
+	uint32_t hi = __shfl_sync(OEA_FULL, (uint32_t)(v >> 32), src);
+	return ((unsigned long long)hi << 32) | lo;
+}
+
+__device__ __forceinline__ unsigned long long oea_warp_max64(unsigned long long v)
+{
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1) {
+		uint32_t lo = __shfl_xor_sync(OEA_FULL, (uint32_t)v, off);
+		uint32_t hi = __shfl_xor_sync(OEA_FULL, (uint32_t)(v >> 32), off);
+		unsigned long long o = ((unsigned long long)hi << 32) | lo;
+		v = o > v ? o : v;
+	}
+	return v;
 }
 
 /* Butterfly max/sum; lane 0's value is oea_tree_max32/sum32 of the lanes'
- * partials, and it is broadcast so that every lane uses the same bits. */
+ * partials, broadcast so that every lane uses the same bits. */
 __device__ __forceinline__ float oea_warp_max(float v)
 {
+#pragma unroll
 	for (int off = 16; off > 0; off >>= 1)
 		v = oea_max2(v, __shfl_xor_sync(OEA_FULL, v, off));
 	return __shfl_sync(OEA_FULL, v, 0);
@@ -53,229 +131,475 @@ __device__ __forceinline__ float oea_warp_max(float v)
 
 __device__ __forceinline__ float oea_warp_sum(float v)
 {
+#pragma unroll
 	for (int off = 16; off > 0; off >>= 1)
 		v = v + __shfl_xor_sync(OEA_FULL, v, off);
 	return __shfl_sync(OEA_FULL, v, 0);
 }
 
-/*
- * Phase 1 of a row on a warp: lane c < R takes routed column c and computes
- * its id, score, key and rank (the number of routed experts that rank before
- * it). The k0 lanes with rank < k0 form P_i.
- */
-__device__ __forceinline__ void oea_warp_phase1(const oea_problem &p, const void *lrow,
-						const void *irow, int R, int lane, float m, float s,
-						int32_t *id, float *score, float *key, int *rank)
-{
-	int32_t myid = 0;
-	float mys = 0.0f, myk = 0.0f;
+/* ---- out-of-line arithmetic ------------------------------------------------- */
 
-	if (lane < R) {
-		myid = (int32_t)oea_id_load(irow, p.ids_dtype, lane);
-		mys = oea_score(oea_logit(lrow, p.logits_dtype, myid), p.scoring, m, s);
-		myk = oea_key(mys, p.correction_bias, myid);
-	}
-	int r = 0;
-	for (int b = 0; b < R; b++) {
-		float kb = __shfl_sync(OEA_FULL, myk, b);
-		int32_t ib = __shfl_sync(OEA_FULL, myid, b);
-		r += oea_better(kb, ib, myk, myid);
-	}
-	*id = myid;
-	*score = mys;
-	*key = myk;
-	*rank = r;
+/*
+ * exp, the sigmoid and IEEE division are called, not inlined: each inlined
+ * copy is dozens of instructions and the unrolled per-lane loops would
+ * multiply them past the 64 KiB code budget of a kernel. The bits are those
+ * of oea_row.h either way (same operations, -fmad=false).
+ */
+__device__ __noinline__ float oea_dexp(float x)
+{
+	return oea_exp(x);
 }
 
-__global__ void __launch_bounds__(1024, 1) oea_kernel(oea_problem p)
+__device__ __noinline__ float oea_dsigmoid(float l)
+{
+	return oea_score(l, OEA_SCORING_SIGMOID, 0.0f, 0.0f);
+}
+
+__device__ __noinline__ float oea_ddiv(float x, float y)
+{
+	return x / y;
+}
+
+/* ---- loads --------------------------------------------------------------- */
+
+template <int LT> __device__ __forceinline__ float oea_ld_logit(const void *row, int e)
+{
+	if (LT == OEA_DTYPE_BF16)
+		return oea_bf16_to_f(__ldg((const unsigned short *)row + e));
+	/* The hardware conversion is exact for every fp16 value, like
+	 * oea_f16_to_f; only a NaN's payload may differ, and no result depends
+	 * on a payload (NaN keys rank by index, NaN weights are canonical). */
+	if (LT == OEA_DTYPE_F16)
+		return __half2float(__ushort_as_half(__ldg((const unsigned short *)row + e)));
+	return __ldg((const float *)row + e);
+}
+
+template <int LT> __device__ __forceinline__ const void *oea_lrow(const oea_kargs &a, int i)
+{
+	return (const char *)a.logits + (size_t)i * (size_t)a.lstride * (LT == OEA_DTYPE_F32 ? 4 : 2);
+}
+
+/*
+ * ids are read through the generic path (not __ldg): they are rewritten by
+ * this kernel, so a non-coherent cached read is not allowed for them. int32
+ * and int64 share one branch-free path (a select, not two copies of every
+ * loop that the compiler would otherwise make).
+ */
+__device__ __forceinline__ int64_t oea_ld_id(const oea_kargs &a, int i, int c)
+{
+	const size_t at = ((size_t)i * (size_t)a.istride + (size_t)c) << a.ids64;
+	const int32_t *w = (const int32_t *)a.ids + at;
+	const int32_t lo = w[0];
+	const int32_t hi = a.ids64 ? w[1] : (lo < 0 ? -1 : 0);
+	return (int64_t)(((uint64_t)(uint32_t)hi << 32) | (uint32_t)lo);
+}
+
+/* Stores a routed id (0 <= e < 512), both widths little-endian. */
+__device__ __forceinline__ void oea_st_id(const oea_kargs &a, int i, int c, int e)
+{
+	const size_t at = ((size_t)i * (size_t)a.istride + (size_t)c) << a.ids64;
+	int32_t *w = (int32_t *)a.ids + at;
+	w[0] = e;
+	if (a.ids64)
+		w[1] = 0;
+}
+
+__device__ __forceinline__ int oea_group(const oea_kargs &a, int e)
+{
+	return (int)(((unsigned long long)(uint32_t)e * a.gmagic) >> 32);
+}
+
+/* The selection key of expert e of a row from its logit (and, for softmax
+ * with bias, the row's max and sum). */
+template <int MODE>
+__device__ __forceinline__ float oea_dkey(const oea_kargs &a, float l, int e, float m, float s)
+{
+	if (MODE == OEA_MODE_SOFTMAX)
+		return l;
+	if (MODE == OEA_MODE_SOFTMAX_BIAS)
+		return oea_ddiv(oea_dexp(l - m), s) + __ldg(a.bias + e);
+	float sc = oea_dsigmoid(l);
+	return MODE == OEA_MODE_SIGMOID_BIAS ? sc + __ldg(a.bias + e) : sc;
+}
+
+/* ---- U, a segment of lanes per row (every mode but softmax with bias) ---- */
+
+/*
+ * Row i on a segment of W lanes (W = 8 when R <= 8, else 16; 32 / W rows per
+ * warp at once): lane c of the segment holds routed column c. Validity as
+ * oea_row_classify (padding first, then range, then duplicates), by ballots
+ * and __match_any_sync; the rank of column c is the number of routed experts
+ * that rank before it, by shuffles within the segment. Every lane of the
+ * warp calls this (rows beyond the batch pass i = -1).
+ */
+template <int LT, int MODE>
+__device__ __forceinline__ void oea_u_segment(const oea_kargs &a, oea_smem &sm, int i, int lane, int W,
+					       bool stats)
+{
+	const int c = lane & (W - 1);
+	const uint32_t seg = (W == 32 ? OEA_FULL : ((1u << W) - 1u)) << (lane & ~(W - 1));
+	const bool act = i >= 0 && c < a.R;
+	int64_t v = act ? oea_ld_id(a, i, c) : 0;
+	const bool neg = __ballot_sync(OEA_FULL, act && v < 0) & seg;
+	const bool big = __ballot_sync(OEA_FULL, act && v >= a.E) & seg;
+	/* In range: ids < 512, so other lanes' tags (>= 2^31) never match. */
+	const uint32_t tag = act && !neg && !big ? (uint32_t)v : 0x80000000u | (uint32_t)lane;
+	const uint32_t same = __match_any_sync(OEA_FULL, tag) & seg;
+	const bool dup = __ballot_sync(OEA_FULL, __popc(same) > 1) & seg;
+	const int id = (int)v;
+	const bool valid = i >= 0 && !neg && !big && !dup;
+
+	if (i >= 0 && !neg && (big || dup) && c == 0 && stats)
+		atomicAdd(&sm.invalid, 1u);
+	if (valid && c == 0)
+		atomicAdd(&sm.valid, 1u);
+	if (valid && stats && c < a.R)
+		atomicOr(&sm.tb[id >> 5], 1u << (id & 31));
+	if (a.k0 >= a.R)
+		return;
+	unsigned long long k = 0;
+	if (valid && c < a.R)
+		k = oea_pack(oea_dkey<MODE>(a, oea_ld_logit<LT>(oea_lrow<LT>(a, i), id), id, 0.0f, 0.0f), id);
+	int r = 0;
+#pragma unroll 1
+	for (int b = 0; b < a.R; b++) {
+		uint32_t lo = __shfl_sync(OEA_FULL, (uint32_t)k, b, W);
+		uint32_t hi = __shfl_sync(OEA_FULL, (uint32_t)(k >> 32), b, W);
+		r += (((unsigned long long)hi << 32) | lo) > k;
+	}
+	if (valid && c < a.R && r < a.k0)
+		atomicOr(&sm.u[id >> 5], 1u << (id & 31));
+}
+
+/* ---- a row on a warp ---------------------------------------------------- */
+
+/*
+ * Classifies row i on the warp (lane c < R holds column c): returns
+ * OEA_ROW_VALID / PADDING / INVALID, the same on every lane.
+ */
+__device__ __forceinline__ int oea_warp_classify(const oea_kargs &a, int i, int lane, int32_t *myid)
+{
+	int64_t v = lane < a.R ? oea_ld_id(a, i, lane) : 0;
+	bool act = lane < a.R;
+	if (__any_sync(OEA_FULL, act && v < 0))
+		return OEA_ROW_PADDING;
+	if (__any_sync(OEA_FULL, act && v >= a.E))
+		return OEA_ROW_INVALID;
+	/* In range: ids < 512, so inactive lanes get distinct values >= 2^31. */
+	uint32_t tag = act ? (uint32_t)v : 0x80000000u | (uint32_t)lane;
+	uint32_t same = __match_any_sync(OEA_FULL, tag);
+	if (__any_sync(OEA_FULL, __popc(same) > 1))
+		return OEA_ROW_INVALID;
+	*myid = (int32_t)v;
+	return OEA_ROW_VALID;
+}
+
+/* The row's own max and sum (softmax), in the lane order of oea_row.h, from
+ * the logits this lane holds (lv[j] = expert lane + 32 j). */
+template <int NPL>
+__device__ __forceinline__ void oea_warp_softmax(const float *lv, int lane, int E, float *ex, float *m,
+						 float *s)
+{
+	float acc = oea_f_from_bits(0xff800000u);
+#pragma unroll
+	for (int j = 0; j < NPL; j++)
+		if (lane + 32 * j < E)
+			acc = oea_max2(acc, lv[j]);
+	float mm = oea_warp_max(acc);
+	float sum = 0.0f;
+#pragma unroll
+	for (int j = 0; j < NPL; j++) {
+		ex[j] = 0.0f;
+		if (lane + 32 * j < E) {
+			ex[j] = oea_dexp(lv[j] - mm);
+			sum = sum + ex[j];
+		}
+	}
+	*s = oea_warp_sum(sum);
+	*m = mm;
+}
+
+template <int LT, int MODE>
+__device__ __forceinline__ void oea_u_warp(const oea_kargs &a, oea_smem &sm, int i, int lane, bool stats)
+{
+	/* Softmax with a bias: the keys need the row's max and sum. */
+	int32_t id = 0;
+	int st = oea_warp_classify(a, i, lane, &id);
+	if (st == OEA_ROW_PADDING)
+		return;
+	if (st == OEA_ROW_INVALID) {
+		if (stats && lane == 0)
+			atomicAdd(&sm.invalid, 1u);
+		return;
+	}
+	if (lane == 0)
+		atomicAdd(&sm.valid, 1u);
+	if (stats && lane < a.R)
+		atomicOr(&sm.tb[id >> 5], 1u << (id & 31));
+	if (a.k0 >= a.R)
+		return;
+	const void *lrow = oea_lrow<LT>(a, i);
+	float acc = oea_f_from_bits(0xff800000u);
+	for (int e = lane; e < a.E; e += 32)
+		acc = oea_max2(acc, oea_ld_logit<LT>(lrow, e));
+	float m = oea_warp_max(acc), sum = 0.0f;
+	for (int e = lane; e < a.E; e += 32)
+		sum = sum + oea_dexp(oea_ld_logit<LT>(lrow, e) - m);
+	float s = oea_warp_sum(sum);
+	unsigned long long k = lane < a.R ? oea_pack(oea_dkey<MODE>(a, oea_ld_logit<LT>(lrow, id), id, m, s), id) : 0;
+	int r = 0;
+#pragma unroll 1
+	for (int b = 0; b < a.R; b++)
+		r += oea_shfl64(k, b) > k;
+	if (lane < a.R && r < a.k0)
+		atomicOr(&sm.u[id >> 5], 1u << (id & 31));
+}
+
+template <int LT, int MODE, int NPL>
+__device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, int i, int lane,
+					     int warp, bool stats, bool rewrite)
+{
+	oea_warp_smem &ws = sm.w[warp];
+	int32_t id = 0;
+	if (oea_warp_classify(a, i, lane, &id) != OEA_ROW_VALID)
+		return;
+
+	const void *lrow = oea_lrow<LT>(a, i);
+	float lv[NPL];
+#pragma unroll
+	for (int j = 0; j < NPL; j++)
+		lv[j] = lane + 32 * j < a.E ? oea_ld_logit<LT>(lrow, lane + 32 * j) : 0.0f;
+
+	if (stats) {
+		/* stats.nonfinite_rows: any of the row's E logits or the bias. */
+		bool bad = false;
+#pragma unroll
+		for (int j = 0; j < NPL; j++)
+			if (lane + 32 * j < a.E)
+				bad |= !oea_isfinite(lv[j]) ||
+				       (a.bias && !oea_isfinite(__ldg(a.bias + lane + 32 * j)));
+		if (__any_sync(OEA_FULL, bad) && lane == 0)
+			atomicAdd(&a.stats->nonfinite_rows, 1u);
+	}
+	if (!rewrite)
+		return;
+
+	const bool softmax = MODE == OEA_MODE_SOFTMAX || MODE == OEA_MODE_SOFTMAX_BIAS;
+	float m = 0.0f, s = 0.0f, ex[NPL];
+	if (softmax)
+		oea_warp_softmax<NPL>(lv, lane, a.E, ex, &m, &s);
+
+	/* Phase 1: lane c < R ranks its routed expert among the R. */
+	unsigned long long k = 0;
+	if (lane < a.R)
+		k = oea_pack(oea_dkey<MODE>(a, oea_ld_logit<LT>(lrow, id), id, m, s), id);
+	int r = 0;
+#pragma unroll 1
+	for (int b = 0; b < a.R; b++)
+		r += oea_shfl64(k, b) > k;
+	const bool in_p = lane < a.R && r < a.k0;
+	const int best_col = __ffs(__ballot_sync(OEA_FULL, lane < a.R && r == 0)) - 1;
+
+	if (lane < OEA_MASK_WORDS) {
+		ws.pmask[lane] = 0;
+		ws.gmask[lane] = 0;
+	}
+	__syncwarp();
+	if (in_p) {
+		atomicOr(&ws.pmask[id >> 5], 1u << (id & 31));
+		ws.sel[r] = k;
+	}
+	if (lane < a.R) {
+		int g = oea_group(a, id);
+		atomicOr(&ws.gmask[g >> 5], 1u << (g & 31));
+	}
+	__syncwarp();
+
+	/* Phase 2: this lane's candidates, U minus P_i in allowed groups. */
+	unsigned long long cand[NPL];
+#pragma unroll
+	for (int j = 0; j < NPL; j++) {
+		const int e = lane + 32 * j;
+		cand[j] = 0;
+		if (e < a.E && ((sm.u[e >> 5] & ~ws.pmask[e >> 5]) >> (e & 31) & 1u)) {
+			int g = oea_group(a, e);
+			if (ws.gmask[g >> 5] >> (g & 31) & 1u) {
+				float key;
+				if (MODE == OEA_MODE_SOFTMAX)
+					key = lv[j];
+				else if (MODE == OEA_MODE_SOFTMAX_BIAS)
+					key = oea_ddiv(ex[j], s) + __ldg(a.bias + e);
+				else
+					key = oea_dkey<MODE>(a, lv[j], e, m, s);
+				cand[j] = oea_pack(key, e);
+			}
+		}
+	}
+	int cnt = a.k0;
+	for (int t = a.k0; t < a.R; t++) {
+		unsigned long long best = 0;
+#pragma unroll
+		for (int j = 0; j < NPL; j++)
+			best = cand[j] > best ? cand[j] : best;
+		best = oea_warp_max64(best);
+		if (best == 0)
+			break; /* warp-uniform: no candidate left */
+#pragma unroll
+		for (int j = 0; j < NPL; j++)
+			if (cand[j] == best)
+				cand[j] = 0;
+		if (lane == 0)
+			ws.sel[cnt] = best;
+		cnt++;
+	}
+	__syncwarp();
+
+	/* Output: lane j < cnt takes selected j and finds its position in key
+	 * order; its score is computed here, lanes in parallel. */
+	unsigned long long mine = lane < cnt ? ws.sel[lane] : 0;
+	int pos = 0, e = 0;
+	float score = 0.0f;
+	if (lane < cnt) {
+#pragma unroll 1
+		for (int x = 0; x < cnt; x++)
+			pos += ws.sel[x] > mine;
+		e = oea_unpack_e(mine);
+		float l = oea_ld_logit<LT>(lrow, e);
+		score = softmax ? oea_ddiv(oea_dexp(l - m), s) : oea_dsigmoid(l);
+	}
+	/* The best phase-1 expert: selected 0 (P sorted by rank), lane 0. */
+	const int best_e = __shfl_sync(OEA_FULL, e, 0);
+	const float best_score = __shfl_sync(OEA_FULL, score, 0);
+	__syncwarp();
+	if (lane < cnt)
+		ws.sc[pos] = score;
+	__syncwarp();
+
+	/* The factor, as oea_row_factor: the same sequential sums on every
+	 * lane, read before any lane writes (ids/weights are in place). */
+	float *wrow = a.weights + (size_t)i * (size_t)a.wstride;
+	/* Lane c loads original weight c (all loads in flight at once); the
+	 * sums are then taken in column / output order on every lane. */
+	const float wmine = lane < a.R ? wrow[lane] : 0.0f;
+	float num, den;
+	if (a.renorm) {
+		num = 0.0f;
+#pragma unroll 1
+		for (int c = 0; c < a.R; c++)
+			num = num + __shfl_sync(OEA_FULL, wmine, c);
+		den = 0.0f;
+#pragma unroll 1
+		for (int x = 0; x < cnt; x++)
+			den = den + ws.sc[x];
+	} else {
+		num = __shfl_sync(OEA_FULL, wmine, best_col);
+		den = best_score;
+	}
+	const float f = (den == 0.0f || !oea_isfinite(den)) ? 1.0f : oea_ddiv(num, den);
+	__syncwarp();
+
+	if (lane < a.R) {
+		/* Selected experts at their position; then fillers: the best
+		 * phase-1 expert, weight +0, so that no slot loads a new one. */
+		const float w = score * f;
+		const int col = lane < cnt ? pos : lane;
+		wrow[col] = lane >= cnt ? 0.0f : oea_isnan(w) ? oea_f_from_bits(0x7fc00000u) : w;
+		oea_st_id(a, i, col, lane < cnt ? e : best_e);
+	}
+	__syncwarp(); /* the next row reuses this warp's shared scratch */
+}
+
+/* ---- the kernel ----------------------------------------------------------- */
+
+template <int LT, int MODE, int NPL>
+__global__ void __launch_bounds__(OEA_THREADS, 1) oea_kernel(oea_kargs a)
 {
 	__shared__ oea_smem sm;
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int nwarps = blockDim.x >> 5;
-	const int R = p.top_k - p.num_shared, E = p.num_experts;
-	const int gsize = p.num_expert_group > 0 ? E / p.num_expert_group : 0;
-	if (threadIdx.x < OEA_MASK_WORDS) {
-		sm.u[threadIdx.x] = 0;
-		sm.tb[threadIdx.x] = 0;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const bool stats = a.stats != nullptr;
+
+	if (tid < OEA_MASK_WORDS) {
+		sm.u[tid] = 0;
+		sm.tb[tid] = 0;
 	}
-	if (threadIdx.x == 0) {
-		sm.valid = sm.invalid = sm.nonfinite = 0;
-		/* One read for the whole block: a counter the caller updates while
-		 * the kernel runs must not give two warps two different answers. */
-		int v = p.num_valid_rows ? *(const volatile int32_t *)p.num_valid_rows : p.n;
-		sm.nvr = v < 0 ? 0 : v < p.n ? v : p.n;
+	if (tid == 0) {
+		sm.valid = sm.invalid = 0;
+		/* One read per block; the caller must not change the count while
+		 * the kernel runs (every block must see the same batch). */
+		int v = a.num_valid_rows ? *(const volatile int32_t *)a.num_valid_rows : a.n;
+		sm.nvr = v < 0 ? 0 : v < a.n ? v : a.n;
 	}
 	__syncthreads();
 	const int nvr = sm.nvr;
 
-	/* Phase 1: validity, T before, softmax statistics, U. */
-	for (int i = warp; i < p.n; i += nwarps) {
-		const void *lrow = oea_row_ptr(p.logits, p.logits_dtype, p.logits_row_stride, i);
-		const void *irow = oea_row_ptr(p.ids, p.ids_dtype, p.ids_row_stride, i);
-		/* Lane 0 classifies the row and the warp takes its answer, so the
-		 * `continue` below is warp-uniform even if ids change under us. */
-		int st = 0xff;
-		if (lane == 0 && i < nvr)
-			st = oea_row_classify(irow, p.ids_dtype, R, E);
-		st = __shfl_sync(OEA_FULL, st, 0);
-
-		if (lane == 0) {
-			sm.state[i] = (uint8_t)st;
-			if (st == OEA_ROW_INVALID)
-				atomicAdd(&sm.invalid, 1u);
+	/* Step 1, in every block: valid-row count and U over all rows. Only
+	 * block 0 reports, so only it does the statistics' extra work. */
+	const bool bstats = stats && blockIdx.x == 0;
+	if (MODE == OEA_MODE_SOFTMAX_BIAS) {
+		for (int i = warp; i < nvr; i += OEA_WARPS)
+			oea_u_warp<LT, MODE>(a, sm, i, lane, bstats);
+	} else {
+		/* The loop bound is the same for the whole warp, so that every
+		 * lane takes part in the segment's collectives. */
+		const int W = a.R <= 8 ? 8 : 16, per = 32 / W;
+		const int first = warp * per + (lane / W);
+		for (int base = 0; base < nvr; base += OEA_WARPS * per) {
+			const int i = base + first;
+			oea_u_segment<LT, MODE>(a, sm, i < nvr ? i : -1, lane, W, bstats);
 		}
-		if (st != OEA_ROW_VALID)
-			continue;
-		int nf = __any_sync(OEA_FULL, oea_lane_nonfinite(lrow, p.logits_dtype, E, lane,
-								  p.correction_bias));
-		if (lane == 0) {
-			atomicAdd(&sm.valid, 1u);
-			if (nf)
-				atomicAdd(&sm.nonfinite, 1u);
-		}
-		if (lane < R) {
-			int e = (int)oea_id_load(irow, p.ids_dtype, lane);
-			atomicOr(&sm.tb[e >> 5], 1u << (e & 31));
-		}
-		if (p.k0 >= R)
-			continue;
-		float m = 0.0f, s = 0.0f;
-		if (p.scoring == OEA_SCORING_SOFTMAX) {
-			m = oea_warp_max(oea_lane_max(lrow, p.logits_dtype, E, lane));
-			s = oea_warp_sum(oea_lane_sum(lrow, p.logits_dtype, E, lane, m));
-		}
-		if (lane == 0) {
-			sm.m[i] = m;
-			sm.s[i] = s;
-		}
-		int32_t id;
-		float score, key;
-		int rank;
-		oea_warp_phase1(p, lrow, irow, R, lane, m, s, &id, &score, &key, &rank);
-		if (lane < R && rank < p.k0)
-			atomicOr(&sm.u[id >> 5], 1u << (id & 31));
 	}
+	if (bstats && tid == 0)
+		a.stats->nonfinite_rows = 0; /* summed by every block after the barrier */
 	__syncthreads();
 
-	/* The minimum-batch gate, on the device's own count of processed rows
-	 * (sm.valid is final after the barrier and the same for every thread). */
-	const int gated = p.min_valid_rows > 0 && sm.valid < (unsigned)p.min_valid_rows;
-	if (threadIdx.x == 0 && p.stats) {
+	/* Nobody writes ids or weights before every block has read them (and
+	 * the zero above is visible before any block adds to it). */
+	if (gridDim.x > 1)
+		cg::this_grid().sync();
+
+	const unsigned valid = sm.valid;
+	const bool gated = a.min_valid > 0 && valid < (unsigned)a.min_valid;
+	const bool rewrite = a.k0 < a.R && !gated;
+	if (bstats && tid == 0) {
 		unsigned tb = 0, ta = 0;
 		for (int w = 0; w < OEA_MASK_WORDS; w++) {
 			tb += __popc(sm.tb[w]);
 			ta += __popc(sm.u[w]);
 		}
-		p.stats->t_before = tb;
-		p.stats->t_after = p.k0 >= R || gated ? tb : ta;
-		p.stats->valid_rows = sm.valid;
-		p.stats->invalid_rows = sm.invalid;
-		p.stats->nonfinite_rows = sm.nonfinite;
-		p.stats->gated = (unsigned)gated;
-		p.stats->reserved[0] = p.stats->reserved[1] = 0;
+		a.stats->t_before = tb;
+		a.stats->t_after = rewrite ? ta : tb;
+		a.stats->valid_rows = valid;
+		a.stats->invalid_rows = sm.invalid;
+		a.stats->gated = gated;
+		a.stats->reserved[0] = 0;
+		a.stats->reserved[1] = 0;
 	}
-	if (p.k0 >= R || gated)
+	if (!rewrite && !stats)
 		return;
 
-	/* Phase 2: every row sees the complete U. */
-	const int want = R - p.k0;
-	for (int i = warp; i < p.n; i += nwarps) {
-		if (sm.state[i] != OEA_ROW_VALID)
-			continue;
-		const void *lrow = oea_row_ptr(p.logits, p.logits_dtype, p.logits_row_stride, i);
-		void *irow = (void *)oea_row_ptr(p.ids, p.ids_dtype, p.ids_row_stride, i);
-		float *wrow = (float *)oea_row_ptr(p.weights, OEA_DTYPE_F32, p.weights_row_stride, i);
-		const float m = sm.m[i], s = sm.s[i];
-		int32_t id;
-		float score, key;
-		int rank;
-
-		oea_warp_phase1(p, lrow, irow, R, lane, m, s, &id, &score, &key, &rank);
-		if (lane < OEA_MASK_WORDS) {
-			sm.pmask[warp][lane] = 0;
-			sm.gmask[warp][lane] = 0;
-		}
-		__syncwarp();
-		if (lane < R) {
-			if (rank < p.k0) {
-				atomicOr(&sm.pmask[warp][id >> 5], 1u << (id & 31));
-				sm.sel_id[warp][rank] = id;
-				sm.sel_key[warp][rank] = key;
-				sm.sel_score[warp][rank] = score;
-				if (rank == 0)
-					sm.best_col[warp] = lane;
-			}
-			if (gsize) {
-				int g = id / gsize;
-				atomicOr(&sm.gmask[warp][g >> 5], 1u << (g & 31));
-			}
-		}
-		__syncwarp();
-
-		/* This lane's candidates: e = lane + 32 j in U, not in P_i, in an
-		 * allowed group. Their scores and keys stay in registers (the
-		 * unrolled loops index the arrays with constants only). */
-		uint32_t cand = 0;
-		float ck[OEA_PER_LANE], cs[OEA_PER_LANE];
-#pragma unroll
-		for (int j = 0; j < OEA_PER_LANE; j++) {
-			int e = lane + 32 * j;
-			ck[j] = cs[j] = 0.0f;
-			if (e < E && oea_dbit(sm.u, e) && !oea_dbit(sm.pmask[warp], e) &&
-			    (!gsize || oea_dbit(sm.gmask[warp], e / gsize))) {
-				cand |= 1u << j;
-				cs[j] = oea_score(oea_logit(lrow, p.logits_dtype, e), p.scoring, m, s);
-				ck[j] = oea_key(cs[j], p.correction_bias, e);
-			}
-		}
-
-		/* Repeated warp argmax under the total order of oea_better: every
-		 * lane ends with the same winner, whatever the shuffle order. */
-		int c = p.k0;
-		for (int t = 0; t < want; t++) {
-			float bk = 0.0f, bs = 0.0f;
-			int be = -1;
-#pragma unroll
-			for (int j = 0; j < OEA_PER_LANE; j++) {
-				int e = lane + 32 * j;
-				if (((cand >> j) & 1u) && (be < 0 || oea_better(ck[j], e, bk, be))) {
-					bk = ck[j];
-					bs = cs[j];
-					be = e;
-				}
-			}
-			for (int off = 16; off > 0; off >>= 1) {
-				float ok = __shfl_xor_sync(OEA_FULL, bk, off);
-				float os = __shfl_xor_sync(OEA_FULL, bs, off);
-				int oe = __shfl_xor_sync(OEA_FULL, be, off);
-				if (oe >= 0 && (be < 0 || oea_better(ok, oe, bk, be))) {
-					bk = ok;
-					bs = os;
-					be = oe;
-				}
-			}
-			if (be < 0)
-				break;
-			if (lane == (be & 31))
-				cand &= ~(1u << (be >> 5));
-			if (lane == 0) {
-				sm.sel_id[warp][c] = be;
-				sm.sel_key[warp][c] = bk;
-				sm.sel_score[warp][c] = bs;
-			}
-			c++;
-		}
-		__syncwarp();
-		if (lane == 0) {
-			int32_t best_id = sm.sel_id[warp][0];
-			float best_score = sm.sel_score[warp][0];
-			oea_row_finish(c, sm.sel_id[warp], sm.sel_key[warp], sm.sel_score[warp], R,
-				       p.renormalize, best_id, sm.best_col[warp], best_score, irow,
-				       p.ids_dtype, wrow);
-		}
-		__syncwarp();
-	}
+	/* Step 2: a warp per row. */
+	const int gw = blockIdx.x * OEA_WARPS + warp, nw = gridDim.x * OEA_WARPS;
+	for (int i = gw; i < nvr; i += nw)
+		oea_row_out<LT, MODE, NPL>(a, sm, i, lane, warp, stats, rewrite);
 }
+
+/* ---- host side ------------------------------------------------------------ */
+
+typedef void (*oea_kfn)(oea_kargs);
+
+#define OEA_NPL_VARIANTS(LT, MODE)                                                           \
+	{ oea_kernel<LT, MODE, 2>, oea_kernel<LT, MODE, 4>, oea_kernel<LT, MODE, 8>,           \
+	  oea_kernel<LT, MODE, 16> }
+#define OEA_MODE_VARIANTS(LT)                                                                \
+	{ OEA_NPL_VARIANTS(LT, OEA_MODE_SOFTMAX), OEA_NPL_VARIANTS(LT, OEA_MODE_SOFTMAX_BIAS),   \
+	  OEA_NPL_VARIANTS(LT, OEA_MODE_SIGMOID), OEA_NPL_VARIANTS(LT, OEA_MODE_SIGMOID_BIAS) }
+
+/* [logits dtype][mode][bucket: E <= 64, 128, 256, 512] */
+static const oea_kfn oea_kernels[3][4][4] = {
+	OEA_MODE_VARIANTS(OEA_DTYPE_F32),
+	OEA_MODE_VARIANTS(OEA_DTYPE_BF16),
+	OEA_MODE_VARIANTS(OEA_DTYPE_F16),
+};
 
 extern "C" int oea_has_cuda(void)
 {
@@ -285,9 +609,11 @@ extern "C" int oea_has_cuda(void)
 extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 {
 	oea_problem q;
+	oea_kargs a;
 	cudaError_t ce;
+	int dev = 0, sms = 1, mode, bucket, blocks;
 	/* q is the caller's problem as a current-ABI struct (an ABI 1 caller's
-	 * is shorter): the kernel gets q, never the caller's bytes. */
+	 * is shorter): the kernel gets values from q, never the caller's bytes. */
 	int error = oea_problem_load(p, &q);
 
 	if (error)
@@ -303,12 +629,53 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 	if ((q.n == 0 || q.k0 >= q.top_k - q.num_shared || q.min_valid_rows > q.n) && !q.stats)
 		goto done;
 
+	a.logits = q.logits;
+	a.bias = q.correction_bias;
+	a.ids = q.ids;
+	a.weights = (float *)q.weights;
+	a.num_valid_rows = q.num_valid_rows;
+	a.stats = q.stats;
+	a.lstride = q.logits_row_stride;
+	a.istride = q.ids_row_stride;
+	a.wstride = q.weights_row_stride;
+	a.n = q.n;
+	a.E = q.num_experts;
+	a.R = q.top_k - q.num_shared;
+	a.k0 = q.k0;
+	a.renorm = q.renormalize;
+	a.ids64 = q.ids_dtype == OEA_DTYPE_I64;
+	a.min_valid = q.min_valid_rows;
 	{
-		int warps = q.n < 1 ? 1 : q.n < OEA_WARPS ? q.n : OEA_WARPS;
-		void *args[] = {&q};
+		/* ceil(2^32 / group size): exact division for e < 512 (the error
+		 * e * (ceil - 2^32/g) / 2^32 < 2^-23 is below 1/g). */
+		unsigned long long g = q.num_expert_group > 0 ? (unsigned long long)(q.num_experts / q.num_expert_group) : 0;
+		a.gmagic = g ? ((1ull << 32) + g - 1) / g : 0;
+	}
+
+	mode = q.scoring == OEA_SCORING_SOFTMAX ? (q.correction_bias ? OEA_MODE_SOFTMAX_BIAS : OEA_MODE_SOFTMAX)
+						 : (q.correction_bias ? OEA_MODE_SIGMOID_BIAS : OEA_MODE_SIGMOID);
+	bucket = q.num_experts <= 64 ? 0 : q.num_experts <= 128 ? 1 : q.num_experts <= 256 ? 2 : 3;
+
+	/* One warp per row, but never more blocks than SMs: a cooperative
+	 * launch needs every block resident, and one 256-thread block always
+	 * fits on an SM. Host-only queries; nothing is read from the device. */
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1) {
+		(void)cudaGetLastError();
+		error = OEA_ERR_CUDA;
+		goto done;
+	}
+	blocks = (q.n + OEA_WARPS - 1) / OEA_WARPS;
+	blocks = blocks < 1 ? 1 : blocks > sms ? sms : blocks;
+	{
+		void *args[] = {&a};
+		const void *fn = (const void *)oea_kernels[q.logits_dtype][mode][bucket];
 		/* The launch's own status, not a stale error of the caller's. */
-		ce = cudaLaunchKernel((const void *)oea_kernel, dim3(1), dim3(32 * warps), args, 0,
-				      (cudaStream_t)stream);
+		if (blocks > 1)
+			ce = cudaLaunchCooperativeKernel(fn, dim3(blocks), dim3(OEA_THREADS), args, 0,
+							 (cudaStream_t)stream);
+		else
+			ce = cudaLaunchKernel(fn, dim3(1), dim3(OEA_THREADS), args, 0, (cudaStream_t)stream);
 	}
 	if (ce != cudaSuccess) {
 		(void)cudaGetLastError(); /* clear it: it is reported through our status */

@@ -326,9 +326,19 @@ OEA_HD float oea_score(float l, int scoring, float m, float s)
 	return oea_exp(l - m) / s;
 }
 
-OEA_HD float oea_key(float score, const float *bias, int e)
+/*
+ * The selection key of expert e (spec version 2, docs/oea-semantics.md):
+ * score + bias with a correction bias; otherwise the score for sigmoid and
+ * the logit itself for softmax. Softmax is strictly increasing in the logit,
+ * so the logit ranks experts exactly as the true softmax does (rounded
+ * scores can tie where logits differ), and it needs no row max or sum:
+ * that is what lets the GPU find the loaded set from the routed ids alone.
+ */
+OEA_HD float oea_key(float logit, float score, int scoring, const float *bias, int e)
 {
-	return bias ? score + bias[e] : score;
+	if (bias)
+		return score + bias[e];
+	return scoring == OEA_SCORING_SOFTMAX ? logit : score;
 }
 
 /*

@@ -162,7 +162,10 @@ static void orc_scores(const oea_problem *p, int i, float *score, float *key)
 		float l = orc_logit(p, i, e);
 		score[e] = p->scoring == OEA_SCORING_SOFTMAX ? oea_exp(l - m) / s
 							     : 1.0f / (1.0f + oea_exp(-l));
-		key[e] = p->correction_bias ? score[e] + p->correction_bias[e] : score[e];
+		/* Spec 2: softmax without a bias ranks by the logit. */
+		key[e] = p->correction_bias                   ? score[e] + p->correction_bias[e]
+			 : p->scoring == OEA_SCORING_SOFTMAX ? l
+							     : score[e];
 	}
 }
 
