@@ -3,16 +3,22 @@
  * Needs a GPU; not run by ctest. Exit status 0 when everything matched, 1 on
  * any mismatch, 2 on usage or CUDA trouble.
  *
- *   oea_cuda_test [--cases N] [--seed S]
+ *   oea_cuda_test [--cases N] [--seed S] [--sweep] [--streams N]
  *
- * For each random case of tests/oea_testcase.h (the same generator as the CPU
- * tests) it compares, byte for byte over whole buffers (stride gaps, shared
- * columns, padding rows included) and stats:
- *   1. a plain launch on a stream,
- *   2. every 4th case: the launch captured in a CUDA graph, replayed three
- *      times (determinism across launches), then replayed again after
- *      changing *num_valid_rows on the device (the graph must read it at
- *      replay time, not capture time).
+ * Every comparison is byte for byte over whole buffers (stride gaps, shared
+ * columns, padding rows included) and the stats. It runs:
+ *   0. the very first call of the process inside a global-mode capture;
+ *   1. N random cases of tests/oea_testcase.h (the CPU tests' generator): a
+ *      plain launch; every 8th also as an ABI 1 caller (short struct);
+ *   2. every 4th case captured in a CUDA graph and replayed three times
+ *      (determinism), then replayed with num_valid_rows changed on the
+ *      device, then with new logits and reordered ids written into the same
+ *      buffers (the graph must read its inputs at replay time);
+ *   3. --sweep: forced shapes over n in {1, 2, 8, 33, 256, 1024}, E in
+ *      {1, 8, 60, 128, 256, 512}, K in {1, 8, 16}, fp32/bf16/fp16 logits,
+ *      int32/int64 ids (648 cases, the rest of each case random);
+ *   4. --streams N: N pairs of cases launched at once on two streams, then
+ *      the same pairs as two graphs replayed at once.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -196,19 +202,139 @@ static int first_call_inside_global_capture(cudaStream_t stream, unsigned long s
 	return ok;
 }
 
+/*
+ * New inputs in the same buffers: every logit nudged (low mantissa bits
+ * flipped, so values, ties and maybe NaN patterns change) and each row's
+ * routed ids rotated by one column (same validity, another order, so phase 1
+ * is recomputed). The host copy (tc) changes with it.
+ */
+static void mutate_inputs(tcase *tc, unsigned long seed)
+{
+	tc_rng r = {seed ^ 0x77u};
+	const oea_problem *p = &tc->p;
+	size_t esz = p->logits_dtype == OEA_DTYPE_F32 ? 4 : 2, isz = p->ids_dtype == OEA_DTYPE_I64 ? 8 : 4;
+	int R = p->top_k - p->num_shared, i, c;
+	size_t k;
+
+	for (k = 0; k + esz <= tc->logits_bytes; k += esz)
+		tc->logits[k] ^= (unsigned char)(tc_next(&r) & (esz == 4 ? 0xff : 0x07));
+	for (i = 0; i < p->n && R > 1; i++) {
+		unsigned char *row = tc->ids0 + (size_t)i * (size_t)p->ids_row_stride * isz;
+		unsigned char first[8];
+		memcpy(first, row, isz);
+		for (c = 0; c + 1 < R; c++)
+			memcpy(row + (size_t)c * isz, row + (size_t)(c + 1) * isz, isz);
+		memcpy(row + (size_t)(R - 1) * isz, first, isz);
+	}
+}
+
+/* One case, one launch on `stream`, compared with the host. 1 when equal. */
+static int run_plain(const tcase *tc, cudaStream_t stream, const char *what, unsigned long seed)
+{
+	dev_case d;
+	host_out h;
+	oea_problem p;
+	int rc, ok;
+
+	host_ref(tc, NULL, &h);
+	if (h.rc != OEA_OK) {
+		fprintf(stderr, "oea_cuda_test: host path failed on seed %lu: %s\n", seed,
+			oea_status_message(h.rc));
+		exit(1);
+	}
+	dev_upload(tc, &d);
+	dev_reset(tc, &d);
+	p = dev_problem(tc, &d);
+	rc = oea_route_cuda(&p, stream);
+	CK(cudaStreamSynchronize(stream));
+	ok = rc == OEA_OK && dev_matches(tc, &d, &h, what, seed);
+	if (rc != OEA_OK)
+		fprintf(stderr, "oea_cuda_test: %s: oea_route_cuda: %s\n", what, oea_status_message(rc));
+	dev_free(&d);
+	free(h.ids);
+	free(h.w);
+	return ok;
+}
+
+static const tc_force *sweep_shape(int k, tc_force *f)
+{
+	static const int ns[] = {1, 2, 8, 33, 256, 1024}, es[] = {1, 8, 60, 128, 256, 512}, ks[] = {1, 8, 16};
+	f->n = ns[k % 6];
+	f->E = es[(k / 6) % 6];
+	f->K = ks[(k / 36) % 3];
+	f->logits_dtype = (k / 108) % 3;
+	f->ids_dtype = (k / 324) % 2 ? OEA_DTYPE_I64 : OEA_DTYPE_I32;
+	return f;
+}
+#define SWEEP_CASES 648
+
+/*
+ * Two cases at once on two streams: plain launches, then one graph per
+ * stream replayed at once. 1 when both match their host results both times.
+ */
+static int run_pair(const tcase *a, const tcase *b, cudaStream_t s1, cudaStream_t s2, unsigned long seed)
+{
+	const tcase *tc[2] = {a, b};
+	cudaStream_t st[2] = {s1, s2};
+	dev_case d[2];
+	host_out h[2];
+	oea_problem p[2];
+	cudaGraph_t g[2];
+	cudaGraphExec_t ge[2];
+	int ok = 1, j, round;
+
+	for (j = 0; j < 2; j++) {
+		host_ref(tc[j], NULL, &h[j]);
+		dev_upload(tc[j], &d[j]);
+		p[j] = dev_problem(tc[j], &d[j]);
+		CK(cudaStreamBeginCapture(st[j], cudaStreamCaptureModeThreadLocal));
+		if (oea_route_cuda(&p[j], st[j]) != OEA_OK)
+			ok = 0;
+		CK(cudaStreamEndCapture(st[j], &g[j]));
+		CK(cudaGraphInstantiate(&ge[j], g[j], 0));
+	}
+	for (round = 0; round < 2 && ok; round++) {
+		for (j = 0; j < 2; j++)
+			dev_reset(tc[j], &d[j]);
+		CK(cudaDeviceSynchronize());
+		for (j = 0; j < 2; j++) {
+			if (round == 0)
+				ok &= oea_route_cuda(&p[j], st[j]) == OEA_OK;
+			else
+				CK(cudaGraphLaunch(ge[j], st[j]));
+		}
+		for (j = 0; j < 2; j++) {
+			CK(cudaStreamSynchronize(st[j]));
+			ok &= dev_matches(tc[j], &d[j], &h[j], round ? "two streams, graphs" : "two streams", seed);
+		}
+	}
+	for (j = 0; j < 2; j++) {
+		CK(cudaGraphExecDestroy(ge[j]));
+		CK(cudaGraphDestroy(g[j]));
+		dev_free(&d[j]);
+		free(h[j].ids);
+		free(h[j].w);
+	}
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
-	int cases = 3000, k, bad = 0, graphs = 0, ndev = 0;
+	int cases = 3000, k, bad = 0, graphs = 0, ndev = 0, sweep = 0, pairs = 0, swept = 0;
 	unsigned long seed = 0x5eed0000u;
-	cudaStream_t stream;
+	cudaStream_t stream, stream2;
 
 	for (k = 1; k < argc; k++) {
 		if (!strcmp(argv[k], "--cases") && k + 1 < argc)
 			cases = atoi(argv[++k]);
 		else if (!strcmp(argv[k], "--seed") && k + 1 < argc)
 			seed = strtoul(argv[++k], NULL, 0);
+		else if (!strcmp(argv[k], "--sweep"))
+			sweep = 1;
+		else if (!strcmp(argv[k], "--streams") && k + 1 < argc)
+			pairs = atoi(argv[++k]);
 		else {
-			fprintf(stderr, "usage: %s [--cases N] [--seed S]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--cases N] [--seed S] [--sweep] [--streams N]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -221,6 +347,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&stream2, cudaStreamNonBlocking));
 	if (!first_call_inside_global_capture(stream, seed ^ 0xabcdefu)) {
 		fprintf(stderr, "oea_cuda_test: MISMATCH or failure in the first, captured call\n");
 		return 1;
@@ -310,6 +437,20 @@ int main(int argc, char **argv)
 				free(h2.ids);
 				free(h2.w);
 			}
+			if (!bad) {
+				/* Same graph, new inputs in the same buffers. */
+				host_out h3;
+				mutate_inputs(&tc, s);
+				host_ref(&tc, NULL, &h3);
+				CK(cudaMemcpy(d.logits, tc.logits, tc.logits_bytes, cudaMemcpyHostToDevice));
+				CK(cudaMemcpy(d.nvr, &tc.nvr, sizeof tc.nvr, cudaMemcpyHostToDevice));
+				dev_reset(&tc, &d);
+				CK(cudaGraphLaunch(ge, stream));
+				CK(cudaStreamSynchronize(stream));
+				bad += h3.rc != OEA_OK || !dev_matches(&tc, &d, &h3, "graph replay, new inputs", s);
+				free(h3.ids);
+				free(h3.w);
+			}
 			CK(cudaGraphExecDestroy(ge));
 			CK(cudaGraphDestroy(g));
 			graphs++;
@@ -319,8 +460,45 @@ int main(int argc, char **argv)
 		free(h.w);
 		tcase_free(&tc);
 	}
+	printf("oea_cuda_test: %d random cases (%d also as CUDA graphs: 3 replays, new valid-row count, "
+	       "new inputs): %s\n", k, graphs, bad ? "MISMATCH" : "all bit-identical to the CPU reference");
+	fflush(stdout);
+
+	for (k = 0; sweep && k < SWEEP_CASES && bad < 10; k++) {
+		unsigned long s = seed + 0x100000u + (unsigned long)k;
+		tc_rng r = {s};
+		tc_force f;
+		tcase tc;
+		if (tcase_random_forced(&tc, &r, 0, sweep_shape(k, &f))) {
+			fprintf(stderr, "oea_cuda_test: out of memory\n");
+			return 2;
+		}
+		bad += !run_plain(&tc, stream, "sweep", s);
+		tcase_free(&tc);
+		swept++;
+	}
+	if (sweep)
+		printf("oea_cuda_test: sweep of %d shapes (n up to 1024, E up to 512, K up to 16, "
+		       "fp32/bf16/fp16, int32/int64): %s\n", swept, bad ? "MISMATCH" : "all bit-identical");
+
+	for (k = 0; k < pairs && bad < 10; k++) {
+		unsigned long s = seed + 0x200000u + 2u * (unsigned long)k;
+		tc_rng r1 = {s}, r2 = {s + 1};
+		tcase a, b;
+		if (tcase_random(&a, &r1, 300000) || tcase_random(&b, &r2, 300000)) {
+			fprintf(stderr, "oea_cuda_test: out of memory\n");
+			return 2;
+		}
+		bad += !run_pair(&a, &b, stream, stream2, s);
+		tcase_free(&a);
+		tcase_free(&b);
+	}
+	if (pairs)
+		printf("oea_cuda_test: %d case pairs on two streams at once (launches and graphs): %s\n", k,
+		       bad ? "MISMATCH" : "all bit-identical");
+
 	CK(cudaStreamDestroy(stream));
-	printf("oea_cuda_test: %d cases (%d also as CUDA graphs, replayed 3x): %s\n", k, graphs,
-	       bad ? "MISMATCH" : "all bit-identical to the CPU reference");
+	CK(cudaStreamDestroy(stream2));
+	printf("oea_cuda_test: %s\n", bad ? "FAIL" : "PASS");
 	return bad ? 1 : 0;
 }

@@ -122,10 +122,26 @@ static inline int tc_pick_divisor(tc_rng *r, int E)
 }
 
 /*
+ * Shape and dtypes to force on a random case (the GPU program's sweep over
+ * the ranges that matter); -1 leaves a field random. The random draws are
+ * made either way, so a case with nothing forced is the plain random case.
+ */
+typedef struct tc_force {
+	int n, E, K, logits_dtype, ids_dtype;
+} tc_force;
+
+static inline int tcase_random_forced(tcase *tc, tc_rng *r, long max_cells, const tc_force *f);
+
+/*
  * A random case. max_cells bounds n * E (the cost of one case).
  * Returns 0, or -1 when out of memory.
  */
 static inline int tcase_random(tcase *tc, tc_rng *r, long max_cells)
+{
+	return tcase_random_forced(tc, r, max_cells, NULL);
+}
+
+static inline int tcase_random_forced(tcase *tc, tc_rng *r, long max_cells, const tc_force *f)
 {
 	oea_problem *p = &tc->p;
 	int n, E, K, S, R, i, e, c, mode, esize, isize;
@@ -149,9 +165,15 @@ static inline int tcase_random(tcase *tc, tc_rng *r, long max_cells)
 	case 7: n = tc_chance(r, 50) ? 0 : tc_int(r, 1, 8); break;
 	default: n = tc_int(r, 1, OEA_MAX_ROWS); break;
 	}
-	if ((long)n * E > max_cells)
+	if (f && f->E > 0)
+		E = f->E;
+	if (f && f->n >= 0)
+		n = f->n;
+	else if ((long)n * E > max_cells)
 		n = (int)(max_cells / E) > 0 ? (int)(max_cells / E) : 1;
 	K = tc_int(r, 1, OEA_MAX_TOPK);
+	if (f && f->K > 0)
+		K = f->K;
 	S = tc_chance(r, 60) ? 0 : tc_int(r, 0, K - 1);
 	if (K - S > E)
 		K = S + E;
@@ -171,6 +193,10 @@ static inline int tcase_random(tcase *tc, tc_rng *r, long max_cells)
 	}
 	p->logits_dtype = tc_int(r, 0, 2);
 	p->ids_dtype = tc_chance(r, 50) ? OEA_DTYPE_I32 : OEA_DTYPE_I64;
+	if (f && f->logits_dtype >= 0)
+		p->logits_dtype = f->logits_dtype;
+	if (f && f->ids_dtype >= 0)
+		p->ids_dtype = f->ids_dtype;
 	p->weights_dtype = OEA_DTYPE_F32;
 	p->logits_row_stride = E + (tc_chance(r, 30) ? tc_int(r, 1, 5) : 0);
 	p->ids_row_stride = K + (tc_chance(r, 30) ? tc_int(r, 1, 3) : 0);
