@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""The effect users care about: one MoE layer's latency with the framework's
+routing and with OEA's, on a GPU.
+
+    moe_bench.py [--lib PATH] [--models qwen3,dsv3] [--reps N] [--quick]
+
+For each model layer, batch n in {1, 4, 8, 16, 32, 64, 128, 256} and k0 in
+{2..6}: random router logits, the framework's own top-k routing (softmax
+top-8 for Qwen3-30B-A3B; sigmoid + correction bias, 8 groups of which 4,
+top-8 and scaling 2.5 for DeepSeek-V3), then liboea's OEA (oea_route_cuda)
+on a copy; the MoE layer (gate_up, SiLU-and-mul, down, weighted sum; bf16
+weights) is timed with CUDA events on both routings. T (distinct experts)
+before and after comes from liboea's stats.
+
+The MoE kernel, in order of preference (the table says which ran):
+  1. SGLang's Triton fused_moe (`fused_experts_impl`), when `sglang` is
+     importable (put its wheel's python/ on PYTHONPATH: it is pure Python);
+  2. torch._grouped_mm (a CUTLASS grouped GEMM in torch >= 2.8 on sm_90+),
+     tokens sorted by expert so that only the used experts' weights are read;
+  3. a torch loop over the used experts (two matmuls each): not a fused
+     kernel; its time grows with T through launches, not through HBM reads.
+Exit status: 0 done, 2 trouble (no GPU, no torch, no liboea).
+"""
+import argparse
+import ctypes
+import os
+import sys
+
+try:
+    import torch
+except ImportError:
+    print("moe_bench.py: torch is not installed", file=sys.stderr)
+    sys.exit(2)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oea_torch  # noqa: E402  (the ctypes mirror of liboea's ABI)
+
+MODELS = {
+    # name: experts, top-k, hidden, expert width, scoring, groups, topk groups, scale
+    "qwen3": dict(label="Qwen3-30B-A3B", E=128, K=8, H=2048, I=768, sigmoid=False,
+                  groups=0, topk_group=0, scale=1.0),
+    "dsv3": dict(label="DeepSeek-V3", E=256, K=8, H=7168, I=2048, sigmoid=True,
+                 groups=8, topk_group=4, scale=2.5),
+}
+BATCHES = (1, 4, 8, 16, 32, 64, 128, 256)
+K0S = (2, 3, 4, 5, 6)
+
+
+def framework_routing(m, logits, bias):
+    """The framework's routing: (ids int32, weights fp32)."""
+    if not m["sigmoid"]:
+        w, ids = torch.softmax(logits, dim=1).topk(m["K"], dim=1)
+        return ids.to(torch.int32), (w / w.sum(1, keepdim=True)).contiguous()
+    n, E = logits.shape
+    scores = torch.sigmoid(logits)
+    sb = scores + bias[None, :]
+    g = sb.view(n, m["groups"], -1)
+    gscore = g.topk(2, dim=2).values.sum(2)
+    keep = gscore.topk(m["topk_group"], dim=1).indices
+    mask = torch.zeros(n, m["groups"], device=logits.device, dtype=torch.bool)
+    mask.scatter_(1, keep, True)
+    sb = sb.masked_fill(~mask.repeat_interleave(E // m["groups"], dim=1), float("-inf"))
+    ids = sb.topk(m["K"], dim=1).indices
+    w = scores.gather(1, ids)
+    w = w / w.sum(1, keepdim=True) * m["scale"]
+    return ids.to(torch.int32), w.contiguous()
+
+
+def oea_ids(lib, m, logits, bias, ids, weights, k0, stats):
+    i2, w2 = ids.clone(), weights.clone()
+    p = oea_torch.make_problem(logits, i2, w2, k0, scoring="sigmoid" if m["sigmoid"] else "softmax",
+                               bias=bias if m["sigmoid"] else None,
+                               num_expert_group=m["groups"], stats=stats.data_ptr())
+    p.topk_group = m["topk_group"]
+    rc = lib.oea_route_cuda(ctypes.byref(p), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    if rc:
+        raise RuntimeError(lib.oea_status_message(rc).decode())
+    return i2, w2
+
+
+class MoE:
+    """One MoE layer's experts and the three ways to run them."""
+
+    def __init__(self, m, dev):
+        E, H, I = m["E"], m["H"], m["I"]
+        self.w13 = torch.empty(E, 2 * I, H, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
+        self.w2 = torch.empty(E, H, I, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
+        self.kind, self.fn = self._pick()
+
+    def _pick(self):
+        """The first candidate that runs and agrees with the plain loop on a
+        small batch (a kernel that runs but computes something else, e.g. an
+        API whose argument order changed, must not be timed)."""
+        cands = []
+        try:
+            from sglang.srt.layers.moe.fused_moe_triton.fused_moe import fused_experts_impl
+
+            def sgl(x, ids, w):
+                return fused_experts_impl(x, self.w13, self.w2, w, ids, False)
+            cands.append(("SGLang Triton fused_moe (fused_experts_impl)", sgl))
+        except Exception as e:  # not importable: say why in the log
+            print("moe_bench.py: SGLang fused_moe not used: %s" % e, file=sys.stderr)
+        if hasattr(torch, "_grouped_mm") and torch.cuda.get_device_capability() >= (9, 0):
+            cands.append(("torch._grouped_mm (grouped GEMM, tokens sorted by expert)", self._grouped))
+        E, H = self.w13.shape[0], self.w13.shape[2]
+        x = torch.randn(5, H, device=self.w13.device).to(torch.bfloat16)
+        ids = torch.stack([torch.randperm(E, device=x.device)[:8] for _ in range(5)]).to(torch.int32)
+        w = torch.rand(5, 8, device=x.device)
+        ref = self._loop(x, ids, w).float()
+        for kind, fn in cands:
+            try:
+                got = fn(x, ids, w).float()
+                if torch.allclose(got, ref, rtol=5e-2, atol=5e-3 * float(ref.abs().max()) + 1e-6):
+                    return kind, fn
+                print("moe_bench.py: %s disagrees with the reference loop, not used" % kind,
+                      file=sys.stderr)
+            except Exception as e:
+                print("moe_bench.py: %s failed (%s), not used" % (kind, e), file=sys.stderr)
+        return "torch loop over used experts (not fused)", self._loop
+
+    def _grouped(self, x, ids, w):
+        n, K = ids.shape
+        E = self.w13.shape[0]
+        flat = ids.flatten().long()
+        order = flat.argsort(stable=True)
+        tok = order // K
+        counts = torch.bincount(flat, minlength=E)
+        offs = counts.cumsum(0).to(torch.int32)
+        xs = x[tok]
+        h = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)
+        I = h.shape[1] // 2
+        a = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
+        y = torch._grouped_mm(a, self.w2.transpose(1, 2), offs=offs)
+        out = torch.zeros_like(x, dtype=torch.float32)
+        out.index_add_(0, tok, y.float() * w.flatten()[order][:, None])
+        return out.to(x.dtype)
+
+    def _loop(self, x, ids, w):
+        out = torch.zeros_like(x, dtype=torch.float32)
+        I = self.w2.shape[2]
+        for e in torch.unique(ids).tolist():
+            rows, cols = (ids == e).nonzero(as_tuple=True)
+            h = x[rows] @ self.w13[e].t()
+            a = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
+            out.index_add_(0, rows, (a @ self.w2[e].t()).float() * w[rows, cols][:, None])
+        return out.to(x.dtype)
+
+
+def time_us(fn, reps):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e3)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lib")
+    ap.add_argument("--models", default="qwen3,dsv3")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="n in {1,16,256}, k0 in {3}")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("moe_bench.py: no CUDA device", file=sys.stderr)
+        return 2
+    lib, path = oea_torch.load_lib(a.lib)
+    if not lib.oea_has_cuda():
+        print("moe_bench.py: %s was built without CUDA" % path, file=sys.stderr)
+        return 2
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(11)
+    stats = torch.zeros(8, dtype=torch.int32, device=dev)
+    batches = (1, 16, 256) if a.quick else BATCHES
+    k0s = (3,) if a.quick else K0S
+    for name in a.models.split(","):
+        m = MODELS[name]
+        moe = MoE(m, dev)
+        print("## %s layer: %d experts, top-%d, hidden %d, expert width %d; kernel: %s\n"
+              % (m["label"], m["E"], m["K"], m["H"], m["I"], moe.kind))
+        print("| n | k0 | T before | T after | MoE us (framework ids) | MoE us (OEA ids) | change |")
+        print("|---|---|---|---|---|---|---|")
+        bias = (torch.rand(m["E"], generator=g, device=dev) * 0.1).float()
+        for n in batches:
+            logits = torch.randn(n, m["E"], generator=g, device=dev).float()
+            x = torch.randn(n, m["H"], generator=g, device=dev).to(torch.bfloat16)
+            ids, w = framework_routing(m, logits, bias)
+            base = time_us(lambda: moe.fn(x, ids, w), a.reps)
+            for k0 in k0s:
+                i2, w2 = oea_ids(lib, m, logits, bias, ids, w, k0, stats)
+                torch.cuda.synchronize()
+                tb, ta = int(stats[0]), int(stats[1])
+                t = time_us(lambda: moe.fn(x, i2, w2), a.reps)
+                print("| %d | %d | %d | %d | %.1f | %.1f | %+.0f%% |"
+                      % (n, k0, tb, ta, base, t, 100.0 * (t - base) / base))
+                sys.stdout.flush()
+        print()
+        del moe
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
