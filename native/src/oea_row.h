@@ -14,7 +14,12 @@
  *    emulates.
  * Orders between experts (which expert ranks first) are a strict total order
  * on (key, index) pairs, so any correct selection algorithm gives the same
- * set; the two paths use different selection loops on purpose.
+ * set; the two paths use different selection loops on purpose (the kernel
+ * encodes the order as one 64-bit integer, see oea_pack in oea_cuda.cu).
+ * The kernel uses the conversions, oea_exp, oea_score, oea_max2 and the
+ * lane order from here; the selection and output helpers at the end
+ * (oea_sel_sort, oea_row_factor, oea_row_finish) are the CPU's, and the
+ * kernel computes the same values lane-parallel in the same order.
  */
 #ifndef OEA_ROW_H
 #define OEA_ROW_H
