@@ -24,10 +24,13 @@
  *  - oea_route_host: every pointer is host memory.
  *  - oea_route_cuda: every pointer (logits, bias, ids, weights, num_valid_rows,
  *    stats) is device memory (or managed/host-mapped memory the device can
- *    read); the call is one kernel launch on `stream`, performs no allocation,
- *    no synchronisation and never reads device data from the host, so it may
- *    be captured in a CUDA graph. Argument errors are detected on the host
- *    from the scalar fields before the launch.
+ *    read); the call is one kernel launch on `stream` (a cooperative launch
+ *    when n > 8: the kernel's blocks meet at one grid barrier before the
+ *    in-place writes), performs no allocation, no synchronisation and never
+ *    reads device data from the host, so it may be captured in a CUDA graph.
+ *    *num_valid_rows and the ids must not change while the kernel runs (each
+ *    block reads them). Argument errors are detected on the host from the
+ *    scalar fields before the launch.
  *
  * Row validity (both paths, identical): row i is processed when
  *   i < *num_valid_rows (when num_valid_rows is non-NULL; read on the device
@@ -202,10 +205,12 @@ OEA_API int oea_route_host(const oea_problem *p);
  * CUDA path: one launch on `stream` (a cudaStream_t; NULL = the legacy
  * default stream, which is not capturable: launching on it while another
  * stream captures a graph invalidates that capture; pass the capturing
- * stream, e.g. torch.cuda.current_stream().cuda_stream read at call time). Returns OEA_ERR_NO_CUDA when the library was built without CUDA,
- * OEA_ERR_CUDA when the launch itself failed (the launch's own status; the
- * runtime's last error is cleared then). Kernel-side faults surface, as for
- * any kernel, at the caller's next synchronisation. With n == 0 and
+ * stream, e.g. torch.cuda.current_stream().cuda_stream read at call time).
+ * Returns OEA_ERR_NO_CUDA when the library was built without CUDA,
+ * OEA_ERR_CUDA when there is no usable device or the launch itself failed
+ * (the launch's own status; the runtime's last error is cleared then).
+ * Kernel-side faults surface, as for any kernel, at the caller's next
+ * synchronisation. With n == 0 (or k0 >= R, or min_valid_rows > n) and
  * stats == NULL nothing is launched.
  */
 OEA_API int oea_route_cuda(const oea_problem *p, void *stream);
