@@ -671,11 +671,17 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 		void *args[] = {&a};
 		const void *fn = (const void *)oea_kernels[q.logits_dtype][mode][bucket];
 		/* The launch's own status, not a stale error of the caller's. */
+		ce = cudaErrorUnknown;
 		if (blocks > 1)
 			ce = cudaLaunchCooperativeKernel(fn, dim3(blocks), dim3(OEA_THREADS), args, 0,
 							 (cudaStream_t)stream);
-		else
+		/* One block needs no grid barrier; it is also the fallback when a
+		 * cooperative launch is refused (an MPS share smaller than the SM
+		 * count, say): slower, the same bits. */
+		if (ce != cudaSuccess) {
+			(void)cudaGetLastError();
 			ce = cudaLaunchKernel(fn, dim3(1), dim3(OEA_THREADS), args, 0, (cudaStream_t)stream);
+		}
 	}
 	if (ce != cudaSuccess) {
 		(void)cudaGetLastError(); /* clear it: it is reported through our status */
