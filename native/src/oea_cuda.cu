@@ -224,51 +224,74 @@ __device__ __forceinline__ float oea_dkey(const oea_kargs &a, float l, int e, fl
 
 /* ---- U, a segment of lanes per row (every mode but softmax with bias) ---- */
 
+/* Row slots a segment handles per pass: their loads are issued together, so
+ * a pass costs two dependent memory round trips (ids, then the routed
+ * logits) instead of two per row. */
+#define OEA_UNR 4
+
 /*
- * Row i on a segment of W lanes (W = 8 when R <= 8, else 16; 32 / W rows per
- * warp at once): lane c of the segment holds routed column c. Validity as
- * oea_row_classify (padding first, then range, then duplicates), by ballots
- * and __match_any_sync; the rank of column c is the number of routed experts
- * that rank before it, by shuffles within the segment. Every lane of the
- * warp calls this (rows beyond the batch pass i = -1).
+ * Rows base + u * stride + first (u < OEA_UNR) on segments of W lanes (W = 8
+ * when R <= 8, else 16; 32 / W rows per warp): lane c of a segment holds
+ * routed column c. Validity as oea_row_classify (padding first, then range,
+ * then duplicates), by ballots and __match_any_sync; the rank of column c is
+ * the number of routed experts that rank before it, by shuffles within the
+ * segment. Every lane of the warp calls this with the same base.
  */
 template <int LT, int MODE>
-__device__ __forceinline__ void oea_u_segment(const oea_kargs &a, oea_smem &sm, int i, int lane, int W,
-					       bool stats)
+__device__ __forceinline__ void oea_u_segments(const oea_kargs &a, oea_smem &sm, int base, int stride,
+						int first, int nvr, int lane, int W, bool stats)
 {
 	const int c = lane & (W - 1);
-	const uint32_t seg = (W == 32 ? OEA_FULL : ((1u << W) - 1u)) << (lane & ~(W - 1));
-	const bool act = i >= 0 && c < a.R;
-	int64_t v = act ? oea_ld_id(a, i, c) : 0;
-	const bool neg = __ballot_sync(OEA_FULL, act && v < 0) & seg;
-	const bool big = __ballot_sync(OEA_FULL, act && v >= a.E) & seg;
-	/* In range: ids < 512, so other lanes' tags (>= 2^31) never match. */
-	const uint32_t tag = act && !neg && !big ? (uint32_t)v : 0x80000000u | (uint32_t)lane;
-	const uint32_t same = __match_any_sync(OEA_FULL, tag) & seg;
-	const bool dup = __ballot_sync(OEA_FULL, __popc(same) > 1) & seg;
-	const int id = (int)v;
-	const bool valid = i >= 0 && !neg && !big && !dup;
+	const uint32_t seg = ((1u << W) - 1u) << (lane & ~(W - 1));
+	int row[OEA_UNR], id[OEA_UNR];
+	int64_t v[OEA_UNR];
+	bool valid[OEA_UNR];
+	float l[OEA_UNR];
 
-	if (i >= 0 && !neg && (big || dup) && c == 0 && stats)
-		atomicAdd(&sm.invalid, 1u);
-	if (valid && c == 0)
-		atomicAdd(&sm.valid, 1u);
-	if (valid && stats && c < a.R)
-		atomicOr(&sm.tb[id >> 5], 1u << (id & 31));
+#pragma unroll
+	for (int u = 0; u < OEA_UNR; u++) {
+		const int i = base + u * stride + first;
+		row[u] = i < nvr ? i : -1;
+		v[u] = row[u] >= 0 && c < a.R ? oea_ld_id(a, row[u], c) : 0;
+	}
+#pragma unroll
+	for (int u = 0; u < OEA_UNR; u++) {
+		const bool act = row[u] >= 0 && c < a.R;
+		const bool neg = __ballot_sync(OEA_FULL, act && v[u] < 0) & seg;
+		const bool big = __ballot_sync(OEA_FULL, act && v[u] >= a.E) & seg;
+		/* In range: ids < 512, so other lanes' tags (>= 2^31) never match. */
+		const uint32_t tag = act && !neg && !big ? (uint32_t)v[u] : 0x80000000u | (uint32_t)lane;
+		const uint32_t same = __match_any_sync(OEA_FULL, tag) & seg;
+		const bool dup = __ballot_sync(OEA_FULL, __popc(same) > 1) & seg;
+		id[u] = (int)v[u];
+		valid[u] = row[u] >= 0 && !neg && !big && !dup;
+		if (row[u] >= 0 && !neg && (big || dup) && c == 0 && stats)
+			atomicAdd(&sm.invalid, 1u);
+		if (valid[u] && c == 0)
+			atomicAdd(&sm.valid, 1u);
+		if (valid[u] && stats && c < a.R)
+			atomicOr(&sm.tb[id[u] >> 5], 1u << (id[u] & 31));
+	}
 	if (a.k0 >= a.R)
 		return;
-	unsigned long long k = 0;
-	if (valid && c < a.R)
-		k = oea_pack(oea_dkey<MODE>(a, oea_ld_logit<LT>(oea_lrow<LT>(a, i), id), id, 0.0f, 0.0f), id);
-	int r = 0;
+#pragma unroll
+	for (int u = 0; u < OEA_UNR; u++)
+		l[u] = valid[u] && c < a.R ? oea_ld_logit<LT>(oea_lrow<LT>(a, row[u]), id[u]) : 0.0f;
+#pragma unroll
+	for (int u = 0; u < OEA_UNR; u++) {
+		unsigned long long k = 0;
+		if (valid[u] && c < a.R)
+			k = oea_pack(oea_dkey<MODE>(a, l[u], id[u], 0.0f, 0.0f), id[u]);
+		int r = 0;
 #pragma unroll 1
-	for (int b = 0; b < a.R; b++) {
-		uint32_t lo = __shfl_sync(OEA_FULL, (uint32_t)k, b, W);
-		uint32_t hi = __shfl_sync(OEA_FULL, (uint32_t)(k >> 32), b, W);
-		r += (((unsigned long long)hi << 32) | lo) > k;
+		for (int b = 0; b < a.R; b++) {
+			uint32_t lo = __shfl_sync(OEA_FULL, (uint32_t)k, b, W);
+			uint32_t hi = __shfl_sync(OEA_FULL, (uint32_t)(k >> 32), b, W);
+			r += (((unsigned long long)hi << 32) | lo) > k;
+		}
+		if (valid[u] && c < a.R && r < a.k0)
+			atomicOr(&sm.u[id[u] >> 5], 1u << (id[u] & 31));
 	}
-	if (valid && c < a.R && r < a.k0)
-		atomicOr(&sm.u[id >> 5], 1u << (id & 31));
 }
 
 /* ---- a row on a warp ---------------------------------------------------- */
@@ -355,20 +378,38 @@ __device__ __forceinline__ void oea_u_warp(const oea_kargs &a, oea_smem &sm, int
 		atomicOr(&sm.u[id >> 5], 1u << (id & 31));
 }
 
+/* The logit of expert e (0 <= e < E), from lane e % 32's slot e / 32:
+ * every lane takes part; each gets the value for its own e. */
+template <int NPL> __device__ __forceinline__ float oea_lane_logit(const float *lv, int e)
+{
+	float r = 0.0f;
+#pragma unroll
+	for (int j = 0; j < NPL; j++) {
+		float t = __shfl_sync(OEA_FULL, lv[j], e & 31);
+		if (j == (e >> 5))
+			r = t;
+	}
+	return r;
+}
+
 template <int LT, int MODE, int NPL>
 __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, int i, int lane,
 					     int warp, bool stats, bool rewrite)
 {
 	oea_warp_smem &ws = sm.w[warp];
-	int32_t id = 0;
-	if (oea_warp_classify(a, i, lane, &id) != OEA_ROW_VALID)
-		return;
-
+	/* The row's logits and original weights do not depend on its ids: their
+	 * loads are issued first, with the ids', so that the row costs one
+	 * memory round trip. (Row i < num_valid_rows <= n: readable memory.) */
 	const void *lrow = oea_lrow<LT>(a, i);
+	float *wrow = a.weights + (size_t)i * (size_t)a.wstride;
 	float lv[NPL];
 #pragma unroll
 	for (int j = 0; j < NPL; j++)
 		lv[j] = lane + 32 * j < a.E ? oea_ld_logit<LT>(lrow, lane + 32 * j) : 0.0f;
+	const float wmine = rewrite && lane < a.R ? wrow[lane] : 0.0f;
+	int32_t id = 0;
+	if (oea_warp_classify(a, i, lane, &id) != OEA_ROW_VALID)
+		return;
 
 	if (stats) {
 		/* stats.nonfinite_rows: any of the row's E logits or the bias. */
@@ -389,10 +430,12 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 	if (softmax)
 		oea_warp_softmax<NPL>(lv, lane, a.E, ex, &m, &s);
 
-	/* Phase 1: lane c < R ranks its routed expert among the R. */
+	/* Phase 1: lane c < R ranks its routed expert among the R. Its logit
+	 * comes from the lane that holds it (no second trip to memory). */
+	const float lid = oea_lane_logit<NPL>(lv, id);
 	unsigned long long k = 0;
 	if (lane < a.R)
-		k = oea_pack(oea_dkey<MODE>(a, oea_ld_logit<LT>(lrow, id), id, m, s), id);
+		k = oea_pack(oea_dkey<MODE>(a, lid, id, m, s), id);
 	int r = 0;
 #pragma unroll 1
 	for (int b = 0; b < a.R; b++)
@@ -457,15 +500,14 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 	/* Output: lane j < cnt takes selected j and finds its position in key
 	 * order; its score is computed here, lanes in parallel. */
 	unsigned long long mine = lane < cnt ? ws.sel[lane] : 0;
-	int pos = 0, e = 0;
+	int pos = 0, e = lane < cnt ? oea_unpack_e(mine) : 0;
 	float score = 0.0f;
+	const float le = oea_lane_logit<NPL>(lv, e);
 	if (lane < cnt) {
 #pragma unroll 1
 		for (int x = 0; x < cnt; x++)
 			pos += ws.sel[x] > mine;
-		e = oea_unpack_e(mine);
-		float l = oea_ld_logit<LT>(lrow, e);
-		score = softmax ? oea_ddiv(oea_dexp(l - m), s) : oea_dsigmoid(l);
+		score = softmax ? oea_ddiv(oea_dexp(le - m), s) : oea_dsigmoid(le);
 	}
 	/* The best phase-1 expert: selected 0 (P sorted by rank), lane 0. */
 	const int best_e = __shfl_sync(OEA_FULL, e, 0);
@@ -477,10 +519,8 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 
 	/* The factor, as oea_row_factor: the same sequential sums on every
 	 * lane, read before any lane writes (ids/weights are in place). */
-	float *wrow = a.weights + (size_t)i * (size_t)a.wstride;
-	/* Lane c loads original weight c (all loads in flight at once); the
-	 * sums are then taken in column / output order on every lane. */
-	const float wmine = lane < a.R ? wrow[lane] : 0.0f;
+	/* Lane c loaded original weight c at the start; the sums are taken in
+	 * column / output order on every lane. */
 	float num, den;
 	if (a.renorm) {
 		num = 0.0f;
@@ -543,10 +583,8 @@ __global__ void __launch_bounds__(OEA_THREADS, 1) oea_kernel(oea_kargs a)
 		 * lane takes part in the segment's collectives. */
 		const int W = a.R <= 8 ? 8 : 16, per = 32 / W;
 		const int first = warp * per + (lane / W);
-		for (int base = 0; base < nvr; base += OEA_WARPS * per) {
-			const int i = base + first;
-			oea_u_segment<LT, MODE>(a, sm, i < nvr ? i : -1, lane, W, bstats);
-		}
+		for (int base = 0; base < nvr; base += OEA_WARPS * per * OEA_UNR)
+			oea_u_segments<LT, MODE>(a, sm, base, OEA_WARPS * per, first, nvr, lane, W, bstats);
 	}
 	if (bstats && tid == 0)
 		a.stats->nonfinite_rows = 0; /* summed by every block after the barrier */
