@@ -938,7 +938,7 @@ static void test_versions(void **state)
 {
 	(void)state;
 	assert_int_equal(oea_abi_version(), OEA_ABI_VERSION);
-	assert_string_equal(oea_version(), "1.0.0");
+	assert_string_equal(oea_version(), "2.0.0");
 	assert_true(oea_has_cuda() == 0 || oea_has_cuda() == 1);
 }
 
