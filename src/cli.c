@@ -508,6 +508,13 @@ const char *oeap_cli_layout_name(const oeap_cli *cli)
 	return cli->layout == OEAP_LAYOUT_INSTALLED ? "installed" : "checkout";
 }
 
+void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
+{
+	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
+	json_object_set_new(j, "root", json_string(cli->root));
+	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+}
+
 /* Quotes `s` for a POSIX shell when it needs it. */
 static void shell_word(char *out, size_t cap, const char *s)
 {

@@ -121,6 +121,10 @@ const char *oeap_cli_apply_hint(const oeap_cli *cli);
 /* "checkout" or "installed". */
 const char *oeap_cli_layout_name(const oeap_cli *cli);
 
+/* Adds the target's "file", "root" and "layout" members to `j`, the same in
+ * every command that works on one target file. */
+void oeap_cli_json_target(const oeap_cli *cli, json_t *j);
+
 /*
  * Appends to `out` the unified diff a command would make: the target from
  * `old` to `new_`, and the binding module from `bind_old` to `bind_new`

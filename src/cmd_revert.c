@@ -114,9 +114,7 @@ static void print_json(const oeap_cli *cli, const revert_opts *o, const revert_r
 {
 	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
 	json_object_set_new(j, "mode", json_string(o->check ? "check" : o->diff ? "diff" : "write"));
-	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
-	json_object_set_new(j, "root", json_string(cli->root));
-	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	oeap_cli_json_target(cli, j);
 	json_object_set_new(j, "before", json_string(oeap_file_state_name(r->out.before)));
 	json_object_set_new(j, "changed", json_boolean(r->out.changed));
 	json_object_set_new(j, "binding_removed", json_boolean(r->bind_ours));

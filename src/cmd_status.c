@@ -74,9 +74,7 @@ done:
 static void print_json(const oeap_cli *cli, const status_result *r)
 {
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
-	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
-	json_object_set_new(j, "root", json_string(cli->root));
-	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	oeap_cli_json_target(cli, j);
 	json_object_set_new(j, "state", json_string(state_name(r)));
 	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
 	json_object_set_new(j, "applied_version", r->rep.applied ? json_integer(r->rep.version) : json_null());

@@ -136,9 +136,7 @@ static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_r
 {
 	const char *ref = o->ref;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
-	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
-	json_object_set_new(j, "root", json_string(cli->root));
-	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	oeap_cli_json_target(cli, j);
 	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
 	json_object_set_new(j, "applied", json_boolean(r->rep.applied));
 	json_object_set_new(j, "checks", oeap_json_checks(&r->rep));
