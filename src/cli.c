@@ -12,11 +12,14 @@
 #include "binding.h"
 #include "fsio.h"
 
-/* The options before the command; a command starts from these. */
-static struct {
+/* The options every command takes, before the command (they become the
+ * command's defaults) or after it. */
+typedef struct {
 	const char *dir, *python, *patch;
 	int json, quiet;
-} globals;
+} common_opts;
+
+static common_opts globals;
 
 /* A relative -C is taken relative to the one before it, as git does. */
 static char composed_dir[2][8192];
@@ -111,6 +114,33 @@ static void unknown_option(oeap_error *err, const char *command, int argc, char 
 		          argv[optind - 1 < argc ? optind - 1 : argc - 1], help, *help ? " " : "");
 }
 
+/* Handles one of the options common to every command: 1 when `c` was one,
+ * 0 when it is not, -1 on a bad value (err says which). */
+static int common_option(int c, const char *arg, common_opts *o, oeap_error *err)
+{
+	switch (c) {
+	case 'C':
+		o->dir = compose_dir(o->dir, arg);
+		return 1;
+	case OEAP_OPT_PYTHON:
+		o->python = arg;
+		return 1;
+	case OEAP_OPT_PATCH:
+		o->patch = arg;
+		return 1;
+	case OEAP_OPT_JSON:
+		o->json = 1;
+		return 1;
+	case 'q':
+		o->quiet = 1;
+		return 1;
+	case OEAP_OPT_COLOR:
+		return set_color(arg, err) ? -1 : 1;
+	default:
+		return 0;
+	}
+}
+
 int oeap_cli_globals(int argc, char **argv, void (*main_usage)(FILE *f), const char *version)
 {
 	struct option lopts[64];
@@ -123,26 +153,12 @@ int oeap_cli_globals(int argc, char **argv, void (*main_usage)(FILE *f), const c
 	int c;
 	/* '+': stop at the command; its own options are its business. */
 	while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+		int common = common_option(c, optarg, &globals, &err);
+		if (common < 0)
+			goto usage_error;
+		if (common)
+			continue;
 		switch (c) {
-		case 'C':
-			globals.dir = compose_dir(globals.dir, optarg);
-			break;
-		case OEAP_OPT_PYTHON:
-			globals.python = optarg;
-			break;
-		case OEAP_OPT_PATCH:
-			globals.patch = optarg;
-			break;
-		case OEAP_OPT_JSON:
-			globals.json = 1;
-			break;
-		case 'q':
-			globals.quiet = 1;
-			break;
-		case OEAP_OPT_COLOR:
-			if (set_color(optarg, &err))
-				goto usage_error;
-			break;
 		case 'h':
 			main_usage(stdout);
 			return -2;
@@ -165,6 +181,15 @@ void oeap_cli_globals_free(void)
 	memset(&globals, 0, sizeof(globals));
 }
 
+static void take_common(oeap_cli *cli, const common_opts *o)
+{
+	cli->dir = o->dir;
+	cli->python = o->python;
+	cli->patch = o->patch ? o->patch : "sglang-oea";
+	cli->json = o->json;
+	cli->quiet = o->quiet;
+}
+
 int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, const char *summary,
                    const oeap_option *opts, int argc, char **argv,
                    int (*on_option)(int val, const char *arg, void *user), void *user, int *first_arg)
@@ -176,38 +201,24 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 	oeap_error_clear(&err);
 	memset(cli, 0, sizeof(*cli));
 	cli->command = command;
-	cli->dir = globals.dir;
-	cli->python = globals.python;
-	cli->patch = globals.patch ? globals.patch : "sglang-oea";
-	cli->json = globals.json;
-	cli->quiet = globals.quiet;
 	getopt_tables(opts, lopts, shorts, 0);
 	/* 0, not 1: glibc then re-reads the ordering ('+' in main's scan of
 	 * the global options would otherwise stick, and stop at operands). */
 	optind = 0;
 	opterr = 0;
 	int c;
+	common_opts o = globals;
+	take_common(cli, &o);
 	while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+		int common = common_option(c, optarg, &o, &err);
+		if (common < 0)
+			goto usage_error;
+		if (common) {
+			/* At once: an error reported from here on honours a --json seen so far. */
+			take_common(cli, &o);
+			continue;
+		}
 		switch (c) {
-		case 'C':
-			cli->dir = compose_dir(cli->dir, optarg);
-			break;
-		case OEAP_OPT_PYTHON:
-			cli->python = optarg;
-			break;
-		case OEAP_OPT_PATCH:
-			cli->patch = optarg;
-			break;
-		case OEAP_OPT_JSON:
-			cli->json = 1;
-			break;
-		case 'q':
-			cli->quiet = 1;
-			break;
-		case OEAP_OPT_COLOR:
-			if (set_color(optarg, &err))
-				goto usage_error;
-			break;
 		case 'h':
 			usage(command, synopsis, summary, opts, stdout);
 			return 1;
