@@ -580,8 +580,15 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormaliz
 
     device = topk_ids.device
     if device.type == "cuda" and not _has_cuda:
-        _warn_once("nocuda", "CUDA tensors, but liboea at %s was built without CUDA",
-                   LIBRARY)
+        # The first CUDA batch is met during SGLang's start (warm-up, graph
+        # capture), so under strict settings this stops the server at start
+        # like any other failure to enable OEA, rather than serving without it.
+        text = "CUDA tensors, but liboea at %s was built without CUDA" % LIBRARY
+        if STRICT:
+            raise RuntimeError("oeapatch: SGLANG_OEA_K0=%d: %s (rebuild liboea with a CUDA "
+                               "toolkit, or set SGLANG_OEA_STRICT=false to run without OEA)"
+                               % (K0, text))
+        _warn_once("nocuda", "%s", text)
         plan.skip = "device"
         return plan
     if device.type not in ("cuda", "cpu"):
