@@ -44,6 +44,8 @@ def main():
             continue
         if b"\0" not in data:
             texts[rel] = data.decode("utf-8", "replace")
+    # This file's own docstring shows the shapes it looks for.
+    texts.pop("tests/e2e/test_doc_references.py", None)
     generated = {os.path.basename(m.group(0)) for t in texts.values()
                  for m in AFTER_VAR.finditer(t)}
     bad = []
