@@ -315,9 +315,15 @@ static int find_root(const oeap_patchdef *def, const char *start, char **root, o
 		if (*layout == OEAP_LAYOUT_NONE && def->installed_target && exists_at(dir, def->installed_target, &inst)) {
 			*root = strdup(dir);
 			*layout = OEAP_LAYOUT_INSTALLED;
+			if (!*root)
+				break;
 		}
 	} while (to_parent(dir));
 	free(dir);
+	if (*layout != OEAP_LAYOUT_NONE && !*root) {
+		*layout = OEAP_LAYOUT_NONE; /* out of memory: no root, so no layout either */
+		return -1;
+	}
 	return 0;
 }
 
@@ -570,6 +576,7 @@ int oeap_cli_error(const oeap_cli *cli, const oeap_error *err)
 {
 	if (cli->json) {
 		json_t *j = oeap_cli_json_head(cli, oeap_error_exit_code(err));
+		json_object_set_new(j, "error", oeap_json_error(err));
 		oeap_json_emit(j);
 	}
 	oeap_print_error(err);

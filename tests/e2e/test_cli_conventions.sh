@@ -146,5 +146,12 @@ json_ok_matches "verify, region edited" verify -C "$co"
 json_ok_matches "apply on an edited region" apply -C "$co"
 json_ok_matches "a usage error" status -C "$co" --frobnicate
 json_ok_matches "no checkout" status -C "$work"
+# A failing command's document says why, not only that it failed.
+doc=$("$OEAPATCH" status -C "$work" --json 2>/dev/null)
+if grep -q '"error": {' <<<"$doc" && grep -q '"message"' <<<"$doc"; then
+	ok "--json on an error carries the error"
+else
+	bad "--json on an error has no error member" "$doc"
+fi
 
 e2e_summary
