@@ -471,7 +471,6 @@ _LOGITS_DTYPES = {}
 _IDS_DTYPES = {}
 _op = None
 _plans = {}
-_ranks_checked = [False]
 _MISSING = object()
 _warned = set()
 
@@ -509,13 +508,14 @@ def _num_shared(num_columns, top_k, fused):
 class _Plan:
     """One layer configuration: what liboea gets besides pointers and rows."""
 
-    __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias",
+    __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias", "bias_source",
                  "checked", "renormalize", "launch", "owners", "index", "scratch")
 
     def __init__(self):
         self.skip = None
         self.problem = None
         self.checked = False
+        self.bias_source = None
 
 
 def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormalize,
@@ -609,7 +609,12 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormaliz
                        bias.numel(), num_experts)
             plan.skip = "shape"
             return plan
+        source = bias
         bias = bias.reshape(-1).to(device=device, dtype=torch.float32).contiguous()
+        # A converted copy is refreshed before every launch (_launch), so that a
+        # weight update in place (update_weights_from_*) reaches the routing;
+        # a float32 bias is read where it lives.
+        plan.bias_source = source if bias.data_ptr() != source.data_ptr() else None
 
     renorm = bool(_setting(renormalize, cfg, "renormalize", True))
     ctypes = _ctypes
@@ -743,6 +748,8 @@ def _launch(plan, logits, ids, weights, num_valid, rows):
     p.ids = ids.data_ptr()
     p.weights = weights.data_ptr()
     p.num_valid_rows = num_valid.data_ptr() if num_valid is not None else None
+    if plan.bias_source is not None:
+        plan.bias.copy_(plan.bias_source.reshape(-1))
     fn, address = plan.launch
     if ids.is_cuda:
         # The caller's stream, read now: a stream cached earlier would put
@@ -769,34 +776,53 @@ def _row_ok(t, width):
     return (t.shape[1] <= 1 or t.stride(1) == 1) and t.stride(0) >= width
 
 
+_RANKS_WAIT_S = 120.0  # how long a silent rank is waited for before a warning
+_ranks = {}  # the check's state: keys, mine, deadline, next poll; "done" when over
+
+
 def check_ranks():
     """Where torch.distributed is initialised, every rank publishes its OEA
-    settings and library ABI once in the default store and compares them with
-    all others': different ones would combine partial results of different
-    experts. Raises RuntimeError naming the ranks that differ or are silent."""
-    _ranks_checked[0] = True
+    settings and library ABI once in the default store; once all ranks have,
+    each compares them with its own: different ones would combine partial
+    results of different experts, so a difference raises RuntimeError naming
+    the ranks. Never blocks: a rank may reach its first MoE layer late or never
+    (a pipeline stage without one, an idle DP-attention rank), so the store is
+    polled without waiting, at most once a second, and ranks still silent after
+    120 s get one warning naming them. Returns this rank's settings string when
+    the comparison was made, else None."""
+    if _ranks.get("done"):
+        return None
     torch = _torch
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
+        _ranks["done"] = True
         return None
-    import datetime
-
     from torch.distributed import distributed_c10d
 
+    now = time.monotonic()
     store = distributed_c10d._get_default_store()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mine = "k0=%d min_batch=%d max_tokens=%d speculative=%d abi=%s" % (
-        K0, MIN_BATCH, MAX_TOKENS, SPECULATIVE, ABI_VERSION if _lib is not None else "off")
-    prefix = "oeapatch/%s/%d/" % (_PATCH, _PATCH_VERSION)
-    store.set(prefix + str(rank), mine)
-    keys = [prefix + str(r) for r in range(world)]
-    try:
-        store.wait(keys, datetime.timedelta(seconds=120))
-    except RuntimeError as exc:
-        raise RuntimeError(
-            "oeapatch: rank %d runs OEA (%s), but not every rank of %d reported OEA "
-            "settings within 120 s (%s): set the same SGLANG_OEA_* on every rank"
-            % (rank, mine, world, exc)) from exc
+    if "keys" not in _ranks:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        mine = "k0=%d min_batch=%d max_tokens=%d speculative=%d abi=%s" % (
+            K0, MIN_BATCH, MAX_TOKENS, SPECULATIVE, ABI_VERSION if _lib is not None else "off")
+        prefix = "oeapatch/%s/%d/" % (_PATCH, _PATCH_VERSION)
+        store.set(prefix + str(rank), mine)
+        _ranks.update(rank=rank, mine=mine, keys=[prefix + str(r) for r in range(world)],
+                      deadline=now + _RANKS_WAIT_S, next=now)
+    if now < _ranks["next"]:
+        return None
+    _ranks["next"] = now + 1.0
+    keys, rank, mine = _ranks["keys"], _ranks["rank"], _ranks["mine"]
+    if not store.check(keys):
+        if now >= _ranks["deadline"]:
+            _ranks["done"] = True
+            silent = [r for r, k in enumerate(keys) if not store.check([k])]
+            logger.warning("oeapatch: rank %d runs OEA (%s); ranks %s reported no OEA settings "
+                           "within %d s (started with SGLANG_OEA_K0=0, or no MoE layer on "
+                           "them?): set the same SGLANG_OEA_* on every rank", rank, mine,
+                           silent, int(_RANKS_WAIT_S))
+        return None
+    _ranks["done"] = True
     theirs = {r: store.get(k).decode() for r, k in enumerate(keys)}
     differ = sorted(r for r, v in theirs.items() if v != mine)
     if differ:
@@ -840,7 +866,7 @@ def route(
     if not ENABLED:
         return unchanged
     compiling = _compiling()
-    if not _ranks_checked[0] and not compiling:
+    if not compiling and not _ranks.get("done"):
         check_ranks()
     if _lib is None:
         return unchanged

@@ -593,8 +593,27 @@ def main():
               % (mod._op, has))
         return "torch %s: %s" % (torch.__version__, "registered" if has else "not available")
 
+    @case("a correction bias updated in place reaches the routing (float64 bias: a copy)")
+    def t_bias_update():
+        logits, ids, weights, corr = make_inputs(torch, gen, n=16, E=64, k=8, bias=True,
+                                                 scoring="sigmoid")
+        held = corr.double()  # not float32: the binding routes with a converted copy
+        kw = dict(top_k=8, use_grouped_topk=False, renormalize=True, scoring_func="sigmoid",
+                  custom_routing_function=None, correction_bias=held)
+        for step in range(2):
+            if step:
+                held.copy_(torch.rand(64, generator=gen, dtype=torch.float64) * 0.5)
+            w_out, i_out = decode(mod.route, router_logits=logits, topk_weights=weights.clone(),
+                                  topk_ids=ids.clone(), **kw)
+            ew, ei, _ = oracle.route(logits, ids, weights, k0=K0, num_shared=0,
+                                     scoring="sigmoid", renormalize=True,
+                                     bias=held.float())
+            check(torch.equal(i_out.contiguous(), ei) and torch.equal(w_out.contiguous(), ew),
+                  "step %d: routed with a stale bias" % step)
+        return "the second call used the updated bias"
+
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
-               t_weights, t_stats, t_op):
+               t_weights, t_stats, t_op, t_bias_update):
         fn()
     return summary()
 
