@@ -649,7 +649,7 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 	oea_problem q;
 	oea_kargs a;
 	cudaError_t ce;
-	int dev = 0, sms = 1, mode, bucket, blocks;
+	int dev = 0, sms = 1, coop = 0, mode, bucket, blocks;
 	/* q is the caller's problem as a current-ABI struct (an ABI 1 caller's
 	 * is shorter): the kernel gets values from q, never the caller's bytes. */
 	int error = oea_problem_load(p, &q);
@@ -703,8 +703,15 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 		error = OEA_ERR_CUDA;
 		goto done;
 	}
+	/* A device without cooperative launches gets the one-block kernel at once:
+	 * a refused launch inside a graph capture would invalidate the capture,
+	 * which the fallback below could not repair. */
+	if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		coop = 0;
+	}
 	blocks = (q.n + OEA_WARPS - 1) / OEA_WARPS;
-	blocks = blocks < 1 ? 1 : blocks > sms ? sms : blocks;
+	blocks = blocks < 1 || !coop ? 1 : blocks > sms ? sms : blocks;
 	{
 		void *args[] = {&a};
 		const void *fn = (const void *)oea_kernels[q.logits_dtype][mode][bucket];
