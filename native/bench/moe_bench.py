@@ -3,6 +3,14 @@
 routing and with OEA's, on a GPU.
 
     moe_bench.py [--lib PATH] [--models qwen3,dsv3] [--reps N] [--quick]
+    moe_bench.py --device cpu --smoke [--lib PATH]
+
+--device cpu --smoke runs the same code on the CPU with tiny layers (hidden 64,
+expert width 32), the plain loop and liboea's host path: a pre-flight that
+the script works before a GPU's time is spent on it (ctest runs it); its
+times mean nothing. Every run checks what it times: OEA's ids are valid
+(distinct, in range, every original top-k0 kept) and T after <= T before,
+else exit 1.
 
 For each model layer, batch n in {1, 4, 8, 16, 32, 64, 128, 256} and k0 in
 {2..6}: random router logits, the framework's own top-k routing (softmax
@@ -19,12 +27,14 @@ The MoE kernel, in order of preference (the table says which ran):
      tokens sorted by expert so that only the used experts' weights are read;
   3. a torch loop over the used experts (two matmuls each): not a fused
      kernel; its time grows with T through launches, not through HBM reads.
-Exit status: 0 done, 2 trouble (no GPU, no torch, no liboea).
+Exit status: 0 done, 1 a check on OEA's ids failed, 2 trouble (no GPU, no
+torch, no liboea).
 """
 import argparse
 import ctypes
 import os
 import sys
+import time
 
 try:
     import torch
@@ -44,6 +54,42 @@ MODELS = {
 }
 BATCHES = (1, 4, 8, 16, 32, 64, 128, 256)
 K0S = (2, 3, 4, 5, 6)
+_device = torch.device("cpu")
+
+
+def check_oea_ids(m, logits, bias, ids, i2, w2, k0, tb, ta):
+    """What a timing of OEA's ids presumes: each row's ids in range and
+    distinct except fillers (a slot without a candidate repeats the row's
+    first expert with weight 0), the row's k0 best original experts by OEA's
+    key (the logit for softmax, sigmoid + bias; docs/oea-semantics.md) among
+    them, and T after <= T before (the distinct experts, counted here too).
+    Returns the problems found, as text."""
+    bad = []
+    n, K = ids.shape
+    if m["sigmoid"]:
+        key = torch.sigmoid(logits.float()) + (bias.float() if bias is not None else 0.0)
+    else:
+        key = logits.float()
+    for r in range(n):
+        row, wr = i2[r].tolist(), w2[r].tolist()
+        real = [e for j, e in enumerate(row) if not (j > 0 and e == row[0] and wr[j] == 0.0)]
+        if len(set(real)) != len(real) or min(row) < 0 or max(row) >= m["E"]:
+            bad.append("row %d: ids %s (weights %s) are not distinct experts plus "
+                       "zero-weight fillers" % (r, row, wr))
+        own = ids[r].long()
+        best = own[key[r, own].argsort(descending=True, stable=True)[:k0]]
+        lost = set(best.tolist()) - set(row)
+        if lost:
+            bad.append("row %d: its %d best experts %s lost %s" % (r, k0, sorted(best.tolist()),
+                                                                   sorted(lost)))
+    t_before = int(torch.unique(ids).numel())
+    t_after = int(torch.unique(i2).numel())
+    if (tb, ta) != (t_before, t_after):
+        bad.append("liboea's stats say T %d -> %d, the ids say %d -> %d"
+                   % (tb, ta, t_before, t_after))
+    if t_after > t_before:
+        bad.append("T grew from %d to %d" % (t_before, t_after))
+    return bad
 
 
 def framework_routing(m, logits, bias):
@@ -72,7 +118,11 @@ def oea_ids(lib, m, logits, bias, ids, weights, k0, stats):
                                bias=bias if m["sigmoid"] else None,
                                num_expert_group=m["groups"], stats=stats.data_ptr())
     p.topk_group = m["topk_group"]
-    rc = lib.oea_route_cuda(ctypes.byref(p), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    if logits.is_cuda:
+        rc = lib.oea_route_cuda(ctypes.byref(p),
+                                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    else:
+        rc = lib.oea_route_host(ctypes.byref(p))
     if rc:
         raise RuntimeError(lib.oea_status_message(rc).decode())
     return i2, w2
@@ -81,8 +131,8 @@ def oea_ids(lib, m, logits, bias, ids, weights, k0, stats):
 class MoE:
     """One MoE layer's experts and the three ways to run them."""
 
-    def __init__(self, m, dev):
-        E, H, I = m["E"], m["H"], m["I"]
+    def __init__(self, m, dev, H=None, I=None):
+        E, H, I = m["E"], H or m["H"], I or m["I"]
         self.w13 = torch.empty(E, 2 * I, H, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
         self.w2 = torch.empty(E, H, I, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
         self.kind, self.fn = self._pick()
@@ -92,6 +142,8 @@ class MoE:
         small batch (a kernel that runs but computes something else, e.g. an
         API whose argument order changed, must not be timed)."""
         cands = []
+        if self.w13.device.type != "cuda":
+            return "torch loop over used experts (not fused; CPU pre-flight)", self._loop
         try:
             from sglang.srt.layers.moe.fused_moe_triton.fused_moe import fused_experts_impl
 
@@ -147,6 +199,14 @@ class MoE:
 
 
 def time_us(fn, reps):
+    if not torch.cuda.is_available() or _device.type != "cuda":
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e6)
+        ts.sort()
+        return ts[len(ts) // 2]
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -168,44 +228,60 @@ def main():
     ap.add_argument("--models", default="qwen3,dsv3")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="n in {1,16,256}, k0 in {3}")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny layers, n in {1,16,64}, k0 in {3}: a pre-flight, not a measure")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    global _device
+    _device = dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
         print("moe_bench.py: no CUDA device", file=sys.stderr)
         return 2
     lib, path = oea_torch.load_lib(a.lib)
-    if not lib.oea_has_cuda():
+    if dev.type == "cuda" and not lib.oea_has_cuda():
         print("moe_bench.py: %s was built without CUDA" % path, file=sys.stderr)
         return 2
-    dev = torch.device("cuda")
     g = torch.Generator(device=dev).manual_seed(11)
     stats = torch.zeros(8, dtype=torch.int32, device=dev)
-    batches = (1, 16, 256) if a.quick else BATCHES
-    k0s = (3,) if a.quick else K0S
+    batches = (1, 16, 64) if a.smoke else (1, 16, 256) if a.quick else BATCHES
+    k0s = (3,) if a.quick or a.smoke else K0S
+    H, I = (64, 32) if a.smoke else (None, None)
+    reps = 2 if a.smoke else a.reps
+    failed = 0
     for name in a.models.split(","):
         m = MODELS[name]
-        moe = MoE(m, dev)
-        print("## %s layer: %d experts, top-%d, hidden %d, expert width %d; kernel: %s\n"
-              % (m["label"], m["E"], m["K"], m["H"], m["I"], moe.kind))
+        moe = MoE(m, dev, H, I)
+        h = moe.w13.shape[2]
+        print("## %s layer: %d experts, top-%d, hidden %d, expert width %d; kernel: %s%s\n"
+              % (m["label"], m["E"], m["K"], h, moe.w2.shape[2], moe.kind,
+                 " (SMOKE RUN: tiny layers, times mean nothing)" if a.smoke else ""))
         print("| n | k0 | T before | T after | MoE us (framework ids) | MoE us (OEA ids) | change |")
         print("|---|---|---|---|---|---|---|")
         bias = (torch.rand(m["E"], generator=g, device=dev) * 0.1).float()
         for n in batches:
             logits = torch.randn(n, m["E"], generator=g, device=dev).float()
-            x = torch.randn(n, m["H"], generator=g, device=dev).to(torch.bfloat16)
+            x = torch.randn(n, h, generator=g, device=dev).to(torch.bfloat16)
             ids, w = framework_routing(m, logits, bias)
-            base = time_us(lambda: moe.fn(x, ids, w), a.reps)
+            base = time_us(lambda: moe.fn(x, ids, w), reps)
             for k0 in k0s:
                 i2, w2 = oea_ids(lib, m, logits, bias, ids, w, k0, stats)
-                torch.cuda.synchronize()
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
                 tb, ta = int(stats[0]), int(stats[1])
-                t = time_us(lambda: moe.fn(x, i2, w2), a.reps)
+                for problem in check_oea_ids(m, logits.cpu(), bias.cpu(), ids.cpu(), i2.cpu(), w2.cpu(),
+                                             k0, tb, ta):
+                    print("moe_bench.py: FAIL %s n=%d k0=%d: %s" % (name, n, k0, problem),
+                          file=sys.stderr)
+                    failed = 1
+                t = time_us(lambda: moe.fn(x, i2, w2), reps)
                 print("| %d | %d | %d | %d | %.1f | %.1f | %+.0f%% |"
                       % (n, k0, tb, ta, base, t, 100.0 * (t - base) / base))
                 sys.stdout.flush()
         print()
         del moe
-        torch.cuda.empty_cache()
-    return 0
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return failed
 
 
 if __name__ == "__main__":

@@ -639,6 +639,28 @@ static const oea_kfn oea_kernels[3][4][4] = {
 	OEA_MODE_VARIANTS(OEA_DTYPE_F16),
 };
 
+/* Resident blocks per SM of one variant on one device, cached: 0 = not asked
+ * yet (a variant that fits nowhere is stored as -1 and used as 0). Devices
+ * beyond the table are asked every time. Racing writers store the same value. */
+#define OEA_OCC_DEVICES 16
+static int oea_occupancy[OEA_OCC_DEVICES][3][4][4];
+
+static int oea_resident_blocks(const void *fn, int dtype, int mode, int bucket, int dev)
+{
+	int *slot = dev >= 0 && dev < OEA_OCC_DEVICES ? &oea_occupancy[dev][dtype][mode][bucket] : NULL;
+	int per_sm = slot ? __atomic_load_n(slot, __ATOMIC_RELAXED) : 0;
+
+	if (per_sm == 0) {
+		if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, OEA_THREADS, 0) != cudaSuccess) {
+			(void)cudaGetLastError();
+			return 0; /* not cached: asked again next time */
+		}
+		if (slot)
+			__atomic_store_n(slot, per_sm > 0 ? per_sm : -1, __ATOMIC_RELAXED);
+	}
+	return per_sm > 0 ? per_sm : 0;
+}
+
 extern "C" int oea_has_cuda(void)
 {
 	return 1;
@@ -715,6 +737,18 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 	{
 		void *args[] = {&a};
 		const void *fn = (const void *)oea_kernels[q.logits_dtype][mode][bucket];
+		/* A cooperative grid may not exceed what the device keeps resident
+		 * (occupancy x SMs). One 256-thread block per SM fits every variant
+		 * shipped (at most 162 registers a thread, kernel-report.sh), but the
+		 * check is the runtime's, not ours: asked once per variant and device
+		 * (host-only, allowed during capture), so a launch that would be
+		 * refused, which inside a capture would invalidate the graph, is
+		 * never attempted. */
+		if (blocks > 1) {
+			int per_sm = oea_resident_blocks(fn, q.logits_dtype, mode, bucket, dev);
+			if (blocks > per_sm * sms)
+				blocks = per_sm > 0 ? per_sm * sms : 1;
+		}
 		/* The launch's own status, not a stale error of the caller's. */
 		ce = cudaErrorUnknown;
 		if (blocks > 1)
