@@ -260,6 +260,13 @@ done:
 
 int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_report *rep)
 {
+	const char *override = def->library_env ? getenv(def->library_env) : NULL;
+	return oeap_binding_verify_with(def, target_path, override && *override ? override : NULL, rep, NULL);
+}
+
+int oeap_binding_verify_with(const oeap_patchdef *def, const char *target_path, const char *override,
+                             oeap_report *rep, char **recorded_out)
+{
 	int error = 0;
 	char *path = oeap_binding_path(def, target_path);
 	char *text = NULL, *library = NULL;
@@ -267,6 +274,8 @@ int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_
 	oeap_error err;
 	char detail[768];
 	oeap_error_clear(&err);
+	if (recorded_out)
+		*recorded_out = NULL;
 	if (!path)
 		return -1;
 	if (oeap_read_file(path, &text, &len, &err)) {
@@ -275,13 +284,16 @@ int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_
 	}
 	if ((error = oeap_binding_check_text(def, path, text, len, rep, &library)) || !library)
 		goto done;
-	const char *override = def->library_env ? getenv(def->library_env) : NULL;
-	const char *lib = override && *override ? override : library;
+	const char *lib = override ? override : library;
 	if (oeap_library_probe(lib, def->abi, detail, sizeof(detail)))
-		error = oeap_report_add(rep, "library", 0, 0, "%s%s", detail,
-		                        override && *override ? " (from the environment override)" : "");
+		error = oeap_report_add(rep, "library", 0, 0, "%s%s%s%s", detail, override ? " (set by " : "",
+		                        override && def->library_env ? def->library_env : "", override ? ")" : "");
 	else
 		error = oeap_report_add(rep, "library", 1, 0, "%s", detail);
+	if (recorded_out) {
+		*recorded_out = library;
+		library = NULL;
+	}
 done:
 	free(text);
 	free(library);

@@ -67,4 +67,14 @@ int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const c
  */
 int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_report *rep);
 
+/*
+ * oeap_binding_verify() for the settings environment a command was given
+ * rather than its own: `library` is the library the binding will load
+ * instead of the recorded one (the value of def->library_env there; NULL:
+ * the recorded one). *recorded_out (optional, caller frees) is the library
+ * the module records, when the binding check holds.
+ */
+int oeap_binding_verify_with(const oeap_patchdef *def, const char *target_path, const char *library,
+                             oeap_report *rep, char **recorded_out);
+
 #endif

@@ -2,7 +2,9 @@
  * oeapatch verify: read the target back and prove the patch holds: it
  * parses, every region is there once and unaltered, each sits where its
  * anchor demands, the names it passes are bound there, the binding module
- * is intact and the library it loads reports the ABI it expects.
+ * is intact, the library it loads reports the ABI it expects, and the
+ * binding's settings in the environment the server gets hold the
+ * definition's rules (a bad one would stop the server at import).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +14,21 @@
 #include "cli.h"
 #include "fsio.h"
 #include "pipeline.h"
+#include "settings.h"
 
-enum { OPT_REF = OEAP_OPT_FIRST_FREE, OPT_SKIP_BINDING };
+extern char **environ;
+
+enum { OPT_REF = OEAP_OPT_FIRST_FREE, OPT_SKIP_BINDING, OPT_ENV_FILE };
+
+/* systemd takes any number of EnvironmentFile= lines; this is plenty for one unit. */
+#define MAX_ENV_FILES 32
 
 typedef struct verify_opts {
 	const char *ref;
 	int skip_binding;
+	const char *env_files[MAX_ENV_FILES];
+	size_t nenv_files;
+	int too_many_env_files;
 } verify_opts;
 
 static int on_option(int val, const char *arg, void *user)
@@ -27,6 +38,10 @@ static int on_option(int val, const char *arg, void *user)
 		o->ref = arg;
 	else if (val == OPT_SKIP_BINDING)
 		o->skip_binding = 1;
+	else if (val == OPT_ENV_FILE && o->nenv_files < MAX_ENV_FILES)
+		o->env_files[o->nenv_files++] = arg;
+	else if (val == OPT_ENV_FILE)
+		o->too_many_env_files = 1;
 	else
 		return -1;
 	return 0;
@@ -40,6 +55,9 @@ static const oeap_option options[] = {
 	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
 	 "with --ref: do not require the binding module in the commit (every deploy runs `oeapatch apply`, which "
 	 "writes it)"},
+	{"env-file", required_argument, OPT_ENV_FILE, "FILE",
+	 "check the binding's settings as a systemd EnvironmentFile= gives them (its syntax; repeatable, later "
+	 "files win) instead of verify's own environment, whose settings are then ignored"},
 	{NULL, 0, 0, NULL, NULL},
 };
 
@@ -90,10 +108,86 @@ done:
 /* What verify found: compute fills it, the printers print it. */
 typedef struct verify_result {
 	oeap_report rep;
+	int settings_checked;       /* 0: skipped (--ref without --env-file) */
+	oeap_env env;               /* the settings environment */
+	oeap_settings_result settings;
+	char *recorded_library;     /* what the binding module records, when it verified */
+	char ignored[512];          /* --env-file: the binding's variables of our own environment, ignored */
 	char what[4200];  /* --ref: "REV:path" */
 	char commit_hex[GIT_OID_HEXSZ + 1];
 	int exit_code;
+	const char *const *env_files;
+	size_t nenv_files;
 } verify_result;
+
+/*
+ * The environment the server will get: the --env-file files in order (later
+ * ones win, as systemd merges EnvironmentFile= lines), else our own. Our own
+ * is not merged under the files: a shell's leftover setting would then
+ * stand in for a value the server will not have (a false green).
+ */
+static int settings_env(const oeap_cli *cli, const verify_opts *o, verify_result *r, oeap_error *err)
+{
+	if (!o->nenv_files)
+		return oeap_env_from_environ(&r->env, environ, err);
+	for (size_t i = 0; i < o->nenv_files; i++)
+		if (oeap_envfile_load(o->env_files[i], &r->env, err))
+			return -1;
+	const char *prefix = cli->def->env_prefix;
+	size_t n = 0, plen = prefix ? strlen(prefix) : 0;
+	for (char **e = environ; plen && e && *e; e++)
+		if (strncmp(*e, prefix, plen) == 0 && strchr(*e, '='))
+			n += (size_t)snprintf(r->ignored + n, n < sizeof(r->ignored) ? sizeof(r->ignored) - n : 0, "%s%.*s",
+			                      n ? ", " : "", (int)(strchr(*e, '=') - *e), *e);
+	if (n >= sizeof(r->ignored))
+		strcpy(r->ignored + sizeof(r->ignored) - 5, "...");
+	return 0;
+}
+
+static const char *problem_origin(const oeap_setting_problem *p, char *buf, size_t cap)
+{
+	if (!p->shown)
+		return "unset";
+	if (!p->origin)
+		return "the environment";
+	snprintf(buf, cap, "%s:%ld", p->origin, p->line);
+	return buf;
+}
+
+/* The "settings" checks: one per problem (FAIL or WARN), or one that holds. */
+static int settings_checks(const oeap_cli *cli, verify_result *r)
+{
+	const oeap_patchdef *def = cli->def;
+	const oeap_settings_result *s = &r->settings;
+	const oeap_setting_def *sw = s->switch_index >= 0 ? &def->settings[s->switch_index] : NULL;
+	char origin[4200];
+	for (size_t k = 0; k < s->nproblems; k++) {
+		const oeap_setting_problem *p = &s->problems[k];
+		int rc;
+		if (p->error)
+			rc = oeap_report_add(&r->rep, "settings", 0, p->line, "%s%s%s (%s): %s", p->name, p->shown ? "=" : "",
+			                     p->shown ? p->shown : "", problem_origin(p, origin, sizeof(origin)), p->message);
+		else
+			rc = oeap_report_warn(&r->rep, "settings", p->line, "%s%s%s (%s): %s%s%s%s", p->name,
+			                      p->shown ? "=" : "", p->shown ? p->shown : "",
+			                      problem_origin(p, origin, sizeof(origin)), p->message,
+			                      s->defaults_only && sw ? "; " : "", s->defaults_only && sw ? sw->name : "",
+			                      s->defaults_only && sw ? " is off, so the binding only warns and runs on the "
+			                                              "defaults: the start with it on will fail"
+			                                            : "");
+		if (rc)
+			return -1;
+	}
+	if (s->nproblems)
+		return 0;
+	char src[4200];
+	size_t n = 0;
+	src[0] = '\0';
+	for (size_t i = 0; i < r->nenv_files && n < sizeof(src); i++)
+		n += (size_t)snprintf(src + n, sizeof(src) - n, "%s%s", i ? ", " : "", r->env_files[i]);
+	return oeap_report_add(&r->rep, "settings", 1, 0, "%zu of %zu settings of %s/%d set in %s, all valid", s->nset,
+	                       def->nsettings, def->name, def->version, n ? src : "the environment");
+}
 
 static int compute(const oeap_cli *cli, const verify_opts *o, verify_result *r, oeap_error *err)
 {
@@ -114,8 +208,32 @@ static int compute(const oeap_cli *cli, const verify_opts *o, verify_result *r, 
 	}
 	if (error)
 		goto done;
+	/* Settings: about the server's environment, so not of a commit unless files are named. */
+	r->settings_checked = !ref || o->nenv_files;
+	r->env_files = o->env_files;
+	r->nenv_files = o->nenv_files;
+	if (r->settings_checked && settings_env(cli, o, r, err)) {
+		error = -1;
+		goto done;
+	}
+	if (r->settings_checked && oeap_settings_check(cli->def, &r->env, &r->settings)) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
+		goto done;
+	}
+	/* The library the binding will load: the settings' override, else the recorded one. */
+	const char *library = NULL;
+	for (size_t i = 0; r->settings_checked && cli->def->library_env && i < cli->def->nsettings; i++)
+		if (!strcmp(cli->def->settings[i].name, cli->def->library_env) && r->settings.given[i])
+			library = r->settings.strings[i];
+	if (r->settings_checked && cli->def->library_env && !oeap_patchdef_setting(cli->def, cli->def->library_env)) {
+		/* a definition without a rule for it: its raw value, as before settings had rules */
+		const oeap_env_var *v = oeap_env_get(&r->env, cli->def->library_env);
+		library = v && *v->value ? v->value : NULL;
+	}
 	if ((buf && oeap_verify_bytes(cli->def, buf, len, ref ? r->what : oeap_cli_target_rel(cli), &r->rep)) ||
-	    (!ref && r->rep.applied && oeap_binding_verify(cli->def, cli->target, &r->rep))) {
+	    (!ref && r->rep.applied &&
+	     oeap_binding_verify_with(cli->def, cli->target, library, &r->rep, &r->recorded_library)) ||
+	    (r->settings_checked && settings_checks(cli, r))) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;
 	}
@@ -132,6 +250,92 @@ done:
 	return error;
 }
 
+/* The value the binding will run with for setting `i` (the recorded library when the override is unset). */
+static const char *effective(const oeap_cli *cli, const verify_result *r, size_t i, char *buf, size_t cap)
+{
+	const char *v = oeap_settings_effective(cli->def, &r->settings, i, buf, cap);
+	if (!v && cli->def->library_env && !strcmp(cli->def->settings[i].name, cli->def->library_env))
+		v = r->recorded_library;
+	return v;
+}
+
+static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
+{
+	const oeap_patchdef *def = cli->def;
+	const oeap_settings_result *s = &r->settings;
+	json_t *j = json_object(), *src = json_array(), *eff = json_object(), *probs = json_array();
+	char buf[64];
+	if (r->nenv_files)
+		for (size_t i = 0; i < r->nenv_files; i++)
+			json_array_append_new(src, json_string(r->env_files[i]));
+	else
+		json_array_append_new(src, json_string("environment"));
+	json_object_set_new(j, "source", src);
+	json_object_set_new(j, "on", json_boolean(s->on));
+	if (s->switch_index >= 0)
+		json_object_set_new(j, "switch", json_string(def->settings[s->switch_index].name));
+	for (size_t i = 0; i < def->nsettings; i++) {
+		const oeap_setting_def *d = &def->settings[i];
+		const char *v = effective(cli, r, i, buf, sizeof(buf));
+		json_t *jv;
+		if (d->type == OEAP_SETTING_INT)
+			jv = json_integer(s->values[i]);
+		else if (d->type == OEAP_SETTING_BOOL)
+			jv = json_boolean(s->values[i]);
+		else if (!v)
+			jv = json_null();
+		else if (!(jv = json_string(v))) { /* not UTF-8: its escaped form */
+			char *q = oeap_settings_quote(v);
+			jv = q ? json_string(q) : json_null();
+			free(q);
+		}
+		json_object_set_new(eff, d->key, jv);
+	}
+	json_object_set_new(j, "effective", eff);
+	for (size_t k = 0; k < s->nproblems; k++) {
+		const oeap_setting_problem *p = &s->problems[k];
+		json_t *o = json_object();
+		json_object_set_new(o, "variable", json_string(p->name));
+		json_object_set_new(o, "value", p->shown ? json_string(p->shown) : json_null());
+		json_object_set_new(o, "from", p->shown ? json_string(p->origin ? p->origin : "environment") : json_null());
+		if (p->line)
+			json_object_set_new(o, "line", json_integer(p->line));
+		json_object_set_new(o, "severity", json_string(p->error ? "error" : "warning"));
+		json_object_set_new(o, "message", json_string(p->message));
+		json_array_append_new(probs, o);
+	}
+	json_object_set_new(j, "problems", probs);
+	if (r->ignored[0])
+		json_object_set_new(j, "ignored", json_string(r->ignored));
+	return j;
+}
+
+/* One line: what the server will run with. */
+static void print_effective(const oeap_cli *cli, const verify_result *r)
+{
+	const oeap_patchdef *def = cli->def;
+	const oeap_settings_result *s = &r->settings;
+	char buf[64];
+	if (!def->nsettings)
+		return;
+	printf("settings:");
+	for (size_t i = 0; i < def->nsettings; i++) {
+		const char *v = effective(cli, r, i, buf, sizeof(buf));
+		char *q = v && strpbrk(v, " '\"\\") ? oeap_settings_quote(v) : NULL;
+		printf(" %s=%s", def->settings[i].key, q ? q : v ? v : "(none recorded)");
+		free(q);
+		if ((int)i == s->switch_index && !s->on)
+			printf(" (off)");
+	}
+	if (s->errors)
+		printf(" (defaults where a value FAILed above: the binding refuses those)");
+	else if (s->defaults_only)
+		printf(" (defaults: the bad values above are ignored while off)");
+	printf("\n");
+	if (r->ignored[0])
+		printf("(ignored from verify's own environment, --env-file gives the server's: %s)\n", r->ignored);
+}
+
 static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_result *r)
 {
 	const char *ref = o->ref;
@@ -140,11 +344,15 @@ static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_r
 	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
 	json_object_set_new(j, "applied", json_boolean(r->rep.applied));
 	json_object_set_new(j, "checks", oeap_json_checks(&r->rep));
+	if (r->settings_checked)
+		json_object_set_new(j, "settings", settings_json(cli, r));
 	if (ref) {
 		json_object_set_new(j, "ref", json_string(ref));
 		json_object_set_new(j, "commit", json_string(r->commit_hex));
-		json_object_set_new(j, "skipped", o->skip_binding ? json_pack("[s,s]", "binding", "library")
-		                                                  : json_pack("[s]", "library"));
+		json_t *skipped = o->skip_binding ? json_pack("[s,s]", "binding", "library") : json_pack("[s]", "library");
+		if (!r->settings_checked)
+			json_array_append_new(skipped, json_string("settings"));
+		json_object_set_new(j, "skipped", skipped);
 	} else if (!r->rep.applied) {
 		json_object_set_new(j, "fix", json_string(oeap_cli_apply_hint(cli)));
 	}
@@ -154,16 +362,24 @@ static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_r
 static void print_text(const oeap_cli *cli, const verify_opts *o, const verify_result *r)
 {
 	const char *ref = o->ref;
-	size_t failed = 0;
-	for (size_t i = 0; i < r->rep.n; i++)
+	size_t failed = 0, warnings = 0;
+	for (size_t i = 0; i < r->rep.n; i++) {
 		failed += !r->rep.checks[i].ok;
+		warnings += r->rep.checks[i].warning;
+	}
 	oeap_print_checks(&r->rep);
+	if (r->settings_checked)
+		print_effective(cli, r);
 	if (ref)
-		printf("(at %s, commit %.12s: the library check is about a machine and was skipped%s)\n", ref,
-		       r->commit_hex, o->skip_binding ? "; the binding check was skipped: --skip-binding" : "");
+		printf("(at %s, commit %.12s: the library check is about a machine and was skipped%s%s)\n", ref,
+		       r->commit_hex, r->settings_checked ? "" : ", so were the settings (--env-file checks a file's)",
+		       o->skip_binding ? "; the binding check was skipped: --skip-binding" : "");
+	char warned[64] = "";
+	if (warnings)
+		snprintf(warned, sizeof(warned), ", %zu warning%s", warnings, warnings == 1 ? "" : "s");
 	if (r->rep.ok)
-		printf("%s: %s/%d %sverified%s (%zu checks)\n", oeap_cli_target_rel(cli), cli->def->name,
-		       cli->def->version, oeap_color_good(stdout), oeap_color_reset(stdout), r->rep.n);
+		printf("%s: %s/%d %sverified%s (%zu checks%s)\n", oeap_cli_target_rel(cli), cli->def->name,
+		       cli->def->version, oeap_color_good(stdout), oeap_color_reset(stdout), r->rep.n, warned);
 	else if (!r->rep.applied && !ref)
 		/* The usual cause after a working deployment: `pip install -U` or a
 		 * checkout replaced the file. Say how to put the patch back. */
@@ -180,20 +396,33 @@ int cmd_verify(int argc, char **argv)
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	oeap_error err;
-	verify_opts o = {NULL, 0};
+	verify_opts o;
+	memset(&o, 0, sizeof(o));
 	verify_result r;
 	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "verify", "[-C DIR | --python PATH] [--ref REV [--skip-binding]] [--json] [-q]",
-	                       "Prove the patch is in place, intact and bound to a loadable library. Exit 0 only "
-	                       "when every check holds; otherwise each failed check is named. With --ref, the file "
-	                       "as committed at REV is verified instead of the work tree's.",
+	int p = oeap_cli_parse(&cli, "verify",
+	                       "[-C DIR | --python PATH] [--ref REV [--skip-binding]] [--env-file FILE ...] [--json] [-q]",
+	                       "Prove the patch is in place, intact and bound to a loadable library, and that the "
+	                       "binding's settings (the environment variables of its [setting:] sections) hold their rules. Exit 0 "
+	                       "only when every check holds; otherwise each failed check is named. The settings are "
+	                       "verify's own environment's, or with --env-file only the files' (as systemd gives a "
+	                       "service its EnvironmentFile=; a shell's leftovers are not the server's). A bad value "
+	                       "fails while the switch setting is on (the import would stop) and is a warning while "
+	                       "it is off (the binding only warns); a name with the prefix that is no setting fails "
+	                       "when it is within two edits of one (a typo), else warns. With --ref, the file as "
+	                       "committed at REV is verified instead of the work tree's, and the settings only with "
+	                       "--env-file.",
 	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
+	if (o.too_many_env_files) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "--env-file", 0, "at most %d files", MAX_ENV_FILES);
+		return oeap_cli_error(&cli, &err);
+	}
 	if (o.skip_binding && !o.ref) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "verify", 0, "--skip-binding only applies with --ref");
 		return oeap_cli_error(&cli, &err);
@@ -209,6 +438,9 @@ int cmd_verify(int argc, char **argv)
 	rc = r.exit_code;
 done:
 	oeap_report_free(&r.rep);
+	oeap_env_free(&r.env);
+	oeap_settings_result_free(&r.settings);
+	free(r.recorded_library);
 	oeap_cli_close(&cli);
 	return rc;
 }

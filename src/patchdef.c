@@ -1,7 +1,9 @@
 #include "patchdef.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <ini.h>
+#include <stdint.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "settings.h"
 
 #ifndef OEAPATCH_SOURCE_PATCHES
 #define OEAPATCH_SOURCE_PATCHES ""
@@ -106,6 +109,87 @@ static oeap_arg_def *arg_get(oeap_region_def *r, const char *kw)
 	memset(a, 0, sizeof(*a));
 	a->keyword = strdup(kw);
 	return a->keyword ? a : NULL;
+}
+
+static oeap_setting_def *setting_get(oeap_patchdef *def, const char *name)
+{
+	for (size_t i = 0; i < def->nsettings; i++)
+		if (strcmp(def->settings[i].name, name) == 0)
+			return &def->settings[i];
+	oeap_setting_def *s = realloc(def->settings, (def->nsettings + 1) * sizeof(*s));
+	if (!s)
+		return NULL;
+	def->settings = s;
+	s = &def->settings[def->nsettings++];
+	memset(s, 0, sizeof(*s));
+	s->min = INT32_MIN;
+	s->max = INT32_MAX;
+	s->name = strdup(name);
+	return s->name ? s : NULL;
+}
+
+/* A whitespace-separated word list (NULL-terminated); NULL when empty or out of memory. */
+static char **split_words(const char *value)
+{
+	char *v = trimdup(value), **out = NULL;
+	size_t n = 0;
+	if (!v)
+		return NULL;
+	for (char *save = NULL, *t = strtok_r(v, " \t,", &save); t; t = strtok_r(NULL, " \t,", &save)) {
+		char **p = realloc(out, (n + 2) * sizeof(*p));
+		if (!p || !(p[n] = strdup(t))) {
+			out = p ? p : out;
+			if (out)
+				out[n] = NULL;
+			goto fail;
+		}
+		out = p;
+		out[++n] = NULL;
+	}
+	free(v);
+	return out;
+fail:
+	free(v);
+	for (size_t i = 0; out && out[i]; i++)
+		free(out[i]);
+	free(out);
+	return NULL;
+}
+
+static void free_words(char **w)
+{
+	for (size_t i = 0; w && w[i]; i++)
+		free(w[i]);
+	free(w);
+}
+
+/* A manifest integer: optional sign and decimal digits, within the 32-bit signed range. */
+static int manifest_int(const char *v, long long *out)
+{
+	char *end = NULL;
+	while (isspace((unsigned char)*v))
+		v++;
+	if (!*v)
+		return 0;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	while (end && isspace((unsigned char)*end))
+		end++;
+	if (errno || !end || *end || n < INT32_MIN || n > INT32_MAX)
+		return 0;
+	*out = n;
+	return 1;
+}
+
+static int manifest_bool(const char *v, int *out)
+{
+	if (!strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "1"))
+		*out = 1;
+	else if (!strcmp(v, "no") || !strcmp(v, "false") || !strcmp(v, "0"))
+		*out = 0;
+	else
+		return 0;
+	return 1;
 }
 
 static int is_identifier(const char *s)
@@ -241,6 +325,46 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 		}
 		if (strcmp(name, "library_env") == 0)
 			return set_str(&def->library_env, value);
+		if (strcmp(name, "env_prefix") == 0)
+			return set_str(&def->env_prefix, value) || bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "bool_true") == 0 || strcmp(name, "bool_false") == 0) {
+			char ***slot = name[5] == 't' ? &def->bool_true : &def->bool_false;
+			free_words(*slot);
+			*slot = split_words(value);
+			return *slot != NULL || bad(c, lineno, section, name, "expected the spellings, e.g. 'true 1 yes y'");
+		}
+		return bad(c, lineno, section, name, "unknown key");
+	}
+	if (strncmp(section, "setting:", 8) == 0) {
+		oeap_setting_def *st = setting_get(def, section + 8);
+		long long n;
+		if (!st)
+			return bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "key") == 0)
+			return set_str(&st->key, value) || bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "describe") == 0)
+			return set_str(&st->describe, value) || bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "type") == 0) {
+			static const char *types[] = {"int", "bool", "string", "path"};
+			for (size_t i = 0; i < 4; i++)
+				if (strcmp(value, types[i]) == 0) {
+					st->type = (oeap_setting_type)i;
+					return 1;
+				}
+			return bad(c, lineno, section, name, "must be int, bool, string or path");
+		}
+		if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0) {
+			if (!manifest_int(value, &n))
+				return bad(c, lineno, section, name, "must be an integer in the 32-bit signed range");
+			*(name[1] == 'i' ? &st->min : &st->max) = n;
+			return 1;
+		}
+		if (strcmp(name, "at_least") == 0)
+			return set_str(&st->at_least, value) || bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "default") == 0)
+			return set_str(&st->default_value, value) || bad(c, lineno, section, name, "out of memory");
+		if (strcmp(name, "switch") == 0)
+			return manifest_bool(value, &st->is_switch) || bad(c, lineno, section, name, "must be yes or no");
 		return bad(c, lineno, section, name, "unknown key");
 	}
 	if (strncmp(section, "anchor:", 7) == 0) {
@@ -415,6 +539,66 @@ static int load_regions(oeap_patchdef *def, oeap_error *err)
 	return 0;
 }
 
+/* Env variable names: what a process can be given and systemd accepts. */
+static int is_env_name(const char *s)
+{
+	return is_identifier(s);
+}
+
+static int load_settings(oeap_patchdef *def, oeap_error *err)
+{
+	int switches = 0;
+	for (size_t i = 0; i < def->nsettings; i++) {
+		oeap_setting_def *s = &def->settings[i];
+		char where[PATH_MAX + 64];
+		long long v;
+		snprintf(where, sizeof(where), "%s/patch.ini [setting:%s]", def->dir, s->name);
+		if (!is_env_name(s->name))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+			                 "a setting is named by its environment variable (letters, digits, '_')");
+		if (def->env_prefix && strncmp(s->name, def->env_prefix, strlen(def->env_prefix)) != 0)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "the name must start with [binding] env_prefix (%s)",
+			                 def->env_prefix);
+		if (!s->key) {
+			/* default: the name without the prefix, in lower case (PREFIX_MIN_BATCH: min_batch) */
+			const char *base = def->env_prefix ? s->name + strlen(def->env_prefix) : s->name;
+			if (!(s->key = strdup(base)))
+				return oeap_fail(err, OEAP_ERR_INTERNAL, where, 0, "out of memory");
+			for (char *p = s->key; *p; p++)
+				*p = (char)tolower((unsigned char)*p);
+		}
+		if (!is_identifier(s->key))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'key' must be an identifier");
+		if (s->type != OEAP_SETTING_INT && (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "min, max and at_least are for type = int");
+		if (s->min > s->max)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "min (%lld) is above max (%lld)", s->min, s->max);
+		if (s->type == OEAP_SETTING_BOOL && (!def->bool_true || !def->bool_false))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+			                 "a bool setting needs [binding] bool_true and bool_false (its spellings)");
+		if ((s->type == OEAP_SETTING_INT || s->type == OEAP_SETTING_BOOL) && !s->default_value)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "an int or bool setting needs a 'default'");
+		if (s->default_value && oeap_setting_parse(def, s, s->default_value, &v) != 0) {
+			char expected[256];
+			oeap_setting_expected(def, s, expected, sizeof(expected));
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "default '%s' is not %s", s->default_value,
+			                 expected);
+		}
+		if (s->at_least) {
+			const oeap_setting_def *t = oeap_patchdef_setting(def, s->at_least);
+			if (!t || t == s || t->type != OEAP_SETTING_INT)
+				return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'at_least = %s' must name another int setting",
+				                 s->at_least);
+		}
+		if (s->is_switch && (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "a switch is an int or bool setting");
+		switches += s->is_switch;
+	}
+	if (switches > 1)
+		return oeap_fail(err, OEAP_ERR_DEFINITION, def->dir, 0, "at most one setting may be 'switch = yes'");
+	return 0;
+}
+
 int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 {
 	int error = 0;
@@ -475,7 +659,8 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 		                  def->installed_target);
 		goto done;
 	}
-	if ((error = load_anchor_queries(def, err)) || (error = load_regions(def, err)))
+	if ((error = load_anchor_queries(def, err)) || (error = load_regions(def, err)) ||
+	    (error = load_settings(def, err)))
 		goto done;
 	*out = def;
 	def = NULL;
@@ -526,6 +711,18 @@ void oeap_patchdef_free(oeap_patchdef *def)
 	free(def->binding_module);
 	free(def->binding_text);
 	free(def->library_env);
+	free(def->env_prefix);
+	free_words(def->bool_true);
+	free_words(def->bool_false);
+	for (size_t i = 0; i < def->nsettings; i++) {
+		oeap_setting_def *st = &def->settings[i];
+		free(st->name);
+		free(st->key);
+		free(st->describe);
+		free(st->at_least);
+		free(st->default_value);
+	}
+	free(def->settings);
 	free(def);
 }
 
@@ -542,6 +739,14 @@ const oeap_region_def *oeap_patchdef_region(const oeap_patchdef *def, const char
 	for (size_t i = 0; i < def->nregions; i++)
 		if (strcmp(def->regions[i].name, name) == 0)
 			return &def->regions[i];
+	return NULL;
+}
+
+const oeap_setting_def *oeap_patchdef_setting(const oeap_patchdef *def, const char *name)
+{
+	for (size_t i = 0; i < def->nsettings; i++)
+		if (strcmp(def->settings[i].name, name) == 0)
+			return &def->settings[i];
 	return NULL;
 }
 

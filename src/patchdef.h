@@ -46,6 +46,30 @@ typedef struct oeap_region_def {
 	size_t nargs;
 } oeap_region_def;
 
+/* The type of a run-time setting's value (docs/patch-definitions.md, [setting:NAME]). */
+typedef enum oeap_setting_type {
+	OEAP_SETTING_INT = 0, /* decimal, 32-bit signed, within min..max */
+	OEAP_SETTING_BOOL,    /* one of [binding] bool_true / bool_false, case-insensitive */
+	OEAP_SETTING_STRING,  /* any value */
+	OEAP_SETTING_PATH,    /* any value, a file name (shown as such) */
+} oeap_setting_type;
+
+/*
+ * One environment variable the binding reads at run time, and its rule. The
+ * rules are data so that a new setting of the binding is a new section, not
+ * new C code; `verify` checks the environment against them.
+ */
+typedef struct oeap_setting_def {
+	char *name;       /* the environment variable */
+	char *key;        /* the name the binding's settings use for it (the effective-settings line) */
+	char *describe;   /* what it does, for messages */
+	oeap_setting_type type;
+	long long min, max; /* int: the allowed range (default: the 32-bit signed range) */
+	char *at_least;   /* int: another int setting this one must not be below, or NULL */
+	char *default_value; /* as written in the environment; NULL: none (a path the binding records) */
+	int is_switch;    /* 1: its zero/false value turns the binding off (at most one setting) */
+} oeap_setting_def;
+
 typedef struct oeap_patchdef {
 	char *dir;
 	char *name;       /* [a-z0-9-]+ */
@@ -61,6 +85,11 @@ typedef struct oeap_patchdef {
 	char *binding_module; /* module name written beside the target (no .py) */
 	char *binding_text;   /* its template */
 	char *library_env;    /* environment variable overriding the library path */
+	char *env_prefix;     /* optional: every variable with this prefix is the binding's; one that
+	                         is no [setting:] is reported (a typo means a setting silently dropped) */
+	char **bool_true, **bool_false; /* the spellings of booleans (NULL-terminated), case-insensitive */
+	oeap_setting_def *settings; /* in file order */
+	size_t nsettings;
 	oeap_anchor_def *anchors;
 	size_t nanchors;
 	oeap_region_def *regions;
@@ -73,6 +102,7 @@ void oeap_patchdef_free(oeap_patchdef *def);
 
 const oeap_anchor_def *oeap_patchdef_anchor(const oeap_patchdef *def, const char *name);
 const oeap_region_def *oeap_patchdef_region(const oeap_patchdef *def, const char *name);
+const oeap_setting_def *oeap_patchdef_setting(const oeap_patchdef *def, const char *name);
 
 /*
  * Finds the directory of the definition called `name`: $OEAPATCH_PATCH_DIR

@@ -25,6 +25,19 @@ int oeap_report_add(oeap_report *rep, const char *name, int ok, long line, const
 	return 0;
 }
 
+int oeap_report_warn(oeap_report *rep, const char *name, long line, const char *fmt, ...)
+{
+	char detail[sizeof(((oeap_check *)0)->detail)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (oeap_report_add(rep, name, 1, line, "%s", detail))
+		return -1;
+	rep->checks[rep->n - 1].warning = 1;
+	return 0;
+}
+
 void oeap_report_free(oeap_report *rep)
 {
 	free(rep->checks);

@@ -135,6 +135,8 @@ json_t *oeap_json_checks(const oeap_report *rep)
 		json_t *o = json_object();
 		json_object_set_new(o, "check", json_string(c->name));
 		json_object_set_new(o, "ok", json_boolean(c->ok));
+		if (c->warning)
+			json_object_set_new(o, "warning", json_true());
 		if (c->line)
 			json_object_set_new(o, "line", json_integer(c->line));
 		json_object_set_new(o, "detail", json_string(c->detail));
@@ -203,7 +205,11 @@ void oeap_print_checks(const oeap_report *rep)
 {
 	for (size_t i = 0; i < rep->n; i++) {
 		const oeap_check *c = &rep->checks[i];
-		printf("%s%s%s %-22s %s\n", c->ok ? oeap_color_good(stdout) : oeap_color_bad(stdout), c->ok ? "ok  " : "FAIL",
+		const char *sgr = c->warning ? (oeap_use_color(stdout) ? "\033[33m" : "")
+		                  : c->ok   ? oeap_color_good(stdout)
+		                            : oeap_color_bad(stdout);
+		printf("%s%s%s %-22s %s\n", sgr,
+		       c->warning ? "WARN" : c->ok ? "ok  " : "FAIL",
 		       oeap_color_reset(stdout), c->name, c->detail);
 	}
 }

@@ -47,36 +47,60 @@ logger = logging.getLogger(__name__)
 _TRUE = ("true", "1", "yes", "y")
 _FALSE = ("false", "0", "no", "n")
 
+# One rule for every value, the one `oeapatch verify` checks before a start
+# (patch.ini's [setting:...] sections; a test holds both to the same
+# verdicts): surrounding ASCII blanks are ignored and a value that is then
+# empty is unset. Python's own int() and strip() are wider (Unicode digits
+# and blanks, '_' between digits, any size), so they are not used alone.
+_BLANKS = " \t\n\r\v\f"
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
 
 class SettingError(ValueError):
     """A SGLANG_OEA_* variable with a value these rules refuse."""
 
 
-def _int(environ, name, default, minimum, maximum=None, expected=None):
+def _raw(environ, name):
+    """The value without surrounding ASCII blanks; None when unset or blank."""
     raw = environ.get(name)
-    if raw is None or raw.strip() == "":
+    if raw is None or raw.strip(_BLANKS) == "":
+        return None
+    return raw.strip(_BLANKS)
+
+
+def _int(environ, name, default, minimum, maximum=None, expected=None):
+    text = _raw(environ, name)
+    if text is None:
         return default
-    try:
-        value = int(raw.strip(), 10)
-    except ValueError:
-        value = None
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    value = None
+    # ASCII digits only (str.isdigit() also takes other scripts' digits)
+    if digits and all("0" <= ch <= "9" for ch in digits) and len(digits) <= 20:
+        value = int(text, 10)
+        if not _INT32[0] <= value <= _INT32[1]:
+            value = None
     if value is None or value < minimum or (maximum is not None and value > maximum):
         raise SettingError("%s=%r: expected %s"
-                           % (name, raw, expected or "an integer >= %d" % minimum))
+                           % (name, environ.get(name), expected or "an integer >= %d" % minimum))
     return value
 
 
 def _bool(environ, name, default):
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
+    text = _raw(environ, name)
+    if text is None:
         return default
-    text = raw.strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
+    if text.isascii():
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
     raise SettingError("%s=%r: expected a boolean (true/1/yes/y or false/0/no/n)"
-                       % (name, raw))
+                       % (name, environ.get(name)))
+
+
+def _path(environ, name, default):
+    text = _raw(environ, name)
+    return default if text is None else text
 
 
 def parse_settings(environ):
@@ -110,20 +134,25 @@ def parse_settings(environ):
         "stats": _bool(environ, "SGLANG_OEA_STATS", False),
         "stats_interval": _int(environ, "SGLANG_OEA_STATS_INTERVAL", 60, 1,
                                expected="an integer number of seconds >= 1"),
-        "library": environ.get("SGLANG_OEA_LIBRARY") or RECORDED_LIBRARY,
+        "library": _path(environ, "SGLANG_OEA_LIBRARY", RECORDED_LIBRARY),
     }
 
 
 def _settings_at_import():
-    raw_k0 = os.environ.get("SGLANG_OEA_K0", "").strip()
-    if raw_k0 in ("", "0"):
-        # Off: a typo elsewhere must not take the server down, but it is said.
+    try:
+        return parse_settings(os.environ)
+    except SettingError as exc:
+        # K0 valid and 0 (unset, "0", "-0", " 00 "): off, and a bad value
+        # elsewhere must not take the server down, but it is said. K0 asked
+        # for, or itself bad: the import stops.
         try:
-            return parse_settings(os.environ)
-        except SettingError as exc:
-            logger.warning("oeapatch: OEA is off and %s (ignored)", exc)
-            return parse_settings({})
-    return parse_settings(os.environ)  # K0 asked for: a bad value stops the import
+            off = _int(os.environ, "SGLANG_OEA_K0", 0, 0) == 0
+        except SettingError:
+            off = False
+        if not off:
+            raise
+        logger.warning("oeapatch: OEA is off and %s (ignored)", exc)
+        return parse_settings({})
 
 
 SETTINGS = _settings_at_import()

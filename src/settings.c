@@ -1,0 +1,712 @@
+#include "settings.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "buf.h"
+#include "fsio.h"
+
+/* ------------------------------------------------------------ environments */
+
+int oeap_env_set(oeap_env *env, const char *name, const char *value, const char *origin, long line)
+{
+	oeap_env_var *v = NULL;
+	for (size_t i = 0; i < env->n; i++)
+		if (strcmp(env->vars[i].name, name) == 0)
+			v = &env->vars[i];
+	if (!v) {
+		oeap_env_var *a = realloc(env->vars, (env->n + 1) * sizeof(*a));
+		if (!a)
+			return -1;
+		env->vars = a;
+		v = &env->vars[env->n++];
+		memset(v, 0, sizeof(*v));
+		if (!(v->name = strdup(name))) {
+			env->n--;
+			return -1;
+		}
+	}
+	char *nv = strdup(value), *no = origin ? strdup(origin) : NULL;
+	if (!nv || (origin && !no)) {
+		free(nv);
+		free(no);
+		return -1;
+	}
+	free(v->value);
+	free(v->origin);
+	v->value = nv;
+	v->origin = no;
+	v->line = line;
+	return 0;
+}
+
+const oeap_env_var *oeap_env_get(const oeap_env *env, const char *name)
+{
+	for (size_t i = 0; i < env->n; i++)
+		if (strcmp(env->vars[i].name, name) == 0)
+			return &env->vars[i];
+	return NULL;
+}
+
+void oeap_env_free(oeap_env *env)
+{
+	for (size_t i = 0; i < env->n; i++) {
+		free(env->vars[i].name);
+		free(env->vars[i].value);
+		free(env->vars[i].origin);
+	}
+	free(env->vars);
+	env->vars = NULL;
+	env->n = 0;
+}
+
+int oeap_env_from_environ(oeap_env *env, char **environ_, oeap_error *err)
+{
+	for (char **e = environ_; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (!eq || eq == *e)
+			continue; /* not an assignment: nothing a program could read by name */
+		char *name = strndup(*e, (size_t)(eq - *e));
+		int rc = name ? oeap_env_set(env, name, eq + 1, NULL, 0) : -1;
+		free(name);
+		if (rc)
+			return oeap_fail(err, OEAP_ERR_INTERNAL, "environment", 0, "out of memory");
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------- EnvironmentFile= */
+
+/* systemd's character classes (its WHITESPACE, NEWLINE, COMMENTS and SHELL_NEED_ESCAPE). */
+#define SD_WHITESPACE " \t\n\r"
+#define SD_NEWLINE "\n\r"
+#define SD_COMMENTS "#;"
+#define SD_NEED_ESCAPE "\"\\`$"
+
+static int in_set(char c, const char *set)
+{
+	return c && strchr(set, c) != NULL;
+}
+
+/* Valid UTF-8 (no overlong forms, no surrogates, at most U+10FFFF)? */
+static int utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	while (p < end) {
+		unsigned c = *p;
+		size_t len;
+		uint32_t cp;
+		if (c < 0x80) {
+			p++;
+			continue;
+		} else if (c >= 0xc2 && c <= 0xdf) {
+			len = 2;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			len = 3;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			len = 4;
+			cp = c & 0x07;
+		} else {
+			return 0;
+		}
+		if ((size_t)(end - p) < len)
+			return 0;
+		for (size_t i = 1; i < len; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (p[i] & 0x3f);
+		}
+		if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+			return 0;
+		p += len;
+	}
+	return 1;
+}
+
+/* systemd's env_name_is_valid: ASCII letters, digits and '_', not starting with a digit. */
+static int env_name_valid(const char *s)
+{
+	if (!*s || isdigit((unsigned char)*s))
+		return 0;
+	for (; *s; s++)
+		if (!(isascii((unsigned char)*s) && (isalnum((unsigned char)*s) || *s == '_')))
+			return 0;
+	return 1;
+}
+
+typedef struct envfile_ctx {
+	const char *path;
+	oeap_env *env;
+	oeap_error *err;
+	oeap_buf key, value;
+	int has_value;
+	long key_line;  /* where the assignment started */
+} envfile_ctx;
+
+static int ef_fail(envfile_ctx *c, long line, const char *fmt, const char *arg)
+{
+	char where[96];
+	/* where names the file and line, so "oeapatch: FILE:LINE: why" reads as a compiler's message. */
+	const char *base = c->path;
+	size_t n = strlen(base);
+	if (n > 80)
+		base += n - 80;
+	snprintf(where, sizeof(where), "%s:%ld", base, line);
+	return oeap_fail(c->err, OEAP_ERR_INPUT, where, line, fmt, arg);
+}
+
+/* One finished assignment: the checks systemd makes (it drops what fails them, we refuse). */
+static int ef_push(envfile_ctx *c, size_t key_ws)
+{
+	if (key_ws != SIZE_MAX)
+		c->key.len = key_ws; /* trailing blanks of the name go */
+	if (oeap_buf_put(&c->key, "", 0) || oeap_buf_put(&c->value, "", 0))
+		return oeap_fail(c->err, OEAP_ERR_INTERNAL, c->path, 0, "out of memory");
+	const char *key = c->key.data, *value = c->value.data ? c->value.data : "";
+	if (!utf8_valid(key, strlen(key)) || !utf8_valid(value, c->value.len))
+		return ef_fail(c, c->key_line,
+		               "invalid UTF-8 in '%s': systemd ignores this assignment (EnvironmentFile= must be UTF-8)",
+		               utf8_valid(key, strlen(key)) ? key : "the name");
+	if (!env_name_valid(key))
+		return ef_fail(c, c->key_line,
+		               strncmp(key, "export", 6) == 0 && isspace((unsigned char)key[6])
+		                   ? "'%s' is not a variable name: EnvironmentFile= has no 'export' (systemd ignores "
+		                     "this line); write NAME=VALUE"
+		                   : "'%s' is not a variable name (ASCII letters, digits and '_', not starting with a "
+		                     "digit): systemd ignores this assignment",
+		               key);
+	if (oeap_env_set(c->env, key, value, c->path, c->key_line))
+		return oeap_fail(c->err, OEAP_ERR_INTERNAL, c->path, 0, "out of memory");
+	c->key.len = 0;
+	c->value.len = 0;
+	c->has_value = 0;
+	return 0;
+}
+
+static int ef_putc(envfile_ctx *c, oeap_buf *b, char ch)
+{
+	if (oeap_buf_put(b, &ch, 1))
+		return oeap_fail(c->err, OEAP_ERR_INTERNAL, c->path, 0, "out of memory");
+	return 0;
+}
+
+int oeap_envfile_parse(const char *text, size_t len, const char *path, oeap_env *env, oeap_error *err)
+{
+	/* The states of systemd's parse_env_file_internal(); the transitions are its own. */
+	enum { PRE_KEY, KEY, PRE_VALUE, VALUE, VALUE_ESCAPE, SQ_VALUE, DQ_VALUE, DQ_VALUE_ESCAPE, COMMENT,
+	       COMMENT_ESCAPE } state = PRE_KEY;
+	envfile_ctx c;
+	memset(&c, 0, sizeof(c));
+	c.path = path;
+	c.env = env;
+	c.err = err;
+	size_t last_key_ws = SIZE_MAX, last_value_ws = SIZE_MAX;
+	long line = 1, quote_line = 0, comment_line = 0;
+	int rc = 0;
+	for (size_t i = 0; i < len && rc == 0; i++) {
+		char ch = text[i];
+		if (ch == '\0') {
+			rc = ef_fail(&c, line, "%s", "a NUL byte: not a text file (systemd stops reading here)");
+			break;
+		}
+		switch (state) {
+		case PRE_KEY:
+			if (in_set(ch, SD_COMMENTS)) {
+				state = COMMENT;
+				comment_line = line;
+			} else if (!in_set(ch, SD_WHITESPACE)) {
+				state = KEY;
+				last_key_ws = SIZE_MAX;
+				c.key_line = line;
+				rc = ef_putc(&c, &c.key, ch);
+			}
+			break;
+		case KEY:
+			if (in_set(ch, SD_NEWLINE)) {
+				/* systemd drops a line without '=' without a word: the setting it meant is lost. */
+				rc = ef_fail(&c, c.key_line, "no '=' in '%s': systemd ignores this line", c.key.data);
+			} else if (ch == '=') {
+				state = PRE_VALUE;
+				last_value_ws = SIZE_MAX;
+				c.value.len = 0;
+			} else {
+				if (!in_set(ch, SD_WHITESPACE))
+					last_key_ws = SIZE_MAX;
+				else if (last_key_ws == SIZE_MAX)
+					last_key_ws = c.key.len;
+				rc = ef_putc(&c, &c.key, ch);
+			}
+			break;
+		case PRE_VALUE:
+			if (in_set(ch, SD_NEWLINE)) {
+				state = PRE_KEY;
+				rc = ef_push(&c, last_key_ws);
+			} else if (ch == '\'') {
+				state = SQ_VALUE;
+				quote_line = line;
+			} else if (ch == '"') {
+				state = DQ_VALUE;
+				quote_line = line;
+			} else if (ch == '\\') {
+				state = VALUE_ESCAPE;
+			} else if (!in_set(ch, SD_WHITESPACE)) {
+				state = VALUE;
+				rc = ef_putc(&c, &c.value, ch);
+			}
+			break;
+		case VALUE:
+			if (in_set(ch, SD_NEWLINE)) {
+				state = PRE_KEY;
+				if (last_value_ws != SIZE_MAX)
+					c.value.len = last_value_ws; /* trailing blanks of an unquoted value go */
+				rc = ef_push(&c, last_key_ws);
+			} else if (ch == '\\') {
+				state = VALUE_ESCAPE;
+				last_value_ws = SIZE_MAX;
+			} else {
+				if (!in_set(ch, SD_WHITESPACE))
+					last_value_ws = SIZE_MAX;
+				else if (last_value_ws == SIZE_MAX)
+					last_value_ws = c.value.len;
+				rc = ef_putc(&c, &c.value, ch);
+			}
+			break;
+		case VALUE_ESCAPE:
+			state = VALUE;
+			if (!in_set(ch, SD_NEWLINE))
+				rc = ef_putc(&c, &c.value, ch); /* an escaped newline is a continuation, eaten */
+			break;
+		case SQ_VALUE:
+			if (ch == '\'')
+				state = PRE_VALUE;
+			else
+				rc = ef_putc(&c, &c.value, ch);
+			break;
+		case DQ_VALUE:
+			if (ch == '"')
+				state = PRE_VALUE;
+			else if (ch == '\\')
+				state = DQ_VALUE_ESCAPE;
+			else
+				rc = ef_putc(&c, &c.value, ch);
+			break;
+		case DQ_VALUE_ESCAPE:
+			state = DQ_VALUE;
+			if (in_set(ch, SD_NEED_ESCAPE))
+				rc = ef_putc(&c, &c.value, ch);
+			else if (ch != '\n' && !(rc = ef_putc(&c, &c.value, '\\')))
+				rc = ef_putc(&c, &c.value, ch); /* like a shell: other escapes keep the backslash */
+			break;
+		case COMMENT:
+			if (ch == '\\')
+				state = COMMENT_ESCAPE;
+			else if (in_set(ch, SD_NEWLINE))
+				state = PRE_KEY;
+			break;
+		case COMMENT_ESCAPE:
+			if (in_set(ch, SD_NEWLINE)) {
+				/* Read the next line as systemd 254 and later do, unless it would be
+				 * taken as an assignment: systemd 253 and earlier take it as comment. */
+				size_t j = i + 1;
+				while (j < len && (text[j] == ' ' || text[j] == '\t'))
+					j++;
+				if (j < len && text[j] != '\n' && text[j] != '\r' && !in_set(text[j], SD_COMMENTS)) {
+					rc = ef_fail(&c, comment_line, "%s",
+					             "a comment ending in a backslash: systemd 253 and older read the next line "
+					             "as part of the comment, 254 and newer as an assignment; remove the backslash");
+					break;
+				}
+				state = PRE_KEY;
+			} else {
+				state = COMMENT;
+			}
+			break;
+		}
+		if (ch == '\n')
+			line++;
+	}
+	if (rc == 0) {
+		switch (state) {
+		case SQ_VALUE:
+		case DQ_VALUE:
+		case DQ_VALUE_ESCAPE:
+			/* systemd takes the rest of the file as the value: never what was meant. */
+			rc = ef_fail(&c, quote_line, "%s", "a quote that is never closed (systemd would take the rest of "
+			                                   "the file as the value)");
+			break;
+		case KEY:
+			rc = ef_fail(&c, c.key_line, "no '=' in '%s': systemd ignores this line", c.key.data);
+			break;
+		case PRE_VALUE:
+		case VALUE:
+		case VALUE_ESCAPE:
+			if (state == VALUE && last_value_ws != SIZE_MAX)
+				c.value.len = last_value_ws;
+			rc = ef_push(&c, last_key_ws);
+			break;
+		default:
+			break;
+		}
+	}
+	oeap_buf_free(&c.key);
+	oeap_buf_free(&c.value);
+	return rc ? -1 : 0;
+}
+
+int oeap_envfile_load(const char *path, oeap_env *env, oeap_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	oeap_error io;
+	oeap_error_clear(&io);
+	if (oeap_read_file(path, &text, &len, &io))
+		return oeap_fail(err, OEAP_ERR_IO, "--env-file", 0, "%s: cannot read it: %s", path, io.message);
+	int rc = oeap_envfile_parse(text, len, path, env, err);
+	free(text);
+	return rc;
+}
+
+/* ------------------------------------------------------------ the rules */
+
+static int blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* [start, end) of `raw` without surrounding ASCII blanks. */
+static void strip(const char *raw, const char **start, const char **end)
+{
+	const char *s = raw, *e = raw + strlen(raw);
+	while (s < e && blank(*s))
+		s++;
+	while (e > s && blank(e[-1]))
+		e--;
+	*start = s;
+	*end = e;
+}
+
+static int word_in(const char *s, size_t n, char **words)
+{
+	for (char **w = words; w && *w; w++)
+		if (strlen(*w) == n && strncasecmp(s, *w, n) == 0)
+			return 1;
+	return 0;
+}
+
+int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out)
+{
+	const char *p, *e;
+	strip(raw, &p, &e);
+	*out = 0;
+	if (p == e)
+		return 1;
+	switch (s->type) {
+	case OEAP_SETTING_INT: {
+		int neg = 0;
+		long long v = 0;
+		if (*p == '+' || *p == '-')
+			neg = *p++ == '-';
+		if (p == e)
+			return -1;
+		for (; p < e; p++) {
+			if (*p < '0' || *p > '9')
+				return -1;
+			v = v * 10 + (*p - '0');
+			if (v > (long long)INT32_MAX + 1)
+				return -1; /* beyond any 32-bit value: stop before long long could overflow */
+		}
+		v = neg ? -v : v;
+		if (v < INT32_MIN || v > INT32_MAX || v < s->min || v > s->max)
+			return -1;
+		*out = v;
+		return 0;
+	}
+	case OEAP_SETTING_BOOL:
+		if (word_in(p, (size_t)(e - p), def->bool_true))
+			*out = 1;
+		else if (!word_in(p, (size_t)(e - p), def->bool_false))
+			return -1;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void join_words(char **words, char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (char **w = words; w && *w && n < cap; w++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%s", w == words ? "" : "/", *w);
+}
+
+void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap)
+{
+	char t[128], f[128];
+	switch (s->type) {
+	case OEAP_SETTING_INT:
+		if (s->min > INT32_MIN && s->max < INT32_MAX)
+			snprintf(buf, cap, "an integer in %lld..%lld", s->min, s->max);
+		else if (s->min > INT32_MIN)
+			snprintf(buf, cap, "an integer >= %lld", s->min);
+		else if (s->max < INT32_MAX)
+			snprintf(buf, cap, "an integer <= %lld", s->max);
+		else
+			snprintf(buf, cap, "a 32-bit integer");
+		break;
+	case OEAP_SETTING_BOOL:
+		join_words(def->bool_true, t, sizeof(t));
+		join_words(def->bool_false, f, sizeof(f));
+		snprintf(buf, cap, "a boolean (%s or %s)", t, f);
+		break;
+	case OEAP_SETTING_PATH:
+		snprintf(buf, cap, "a path");
+		break;
+	default:
+		snprintf(buf, cap, "a string");
+		break;
+	}
+}
+
+char *oeap_settings_quote(const char *value)
+{
+	oeap_buf b = OEAP_BUF_INIT;
+	const unsigned char *p = (const unsigned char *)value;
+	int ok = oeap_buf_put(&b, "'", 1) == 0;
+	while (ok && *p) {
+		size_t n = 1;
+		if (*p >= 0x80) {
+			/* the longest valid UTF-8 sequence starting here, else one byte escaped */
+			for (n = 4; n > 1; n--)
+				if (strnlen((const char *)p, n) == n && utf8_valid((const char *)p, n))
+					break;
+			if (n > 1) {
+				ok = oeap_buf_put(&b, (const char *)p, n) == 0;
+				p += n;
+				continue;
+			}
+		}
+		if (*p < 0x20 || *p == 0x7f || *p >= 0x80 || *p == '\\' || *p == '\'')
+			ok = *p == '\\' || *p == '\'' ? oeap_buf_printf(&b, "\\%c", *p) == 0 : oeap_buf_printf(&b, "\\x%02x", *p) == 0;
+		else
+			ok = oeap_buf_put(&b, (const char *)p, 1) == 0;
+		p++;
+	}
+	if (!ok || oeap_buf_put(&b, "'", 1)) {
+		oeap_buf_free(&b);
+		return NULL;
+	}
+	return oeap_buf_detach(&b, NULL);
+}
+
+/* ------------------------------------------------------------ the check */
+
+/* Optimal string alignment distance (Damerau-Levenshtein with adjacent swaps), ASCII case ignored. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b);
+	if (n > 64 || m > 64)
+		return SIZE_MAX;
+	size_t d[65][65];
+	for (size_t i = 0; i <= n; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= m; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= n; i++)
+		for (size_t j = 1; j <= m; j++) {
+			size_t cost = toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]);
+			size_t v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < v)
+				v = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && toupper((unsigned char)a[i - 1]) == toupper((unsigned char)b[j - 2]) &&
+			    toupper((unsigned char)a[i - 2]) == toupper((unsigned char)b[j - 1]) && d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[n][m];
+}
+
+static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error,
+                       const char *fmt, ...)
+{
+	oeap_setting_problem *a = realloc(res->problems, (res->nproblems + 1) * sizeof(*a));
+	if (!a)
+		return -1;
+	res->problems = a;
+	oeap_setting_problem *p = &a[res->nproblems];
+	memset(p, 0, sizeof(*p));
+	p->name = strdup(name);
+	p->shown = v ? oeap_settings_quote(v->value) : NULL;
+	p->origin = v && v->origin ? strdup(v->origin) : NULL;
+	p->line = v ? v->line : 0;
+	p->error = error;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->message, sizeof(p->message), fmt, ap);
+	va_end(ap);
+	res->nproblems++;
+	if (!p->name || (v && !p->shown) || (v && v->origin && !p->origin))
+		return -1;
+	return 0;
+}
+
+int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
+	size_t n = def->nsettings;
+	memset(res, 0, sizeof(*res));
+	res->switch_index = -1;
+	res->nsettings = n;
+	res->values = calloc(n ? n : 1, sizeof(*res->values));
+	res->strings = calloc(n ? n : 1, sizeof(*res->strings));
+	res->given = calloc(n ? n : 1, sizeof(*res->given));
+	int *bad = calloc(n ? n : 1, sizeof(*bad));
+	if (!res->values || !res->strings || !res->given || !bad)
+		goto oom;
+	char expected[256];
+	/* Each value on its own; problems are sorted into errors and warnings below. */
+	for (size_t i = 0; i < n; i++) {
+		const oeap_setting_def *s = &def->settings[i];
+		const oeap_env_var *v = oeap_env_get(env, s->name);
+		if (s->is_switch)
+			res->switch_index = (int)i;
+		int rc = v ? oeap_setting_parse(def, s, v->value, &res->values[i]) : 1;
+		if (v)
+			res->nset++;
+		if (rc == 0) {
+			res->given[i] = 1;
+			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH) {
+				const char *a, *e;
+				strip(v->value, &a, &e);
+				if (!(res->strings[i] = strndup(a, (size_t)(e - a))))
+					goto oom;
+			}
+		} else if (rc == 1) {
+			if (s->default_value && (s->type == OEAP_SETTING_INT || s->type == OEAP_SETTING_BOOL))
+				oeap_setting_parse(def, s, s->default_value, &res->values[i]); /* validated at load */
+			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
+				goto oom;
+		} else {
+			bad[i] = 1;
+			oeap_setting_expected(def, s, expected, sizeof(expected));
+			if (add_problem(res, s->name, v, 1, "expected %s", expected))
+				goto oom;
+		}
+	}
+	/* Cross rules, on the effective values of settings that are themselves valid. */
+	for (size_t i = 0; i < n; i++) {
+		const oeap_setting_def *s = &def->settings[i];
+		const oeap_setting_def *t = s->at_least ? oeap_patchdef_setting(def, s->at_least) : NULL;
+		if (!t || bad[i] || bad[t - def->settings])
+			continue;
+		size_t j = (size_t)(t - def->settings);
+		if (res->values[i] < res->values[j]) {
+			bad[i] = 1;
+			const oeap_env_var *v = oeap_env_get(env, s->name);
+			if (add_problem(res, s->name, v, 1, "%s%lld is below %s (%lld%s): expected an integer >= %s",
+			                v ? "" : "its default ", res->values[i], t->name, res->values[j],
+			                res->given[j] ? "" : ", its default", t->name))
+				goto oom;
+		}
+	}
+	int sw = res->switch_index;
+	int switch_bad = sw >= 0 && bad[sw];
+	res->on = sw < 0 || switch_bad || res->values[sw] != 0;
+	/* Off (the switch valid and zero): the binding warns about a bad value and runs on defaults. */
+	if (!res->on)
+		for (size_t k = 0; k < res->nproblems; k++) {
+			res->problems[k].error = 0;
+			res->defaults_only = 1;
+		}
+	if (res->defaults_only)
+		for (size_t i = 0; i < n; i++) {
+			const oeap_setting_def *s = &def->settings[i];
+			res->given[i] = 0;
+			free(res->strings[i]);
+			res->strings[i] = NULL;
+			res->values[i] = 0;
+			if (s->default_value && (s->type == OEAP_SETTING_INT || s->type == OEAP_SETTING_BOOL))
+				oeap_setting_parse(def, s, s->default_value, &res->values[i]);
+			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
+				goto oom;
+		}
+	/* Names in the binding's namespace that are no setting. */
+	size_t plen = def->env_prefix ? strlen(def->env_prefix) : 0;
+	for (size_t k = 0; plen && k < env->n; k++) {
+		const oeap_env_var *v = &env->vars[k];
+		if (strncasecmp(v->name, def->env_prefix, plen) != 0 || oeap_patchdef_setting(def, v->name))
+			continue;
+		size_t best = SIZE_MAX;
+		const char *closest = NULL;
+		for (size_t i = 0; i < n; i++) {
+			size_t d = edit_distance(v->name, def->settings[i].name);
+			if (d < best) {
+				best = d;
+				closest = def->settings[i].name;
+			}
+		}
+		int typo = closest && best <= 2;
+		if (typo ? add_problem(res, v->name, v, 1,
+		                       "not a setting of %s/%d: a typo of %s? The binding ignores it, so %s keeps its "
+		                       "default; rename or remove it",
+		                       def->name, def->version, closest, closest)
+		         : add_problem(res, v->name, v, 0, "not a setting of %s/%d, the binding ignores it%s%s%s", def->name,
+		                       def->version, closest ? " (closest: " : "", closest ? closest : "",
+		                       closest ? ")" : ""))
+			goto oom;
+	}
+	for (size_t k = 0; k < res->nproblems; k++) {
+		if (res->problems[k].error)
+			res->errors++;
+		else
+			res->warnings++;
+	}
+	free(bad);
+	return 0;
+oom:
+	free(bad);
+	return -1;
+}
+
+void oeap_settings_result_free(oeap_settings_result *res)
+{
+	for (size_t k = 0; k < res->nproblems; k++) {
+		free(res->problems[k].name);
+		free(res->problems[k].shown);
+		free(res->problems[k].origin);
+	}
+	free(res->problems);
+	if (res->strings)
+		for (size_t i = 0; i < res->nsettings; i++)
+			free(res->strings[i]);
+	free(res->strings);
+	free(res->values);
+	free(res->given);
+	memset(res, 0, sizeof(*res));
+}
+
+const char *oeap_settings_effective(const oeap_patchdef *def, const oeap_settings_result *res, size_t i,
+                                    char *buf, size_t cap)
+{
+	const oeap_setting_def *s = &def->settings[i];
+	switch (s->type) {
+	case OEAP_SETTING_INT:
+		snprintf(buf, cap, "%lld", res->values[i]);
+		return buf;
+	case OEAP_SETTING_BOOL:
+		snprintf(buf, cap, "%s", res->values[i] ? "true" : "false");
+		return buf;
+	default:
+		return res->strings[i];
+	}
+}
