@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""The binding and `oeapatch verify` give the same verdict on every setting value.
+
+Usage: /usr/bin/python3 tests/e2e/test_settings_crosscheck.py --library PATH/liboea.so [-v]
+
+Two implementations read the SGLANG_OEA_* settings: the binding module's
+parse_settings() (Python, at the server's import) and `oeapatch verify` (C,
+from the [setting:...] rules of patch.ini, before the start). A pre-start gate
+is worth something only when they agree, so this test:
+
+- applies the patch to a fixture checkout with the CLI and imports the binding
+  module it wrote (not the template), with the system python3; with
+  SGLANG_OEA_K0 unset it must load neither torch nor ctypes;
+- requires that the SGLANG_OEA_* names binding.py reads are exactly the
+  [setting:...] sections of patch.ini (a setting added to one only fails here);
+- runs every value of VALUES for every setting through parse_settings({NAME:
+  value}) and through `oeapatch verify --json`, once from the environment and
+  once from a systemd EnvironmentFile (--env-file), and requires the same
+  verdict and, when valid, the same effective value;
+- checks the off/on leniency against the real import: with SGLANG_OEA_K0 valid
+  and 0 a bad value is a warning (the import goes on), otherwise a failure (the
+  import stops), for the same environments.
+
+Prints one line per case, then `N passed, M failed`; exit 1 on any failure.
+"""
+
+import argparse
+import configparser
+import importlib.util
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from oea_testlib import RESULTS, VERBOSE, case, check, summary
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.environ.get("OEAPATCH_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
+OEAPATCH = os.environ.get("OEAPATCH") or os.path.join(ROOT, "build", "src", "oeapatch")
+DEFINITION = os.path.join(ROOT, "patches", "sglang-oea")
+ERA = os.path.join(ROOT, "tests", "fixtures", "eras", "2025-08_topk_config.py")
+TARGET = "python/sglang/srt/layers/moe/topk.py"
+MODULE = "_oeapatch_sglang_oea"
+PREFIX = "SGLANG_OEA_"
+
+# Valid, invalid and edge values; each is tried for every setting.
+VALUES = [
+    "", " ", "\t", "0", "1", "2", "3", " 3 ", "\t3\n", "+3", "-3", "03", "007", "-0", "+0",
+    "3.0", "3e0", "0x3", "0b1", "1_0", "3 4", "three", "abc", "-", "+", "2147483647",
+    "2147483648", "-2147483648", "-2147483649", "99999999999999999999999", "1024", "1025",
+    "\u0663", "\uff13", "3\u00a0", "\u00a03", "TRUE", "True", "true", "Yes", "y", "N", "no",
+    "FALSE", "off", "on", "t", "/opt/liboea.so", "  /opt/liboea.so  ", "caf\u00e9", "\udcff3",
+]
+
+
+def environment_without_settings():
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith(PREFIX)}
+
+
+def settings_of_definition():
+    """[(NAME, type, key)] of patch.ini, read with Python's own INI parser."""
+    ini = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    with open(os.path.join(DEFINITION, "patch.ini"), encoding="utf-8") as f:
+        ini.read_file(f)
+    out = []
+    for section in ini.sections():
+        if section.startswith("setting:"):
+            name = section[len("setting:"):]
+            key = ini[section].get("key", name[len(PREFIX):].lower())
+            out.append((name, ini[section]["type"], key))
+    return out
+
+
+def systemd_double_quoted(value):
+    """VALUE as a systemd EnvironmentFile double-quoted value (systemd.exec(5))."""
+    return '"' + re.sub(r'(["\\`$])', r"\\\1", value) + '"'
+
+
+class Verify:
+    def __init__(self, checkout):
+        self.checkout = checkout
+        self.runs = 0
+
+    def run(self, env=None, env_file_text=None, tmp=None):
+        """(exit code, JSON document) of `oeapatch verify --json`."""
+        args = [OEAPATCH, "verify", "-C", self.checkout, "--json"]
+        child = environment_without_settings()
+        if env_file_text is not None:
+            path = os.path.join(tmp, "settings.env")
+            with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
+                f.write(env_file_text)
+            args += ["--env-file", path]
+        else:
+            child.update(env or {})
+        self.runs += 1
+        proc = subprocess.run(args, env=child, capture_output=True, timeout=60)
+        try:
+            doc = json.loads(proc.stdout.decode("utf-8"))
+        except ValueError:
+            raise AssertionError("verify printed no JSON (exit %d): %r %r"
+                                 % (proc.returncode, proc.stdout[:300], proc.stderr[:300]))
+        return proc.returncode, doc
+
+
+def verify_verdict(doc):
+    """('bad', None) when verify reports a problem (only one variable is set: a value
+    can also break a cross rule, reported on the other setting), else ('ok', effective)."""
+    settings = doc.get("settings")
+    check(settings is not None, "no settings in verify's JSON: %r" % (doc,))
+    if settings["problems"]:
+        return "bad", None
+    return "ok", settings["effective"]
+
+
+def shown(value):
+    """How verify shows a value that is not UTF-8 (settings.c, oeap_settings_quote)."""
+    out = ""
+    for ch in value:
+        if "\udc80" <= ch <= "\udcff":
+            out += "\\x%02x" % (ord(ch) - 0xdc00)
+        elif ch in "\\'":
+            out += "\\" + ch
+        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
+            out += "\\x%02x" % ord(ch)
+        else:
+            out += ch
+    return "'" + out + "'"
+
+
+def same_value(parsed, effective):
+    if isinstance(parsed, str) and any("\udc80" <= ch <= "\udcff" for ch in parsed):
+        return shown(parsed) == effective  # JSON strings are UTF-8: verify escapes the rest
+    return parsed == effective
+
+
+def binding_verdict(module, name, value):
+    try:
+        return "ok", module.parse_settings({name: value})
+    except module.SettingError:
+        return "bad", None
+
+
+def load_module(directory, env):
+    """Imports the written binding module under `env` (os.environ patched for the import)."""
+    saved = dict(os.environ)
+    try:
+        for k in list(os.environ):
+            if k.upper().startswith(PREFIX):
+                del os.environ[k]
+        os.environ.update(env)
+        spec = importlib.util.spec_from_file_location(MODULE, os.path.join(directory, MODULE + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--library", required=True)
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    VERBOSE[0] = args.v
+    logging.basicConfig(level=logging.ERROR)
+
+    with tempfile.TemporaryDirectory(prefix="oeapatch-settings-") as tmp:
+        checkout = os.path.join(tmp, "checkout")
+        os.makedirs(os.path.join(checkout, os.path.dirname(TARGET)))
+        with open(ERA, "rb") as src, open(os.path.join(checkout, TARGET), "wb") as dst:
+            dst.write(src.read())
+        proc = subprocess.run([OEAPATCH, "apply", "-C", checkout, "--library", args.library],
+                              env=environment_without_settings(), capture_output=True, text=True)
+        if proc.returncode != 0:
+            print("FAIL apply: exit %d: %s" % (proc.returncode, proc.stderr))
+            return 1
+        moe = os.path.join(checkout, os.path.dirname(TARGET))
+        written = os.path.join(moe, MODULE + ".py")
+        verify = Verify(checkout)
+        settings = settings_of_definition()
+
+        @case("the written module imports with K0 unset, without torch or ctypes")
+        def import_light():
+            script = ("import sys; before = set(sys.modules); sys.path.insert(0, %r); import %s as m; "
+                      "new = set(sys.modules) - before; print(sorted(n for n in new if n.split('.')[0] "
+                      "in ('torch', 'ctypes', 'numpy')))" % (moe, MODULE))
+            p = subprocess.run([sys.executable, "-c", script], env=environment_without_settings(),
+                               capture_output=True, text=True, timeout=120)
+            check(p.returncode == 0, "import failed: %s" % p.stderr)
+            check(p.stdout.strip() == "[]", "K0 unset imported %s" % p.stdout.strip())
+
+        @case("binding.py reads exactly the settings patch.ini has rules for")
+        def same_names():
+            with open(written, encoding="utf-8") as f:
+                read = set(re.findall(r'"(%s[A-Z0-9_]+)"' % PREFIX, f.read()))
+            ruled = {name for name, _, _ in settings}
+            check(read == ruled, "only in binding.py: %s; only in patch.ini: %s"
+                  % (sorted(read - ruled), sorted(ruled - read)))
+            return "%d settings" % len(ruled)
+
+        import_light()
+        same_names()
+        module = load_module(moe, {})
+        check(module.K0 == 0, "K0 unset gave %r" % module.K0)
+
+        for name, typ, key in settings:
+            @case("%s: %d values, environment and EnvironmentFile, same verdicts" % (name, len(VALUES)))
+            def per_setting(name=name, key=key):
+                agree = bad = 0
+                mismatches = []
+                for value in VALUES:
+                    want, parsed = binding_verdict(module, name, value)
+                    sources = [("env", dict(env={name: value}))]
+                    if "\udcff" not in value:  # an EnvironmentFile is UTF-8
+                        sources.append(("file", dict(env_file_text="# cross-check\n%s=%s\n" % (
+                            name, systemd_double_quoted(value)), tmp=tmp)))
+                    for label, kw in sources:
+                        rc, doc = verify.run(**kw)
+                        got, effective = verify_verdict(doc)
+                        if got != want:
+                            mismatches.append("%s %r: binding %s, verify %s (exit %d)"
+                                              % (label, value, want, got, rc))
+                        elif got == "ok" and not same_value(parsed[key], effective[key]):
+                            mismatches.append("%s %r: binding %r, verify %r"
+                                              % (label, value, parsed[key], effective[key]))
+                        else:
+                            agree += 1
+                    bad += want == "bad"
+                check(not mismatches, "%d disagreements:\n  %s" % (len(mismatches), "\n  ".join(mismatches)))
+                return "%d agreements, %d values refused" % (agree, bad)
+            per_setting()
+
+        # The switch: the import (not parse_settings) decides between a warning and a stop.
+        lenient = [
+            ({"SGLANG_OEA_STATS": "maybe"}, True),
+            ({"SGLANG_OEA_K0": "0", "SGLANG_OEA_STATS": "maybe"}, True),
+            ({"SGLANG_OEA_K0": "-0", "SGLANG_OEA_MIN_BATCH": "x"}, True),
+            ({"SGLANG_OEA_K0": " 00 ", "SGLANG_OEA_MIN_BATCH": "2000"}, True),
+            ({"SGLANG_OEA_K0": "", "SGLANG_OEA_MAX_TOKENS": "0"}, True),
+            ({"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "maybe"}, False),
+            ({"SGLANG_OEA_K0": "+1", "SGLANG_OEA_MIN_BATCH": "2000"}, False),
+            ({"SGLANG_OEA_K0": "abc"}, False),
+            ({"SGLANG_OEA_K0": "0x0", "SGLANG_OEA_STATS": "maybe"}, False),
+        ]
+
+        @case("off (K0 valid and 0) warns, on or bad K0 stops: the import and verify agree")
+        def leniency():
+            out = []
+            for env, imports in lenient:
+                try:
+                    load_module(moe, env)
+                    imported = True
+                except Exception as exc:  # each import has its own SettingError class
+                    # K0 > 0 with valid settings would load liboea: not a case here
+                    check(type(exc).__name__ == "SettingError",
+                          "%r: the import failed otherwise: %r" % (env, exc))
+                    imported = False
+                rc, doc = verify.run(env=env)
+                warned = any(c.get("warning") for c in doc["checks"] if c["check"] == "settings")
+                check(imported == imports, "%r: the import %s" % (env, "went on" if imported else "stopped"))
+                check((rc == 0 and warned) if imports else rc == 1,
+                      "%r: the import %s, verify exit %d (warning: %s)"
+                      % (env, "went on" if imported else "stopped", rc, warned))
+                out.append("ok" if imports else "stop")
+            return " ".join(out)
+        leniency()
+        print("(%d verify runs)" % verify.runs)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
