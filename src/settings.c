@@ -173,6 +173,9 @@ static int ef_push(envfile_ctx *c, size_t key_ws)
 		return ef_fail(c, c->key_line,
 		               "invalid UTF-8 in '%s': systemd ignores this assignment (EnvironmentFile= must be UTF-8)",
 		               utf8_valid(key, strlen(key)) ? key : "the name");
+	if (!strncmp(key, "\xef\xbb\xbf", 3))
+		return ef_fail(c, c->key_line, "%s",
+		               "a byte order mark: systemd reads it as part of the first name and ignores the assignment");
 	if (!env_name_valid(key))
 		return ef_fail(c, c->key_line,
 		               strncmp(key, "export", 6) == 0 && isspace((unsigned char)key[6])
