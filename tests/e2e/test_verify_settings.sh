@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# test_verify_settings.sh - `oeapatch verify` as the pre-start gate for the
+# binding's settings (issue 9): on a patched fixture checkout, good and bad
+# SGLANG_OEA_* environments and systemd EnvironmentFile= files (--env-file),
+# the switch (a bad value fails with K0 on, warns with K0 off), typos, the
+# precedence of files over verify's own environment, file syntax errors named
+# by file and line, the effective-settings line, --json, and --ref.
+set -u
+
+SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+OEAPATCH=${OEAPATCH:-$SRC/build/src/oeapatch}
+LIB=${OEA_LIBRARY:?OEA_LIBRARY: the liboea to bind}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+T=python/sglang/srt/layers/moe/topk.py
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-settings.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/testlib.sh"
+e2e_git_env "$WORK"
+# Whatever the caller's shell holds must not leak into the checks.
+for v in $(env | sed -n 's/^\([Ss][Gg][Ll][Aa][Nn][Gg]_[Oo][Ee][Aa]_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+
+C=$WORK/checkout
+mkdir -p "$C/$(dirname "$T")" && cp "$SRC/tests/fixtures/eras/2025-08_topk_config.py" "$C/$T"
+"$OEAPATCH" apply -C "$C" --library "$LIB" >/dev/null || { echo "FAIL apply"; exit 1; }
+V() { "$OEAPATCH" verify -C "$C" "$@"; }
+# EV NAME=VALUE... [ARGS]: verify with those variables added to the environment.
+EV() {
+	local -a vars=()
+	while [[ $# -gt 0 && $1 == *=* ]]; do vars+=("$1"); shift; done
+	env "${vars[@]}" "$OEAPATCH" verify -C "$C" "$@"
+}
+
+echo "== the environment"
+expect "nothing set: verified" 0 V
+has "a settings check" "ok   settings"
+has "the effective settings, off" "settings: k0=0 (off) min_batch=2 max_tokens=1024 strict=true"
+has "the recorded library in them" "library=$(realpath "$LIB")"
+expect "K0=3 and valid gates: verified" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MIN_BATCH=4 SGLANG_OEA_MAX_TOKENS=256
+has "k0 and gates as given" "settings: k0=3 min_batch=4 max_tokens=256"
+expect "the issue: K0=abc fails" 1 EV SGLANG_OEA_K0=abc
+has "named with its value and the expected form" "FAIL settings               SGLANG_OEA_K0='abc' (the environment): expected an integer >= 0"
+has "the verdict" "does NOT verify"
+expect "K0=3, STATS=maybe: fails (the import would stop)" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_STATS=maybe
+has "STATS named" "SGLANG_OEA_STATS='maybe' (the environment): expected a boolean (true/1/yes/y or false/0/no/n)"
+expect "K0 unset, STATS=maybe: a warning (the binding only warns)" 0 EV SGLANG_OEA_STATS=maybe
+has "a WARN line" "WARN settings               SGLANG_OEA_STATS='maybe'"
+has "says the start with K0 on fails" "the start with it on will fail"
+has "counted in the verdict" "verified (15 checks, 1 warning)"
+expect "K0=-0 is off too" 0 EV SGLANG_OEA_K0=-0 SGLANG_OEA_STATS=maybe
+expect "MIN_BATCH above MAX_TOKENS's default, K0 on: fails" 1 EV SGLANG_OEA_K0=2 SGLANG_OEA_MIN_BATCH=2000
+has "the cross rule" "SGLANG_OEA_MAX_TOKENS (unset): its default 1024 is below SGLANG_OEA_MIN_BATCH (2000)"
+expect "a typo of K0 fails, K0 off or not" 1 EV SGLANG_OEA_KO=3
+has "names the setting it meant" "a typo of SGLANG_OEA_K0?"
+expect "another name of the namespace: a warning" 0 EV SGLANG_OEA_PROMETHEUS_PORT=9000
+has "with the closest setting" "not a setting of sglang-oea/1, the binding ignores it (closest:"
+expect "-q: the status alone" 1 env SGLANG_OEA_K0=abc "$OEAPATCH" verify -C "$C" -q
+check "-q prints nothing" test -z "$out"
+
+echo "== --json"
+expect "a bad value, --json" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_MAX_TOKENS=4096 --json
+check "ok false, the problem and the effective settings in the document" "$PY" -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["ok"] is False, d["ok"]
+s = d["settings"]
+assert s["source"] == ["environment"] and s["on"] is True and s["switch"] == "SGLANG_OEA_K0", s
+p = s["problems"]
+assert len(p) == 1 and p[0]["variable"] == "SGLANG_OEA_MAX_TOKENS" and p[0]["value"] == "'"'"'4096'"'"'", p
+assert p[0]["severity"] == "error" and "1..1024" in p[0]["message"], p
+assert s["effective"]["k0"] == 3 and s["effective"]["strict"] is True, s["effective"]
+assert any(c["check"] == "settings" and not c["ok"] for c in d["checks"])
+' "$out"
+expect "a warning, --json" 0 EV SGLANG_OEA_STATS=maybe --json
+check "ok true, the check holds with a warning" "$PY" -c '
+import json, sys
+d = json.loads(sys.argv[1])
+c = [c for c in d["checks"] if c["check"] == "settings"]
+assert d["ok"] is True and c and all(x["ok"] and x.get("warning") for x in c), c
+assert d["settings"]["problems"][0]["severity"] == "warning"
+' "$out"
+
+echo "== --env-file"
+F=$WORK/sglang.env
+printf '# the server'"'"'s settings\n; systemd comment\n\nSGLANG_OEA_K0=4\nSGLANG_OEA_MIN_BATCH = " 8 "\nSGLANG_OEA_STATS=yes\nOTHER=1\n' >"$F"
+expect "a good file" 0 V --env-file "$F"
+has "says where the settings came from" "3 of 8 settings of sglang-oea/1 set in $F, all valid"
+has "the file's values are effective, the quoted blanks ignored" "settings: k0=4 min_batch=8 max_tokens=1024"
+expect "verify's own environment is ignored with --env-file" 0 EV SGLANG_OEA_K0=abc --env-file "$F"
+has "and the ignored variables are named" "(ignored from verify's own environment, --env-file gives the server's: SGLANG_OEA_K0)"
+printf 'SGLANG_OEA_K0=4\nSGLANG_OEA_STATS=maybe\n' >"$WORK/bad.env"
+expect "a bad value in a file" 1 V --env-file "$WORK/bad.env"
+has "named by file and line" "SGLANG_OEA_STATS='maybe' ($WORK/bad.env:2): expected a boolean"
+printf 'SGLANG_OEA_K0=abc\n' >"$WORK/a.env"
+printf 'SGLANG_OEA_K0=2\n' >"$WORK/b.env"
+expect "repeated: the later file wins (a bad K0 overridden)" 0 V --env-file "$WORK/a.env" --env-file "$WORK/b.env"
+has "k0 from the later file" "settings: k0=2"
+expect "repeated: the later file wins (a bad K0 last)" 1 V --env-file "$WORK/b.env" --env-file "$WORK/a.env"
+printf 'SGLANG_OEA_K0=1\nSGLANG_OEA_LIBRARY=%s/nowhere/liboea.so\n' "$WORK" >"$WORK/lib.env"
+expect "the library the file names is the one checked" 1 V --env-file "$WORK/lib.env"
+has "library check names the override" "(set by SGLANG_OEA_LIBRARY)"
+has "and the effective line shows it" "library=$WORK/nowhere/liboea.so"
+
+echo "== EnvironmentFile syntax: what systemd would ignore is an error naming file and line"
+printf 'SGLANG_OEA_STATS=1\nexport SGLANG_OEA_K0=3\n' >"$WORK/export.env"
+expect "export" 2 V --env-file "$WORK/export.env"
+has "file:line and why" "$WORK/export.env:2: 'export SGLANG_OEA_K0' is not a variable name: EnvironmentFile= has no 'export'"
+printf 'SGLANG_OEA_K0 3\n' >"$WORK/noeq.env"
+expect "a line without '='" 2 V --env-file "$WORK/noeq.env"
+has "named" "noeq.env:1: no '=' in 'SGLANG_OEA_K0 3': systemd ignores this line"
+printf 'A=1\nSGLANG_OEA_K0="3\nB=2\n' >"$WORK/quote.env"
+expect "a quote never closed" 2 V --env-file "$WORK/quote.env"
+has "named at the quote's line" "quote.env:2: a quote that is never closed"
+expect "a file that cannot be read" 2 V --env-file "$WORK/missing.env"
+has "named" "$WORK/missing.env: cannot read it"
+expect "--json: the error in the document" 2 V --env-file "$WORK/export.env" --json
+check "error with file and line" "$PY" -c '
+import json, sys
+d = json.JSONDecoder().raw_decode(sys.argv[1][sys.argv[1].index("{"):])[0]  # stderr is beside it
+e = d["error"]
+assert d["ok"] is False and e["line"] == 2 and e["where"].endswith("export.env:2"), d
+' "$out"
+printf 'SGLANG_OEA_K0=2\\\n0\nSGLANG_OEA_LIBRARY="%s"  # not a comment\n' "$LIB" >"$WORK/cont.env"
+expect "continuation and text after a closing quote (systemd joins it)" 1 V --env-file "$WORK/cont.env"
+has "k0 continued over two lines" "settings: k0=20 "
+has "the joined library value is what is checked" "# not a comment"
+
+echo "== --ref"
+git -C "$C" init -q && git -C "$C" add -A && git -C "$C" commit -qm patched
+expect "--ref: the settings of this machine are not a commit's" 0 EV SGLANG_OEA_K0=abc --ref HEAD
+has "said" "so were the settings (--env-file checks a file's)"
+expect "--ref --env-file: the file's are checked" 1 V --ref HEAD --env-file "$WORK/bad.env"
+has "named" "SGLANG_OEA_STATS='maybe'"
+
+echo "== the CLI around it"
+expect "help verify shows --env-file" 0 "$OEAPATCH" help verify
+has "the option" "--env-file FILE"
+check "no C source names a setting of a definition (they are data)" test -z "$(grep -rl 'SGLANG_OEA' "$SRC/src")"
+
+e2e_summary
