@@ -7,7 +7,7 @@
 # without touching this file.
 
 # The options that take a separate argument, global or per command.
-_oeapatch_takes_arg='-C|--directory|--python|--patch|--library|--junit|-n|--max-count|--ref|--only'
+_oeapatch_takes_arg='-C|--directory|--python|--patch|--library|--junit|--env-file|-n|--max-count|--ref|--only'
 
 _oeapatch_commands()
 {
@@ -75,7 +75,7 @@ _oeapatch()
 		mapfile -t COMPREPLY < <(compgen -d -- "$cur")
 		return
 		;;
-	--python | --library | --junit)
+	--python | --library | --junit | --env-file)
 		compopt -o filenames 2>/dev/null
 		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
 		return

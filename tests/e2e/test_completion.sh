@@ -75,6 +75,10 @@ mkdir -p "$work/dirs/alpha" "$work/dirs/beta"
 touch "$work/dirs/afile"
 offers "-C completes directories only" "$work/dirs/alpha" -C "$work/dirs/a"
 offers "status -C too" "$work/dirs/beta" status -C "$work/dirs/b"
+includes "verify's options" "--env-file --ref --skip-binding" verify -
+touch "$work/dirs/sglang.env"
+offers "--env-file completes files" "$work/dirs/sglang.env" verify --env-file "$work/dirs/sg"
+offers "verify --env" "--env-file" verify --env
 
 repo=$work/repo
 git init -q "$repo" && git -C "$repo" -c user.name=T -c user.email=t@example.org commit -q --allow-empty -m one &&
