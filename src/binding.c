@@ -260,8 +260,21 @@ done:
 
 int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_report *rep)
 {
-	const char *override = def->library_env ? getenv(def->library_env) : NULL;
-	return oeap_binding_verify_with(def, target_path, override && *override ? override : NULL, rep, NULL);
+	/* The binding's rule for a path: surrounding ASCII blanks dropped, blank is unset (settings.h). */
+	const char *v = def->library_env ? getenv(def->library_env) : NULL;
+	char *override = NULL;
+	if (v) {
+		while (*v && strchr(" \t\n\r\v\f", *v))
+			v++;
+		size_t n = strlen(v);
+		while (n && strchr(" \t\n\r\v\f", v[n - 1]))
+			n--;
+		if (n && !(override = strndup(v, n)))
+			return -1;
+	}
+	int rc = oeap_binding_verify_with(def, target_path, override, rep, NULL);
+	free(override);
+	return rc;
 }
 
 int oeap_binding_verify_with(const oeap_patchdef *def, const char *target_path, const char *override,

@@ -51,7 +51,7 @@ static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
 	{"ref", required_argument, OPT_REF, "REV",
 	 "verify the file as committed at REV (read from git, not the work tree): the binding module must be in "
-	 "that commit too; the library check is skipped"},
+	 "that commit too; the library check is skipped, and so is the settings check unless --env-file names files"},
 	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
 	 "with --ref: do not require the binding module in the commit (every deploy runs `oeapatch apply`, which "
 	 "writes it)"},
