@@ -222,7 +222,7 @@ expect "verify --ref C1 (no file there)" 1 "$OEAPATCH" verify --ref "$C1"
 has "... says the file is not there" "no $T at $C1"
 expect "verify --ref of an unknown revision" 2 "$OEAPATCH" verify --ref nope
 expect "verify --ref --json" 0 "$OEAPATCH" verify --json --ref HEAD
-[ "$(json "d['commit'], d['skipped']")" = "$C14 ['library']" ] && ok "... reports the commit" ||
+[ "$(json "d['commit'], d['skipped']")" = "$C14 ['library', 'settings']" ] && ok "... reports the commit" ||
 	bad "verify --ref json" "$out"
 git clone -q --bare "$R" "$WORK/bare2.git"
 expect "verify --ref on a bare repository" 0 "$OEAPATCH" verify -C "$WORK/bare2.git" --ref main
