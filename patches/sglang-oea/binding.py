@@ -316,7 +316,8 @@ if K0 > 0:
 # reads it from the nearest caller frame that has one: the same object the
 # model runner set, in every release since topk.py exists (Dec 2024).
 DECODE_DETECTION = ("ForwardBatch.forward_mode of the calling model (decode%s); "
-                    "piecewise-CUDA-graph flag while compiled"
+                    "under DP attention, decode or idle and no rank extending "
+                    "(is_extend_in_batch); piecewise-CUDA-graph flag while compiled"
                     % (" + target-verify" if SPECULATIVE else " only"))
 _MAX_FRAMES = 64
 _holds_batch = {}  # code object -> whether `forward_batch` is one of its names
@@ -327,7 +328,7 @@ def _has_batch_name(code):
             or "forward_batch" in code.co_freevars)
 
 
-def _find_forward_mode(frame, max_frames=_MAX_FRAMES):
+def _find_forward_batch(frame, max_frames=_MAX_FRAMES):
     depth = 0
     while frame is not None and depth < max_frames:
         code = frame.f_code
@@ -336,9 +337,8 @@ def _find_forward_mode(frame, max_frames=_MAX_FRAMES):
             holds = _holds_batch[code] = _has_batch_name(code)
         if holds:
             batch = frame.f_locals.get("forward_batch")
-            mode = getattr(batch, "forward_mode", None)
-            if mode is not None:
-                return mode
+            if getattr(batch, "forward_mode", None) is not None:
+                return batch
         frame = frame.f_back
         depth += 1
     return None
@@ -358,8 +358,49 @@ def _mode_verdict(mode):
     return "extend"
 
 
+def _dp_gathered(batch):
+    """Whether this batch is one DP-attention rank's share of a step whose MoE
+    layers may route the tokens of every DP rank (gathered before the MoE):
+    SGLang then records every rank's token count on the batch."""
+    counts = getattr(batch, "global_num_tokens_cpu", None)
+    if counts is None:
+        counts = getattr(batch, "global_num_tokens", None)  # early releases (0.4.1)
+    try:
+        return counts is not None and len(counts) > 1
+    except TypeError:
+        return False
+
+
+def _batch_verdict(batch):
+    """None when OEA may run on this batch, else the skip reason.
+
+    Under DP attention every rank's MoE layer routes the same gathered tokens
+    (or, with an all-to-all MoE, only its own), and tensor-parallel peers must
+    choose the same experts for them: the decision must be the same on every
+    rank, so it cannot come from the rank's own mode alone. An idle rank
+    (nothing of its own to run) routes its peers' decode tokens; a rank in
+    decode must not re-route while a peer's share is a prefill. SGLang's MLP
+    sync records "some rank extends" on every rank's batch
+    (is_extend_in_batch, the same value on all of them, TARGET_VERIFY
+    included): OEA runs only when it is false and this rank decodes or idles.
+    Releases without that flag cannot tell, so OEA stays off under DP
+    attention there ("dp_attention")."""
+    if batch is None:
+        return "no_mode"
+    mode = batch.forward_mode
+    if not _dp_gathered(batch):
+        return _mode_verdict(mode)
+    if not hasattr(batch, "is_extend_in_batch"):
+        return "dp_attention"
+    if batch.is_extend_in_batch:
+        return "extend"
+    if mode.is_decode() or mode.is_idle():
+        return None
+    return _mode_verdict(mode)
+
+
 def _verdict_from_stack():
-    return _mode_verdict(_find_forward_mode(sys._getframe(2)))
+    return _batch_verdict(_find_forward_batch(sys._getframe(2)))
 
 
 def _verdict_traced():
@@ -369,7 +410,7 @@ def _verdict_traced():
     for fn in _pcg_probes():
         if fn():
             return "extend"  # piecewise CUDA graphs run extend batches only
-    return _mode_verdict(_find_forward_mode(sys._getframe(1), 1024))
+    return _batch_verdict(_find_forward_batch(sys._getframe(1), 1024))
 
 
 _pcg = None
@@ -403,8 +444,8 @@ _verdict_compiled = None  # _verdict_traced wrapped by assume_constant_result
 # ------------------------------------------------------------------ statistics
 
 # Skip reasons counted (rows) with SGLANG_OEA_STATS on.
-SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "small_batch", "large_batch",
-                "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
+SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
+                "large_batch", "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
                 "device")
 _counts = {"calls": 0, "rows": 0}
 _skipped = dict.fromkeys(SKIP_REASONS, 0)

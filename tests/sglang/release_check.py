@@ -65,18 +65,33 @@ def topk_module():
     return topk
 
 
-def forward_batch(mode_name):
+def forward_batch(mode_name, **fields):
     """A real ForwardBatch with the real ForwardMode, as the model runner makes
-    one; the fields the routing never reads stay None."""
+    one; the fields the routing never reads stay None. `fields` sets others
+    (DP attention's), each only if this release's ForwardBatch has it."""
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
     kw = {}
+    names = set()
     for f in dataclasses.fields(ForwardBatch):
+        names.add(f.name)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             kw[f.name] = None
     kw["forward_mode"] = getattr(ForwardMode, mode_name)
     kw["batch_size"] = ROWS
+    kw.update({k: v for k, v in fields.items() if k in names})
     return ForwardBatch(**kw)
+
+
+def dp_fields():
+    """The names under which this release records DP attention's per-rank
+    token counts and its rank-consistent "some rank extends" flag."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+
+    names = {f.name for f in dataclasses.fields(ForwardBatch)}
+    counts = next((n for n in ("global_num_tokens_cpu", "global_num_tokens") if n in names),
+                  None)
+    return counts, "is_extend_in_batch" in names
 
 
 def modes():
@@ -146,10 +161,10 @@ def model_forward(topk, name, forward_batch):
     return call_select_experts(topk, name, hidden, logits, bias)
 
 
-def run_all(topk, mode="DECODE"):
+def run_all(topk, mode="DECODE", **fields):
     out = {}
     for name in MODELS:
-        fb = forward_batch(mode)
+        fb = forward_batch(mode, **fields)
         w, i, fused = model_forward(topk, name, fb)
         out[name] = (w.clone(), i.clone(), fused)
     return out
@@ -253,6 +268,49 @@ def phase_on(out_dir, oracle_library):
             for name, (w, i, _) in got.items():
                 rw, ri, _ = ref[mode][name]
                 check(same(w, rw) and same(i, ri), "%s re-routed in %s" % (name, mode))
+
+    def expect_rerouted(got, what):
+        for name, (w, i, fused) in got.items():
+            _, _, bias = inputs(name)
+            ew, ei, _ = oracle_expectation(oracle, name, ref["DECODE"][name], bias)
+            check(same(i.to(ei.dtype), ei) and torch.equal(w.float(), ew),
+                  "%s: %s differs from liboea's reference" % (name, what))
+
+    def expect_unchanged(got, what):
+        for name, (w, i, _) in got.items():
+            rw, ri, _ = ref["DECODE"][name]
+            check(same(w, rw) and same(i, ri), "%s re-routed %s" % (name, what))
+
+    counts_field, has_flag = dp_fields()
+    # DP attention: the MoE layer routes the tokens gathered from every DP rank,
+    # so all ranks must decide alike (docs/runtime.md). Two ranks, 16 tokens in all.
+    if counts_field is not None and has_flag:
+        @run_case("K0=3, DP attention, every rank decodes: re-routed like a decode batch")
+        def _():
+            expect_rerouted(run_all(topk, "DECODE", **{counts_field: [8, 8],
+                                                      "is_extend_in_batch": False}),
+                            "a decode rank's batch")
+
+        if "IDLE" in dir(__import__("sglang.srt.model_executor.forward_batch_info",
+                                    fromlist=["ForwardMode"]).ForwardMode):
+            @run_case("K0=3, DP attention, an idle rank beside decoding ones routes their "
+                      "tokens as they do")
+            def _():
+                expect_rerouted(run_all(topk, "IDLE", **{counts_field: [0, 16],
+                                                        "is_extend_in_batch": False}),
+                                "an idle rank's gathered batch")
+
+        @run_case("K0=3, DP attention, a decoding rank while a peer extends: left alone")
+        def _():
+            expect_unchanged(run_all(topk, "DECODE", **{counts_field: [8, 40],
+                                                       "is_extend_in_batch": True}),
+                             "while a DP peer extends")
+    elif counts_field is not None:
+        @run_case("K0=3, DP attention in a release without is_extend_in_batch: left alone")
+        def _():
+            expect_unchanged(run_all(topk, "DECODE", **{counts_field: [8, 8]}),
+                             "under DP attention without a rank-consistent mode")
+            return "%s recorded, no is_extend_in_batch" % counts_field
 
     @run_case("K0=3, a call outside any forward batch is left alone")
     def _():
