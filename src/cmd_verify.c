@@ -296,7 +296,9 @@ static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
 		const oeap_setting_problem *p = &s->problems[k];
 		json_t *o = json_object();
 		json_object_set_new(o, "variable", json_string(p->name));
-		json_object_set_new(o, "value", p->shown ? json_string(p->shown) : json_null());
+		/* as given; a value that is not UTF-8 (JSON cannot carry it) in its escaped form */
+		json_t *value = p->value ? json_string(p->value) : json_null();
+		json_object_set_new(o, "value", value ? value : json_string(p->shown));
 		json_object_set_new(o, "from", p->shown ? json_string(p->origin ? p->origin : "environment") : json_null());
 		if (p->line)
 			json_object_set_new(o, "line", json_integer(p->line));

@@ -551,6 +551,7 @@ static int add_problem(oeap_settings_result *res, const char *name, const oeap_e
 	memset(p, 0, sizeof(*p));
 	p->name = strdup(name);
 	p->shown = v ? oeap_settings_quote(v->value) : NULL;
+	p->value = v ? strdup(v->value) : NULL;
 	p->origin = v && v->origin ? strdup(v->origin) : NULL;
 	p->line = v ? v->line : 0;
 	p->error = error;
@@ -559,7 +560,7 @@ static int add_problem(oeap_settings_result *res, const char *name, const oeap_e
 	vsnprintf(p->message, sizeof(p->message), fmt, ap);
 	va_end(ap);
 	res->nproblems++;
-	if (!p->name || (v && !p->shown) || (v && v->origin && !p->origin))
+	if (!p->name || (v && (!p->shown || !p->value)) || (v && v->origin && !p->origin))
 		return -1;
 	return 0;
 }
@@ -686,6 +687,7 @@ void oeap_settings_result_free(oeap_settings_result *res)
 	for (size_t k = 0; k < res->nproblems; k++) {
 		free(res->problems[k].name);
 		free(res->problems[k].shown);
+		free(res->problems[k].value);
 		free(res->problems[k].origin);
 	}
 	free(res->problems);

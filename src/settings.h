@@ -75,6 +75,7 @@ void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, 
 typedef struct oeap_setting_problem {
 	char *name;     /* the variable */
 	char *shown;    /* its value, quoted, control characters and invalid UTF-8 escaped; NULL: unset */
+	char *value;    /* its value as given; NULL: unset */
 	char *origin;   /* file, or NULL: the environment */
 	long line;
 	int error;      /* 1: the binding would refuse to start (verify fails); 0: a warning */

@@ -67,7 +67,7 @@ assert d["ok"] is False, d["ok"]
 s = d["settings"]
 assert s["source"] == ["environment"] and s["on"] is True and s["switch"] == "SGLANG_OEA_K0", s
 p = s["problems"]
-assert len(p) == 1 and p[0]["variable"] == "SGLANG_OEA_MAX_TOKENS" and p[0]["value"] == "'"'"'4096'"'"'", p
+assert len(p) == 1 and p[0]["variable"] == "SGLANG_OEA_MAX_TOKENS" and p[0]["value"] == "4096", p
 assert p[0]["severity"] == "error" and "1..1024" in p[0]["message"], p
 assert s["effective"]["k0"] == 3 and s["effective"]["strict"] is True, s["effective"]
 assert any(c["check"] == "settings" and not c["ok"] for c in d["checks"])
@@ -79,6 +79,13 @@ d = json.loads(sys.argv[1])
 c = [c for c in d["checks"] if c["check"] == "settings"]
 assert d["ok"] is True and c and all(x["ok"] and x.get("warning") for x in c), c
 assert d["settings"]["problems"][0]["severity"] == "warning"
+assert d["settings"]["problems"][0]["value"] == "maybe"
+' "$out"
+expect "a value that is not UTF-8, --json" 0 EV SGLANG_OEA_STATS=$'\xff' --json
+check "the document parses, the value in its escaped form" "$PY" -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["settings"]["problems"][0]["value"] == "\x27\\xff\x27", d["settings"]["problems"]
 ' "$out"
 
 echo "== --env-file"
