@@ -9,7 +9,7 @@
 #                           sub-directory per target; default: a temporary
 #                           directory, removed afterwards). Longer runs use it
 #                           to carry the corpus from one session to the next.
-#   OEAPATCH_FUZZ_TARGETS   the targets to run (default: all three)
+#   OEAPATCH_FUZZ_TARGETS   the targets to run (default: all four)
 #
 # The seed corpus is assembled at run time from tests/fixtures (eras,
 # variants, refuse) and tests/golden/*.expected.py; nothing generated is
@@ -27,7 +27,7 @@ fi
 build=$(cd "$1" 2>/dev/null && pwd) || { echo "fuzz.sh: $1: no such build directory" >&2; exit 2; }
 seconds=${OEAPATCH_FUZZ_SECONDS:-15}
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: OEAPATCH_FUZZ_SECONDS must be a number of seconds" >&2; exit 2 ;; esac
-targets=${OEAPATCH_FUZZ_TARGETS:-"fuzz_roundtrip fuzz_regions fuzz_native"}
+targets=${OEAPATCH_FUZZ_TARGETS:-"fuzz_roundtrip fuzz_regions fuzz_native fuzz_envfile"}
 
 for t in $targets; do
   if [ ! -x "$build/tests/fuzz/$t" ]; then
@@ -46,6 +46,9 @@ for f in "$root"/tests/fixtures/eras/*.py "$root"/tests/fixtures/variants/*.py \
 done
 for f in "$root"/tests/golden/*.expected.py; do
   cp "$f" "$seeds/golden-$(basename "$f")"
+done
+for f in "$root"/tests/fuzz/seeds/*.env; do   # EnvironmentFile= shapes (fuzz_envfile)
+  cp "$f" "$seeds/env-$(basename "$f")"
 done
 nseeds=$(ls "$seeds" | wc -l)
 corpora=${OEAPATCH_FUZZ_CORPUS:-"$work/corpus"}
