@@ -403,14 +403,22 @@ def _verdict_from_stack():
     return _batch_verdict(_find_forward_batch(sys._getframe(2)))
 
 
-def _verdict_traced():
-    # Run for real once while torch.compile traces (assume_constant_result):
-    # the frames above the compiled function (the CUDA-graph runner's capture,
-    # the model runner) are real ones, and the graph is captured for one mode.
+def _verdict_deep():
+    """The verdict from deeper inside a call chain: the custom op's body (called
+    by compiled code through torch's dispatcher) or a trace; the frames above
+    are real ones either way."""
     for fn in _pcg_probes():
         if fn():
             return "extend"  # piecewise CUDA graphs run extend batches only
-    return _batch_verdict(_find_forward_batch(sys._getframe(1), 1024))
+    return _batch_verdict(_find_forward_batch(sys._getframe(2), 1024))
+
+
+def _verdict_traced():
+    # torch < 2.4 (no custom op): run for real once while torch.compile traces
+    # (assume_constant_result), so the decision is part of the graph: right for
+    # a graph compiled for one mode only (SGLang's decode graphs), which is why
+    # torch >= 2.4 decides in the op instead, each time it runs.
+    return _verdict_deep()
 
 
 _pcg = None
@@ -525,6 +533,13 @@ def _maybe_log_stats():
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         return  # reading device counters would synchronise inside a capture
     logger.info("%s", stats_line())
+
+
+def _accumulate(device):
+    """Adds one launch's oea_stats to the device sums (device work only)."""
+    one, acc = _stats_buffer(device)
+    acc[:6].add_(one[:6])
+    acc[7:].add_(1)
 
 
 def _skip(reason, rows):
@@ -786,8 +801,20 @@ def _register_op():
         stats: torch.Tensor,
         plan_id: int,
     ) -> None:
+        # Decided here, each time the compiled code runs (or is captured into
+        # a CUDA graph), not when it was traced: a decision traced into the
+        # graph would be reused by every later call that passes the graph's
+        # guards, whatever the batch's mode (an extend batch through a graph
+        # first traced for decode would be re-routed).
+        verdict = _verdict_deep()
+        if verdict is not None:
+            if STATS:
+                _skip(verdict, topk_ids.shape[0])
+            return
         _launch(_plan_ids[plan_id], router_logits, topk_ids, topk_weights,
                 num_valid_rows, topk_ids.shape[0])
+        if STATS:
+            _accumulate(topk_ids.device)
 
     @oea_route_op.register_fake
     def _(router_logits, topk_ids, topk_weights, num_valid_rows, stats, plan_id):
@@ -1009,7 +1036,9 @@ def route(
             _skip("weights", counted)
             return unchanged
 
-    if compiling:
+    if compiling and _op is not None:
+        verdict = None  # the custom op decides each time it runs
+    elif compiling:
         verdict = _verdict_compiled() if _verdict_compiled is not None else "no_mode"
     else:
         verdict = _verdict_from_stack()
@@ -1055,10 +1084,8 @@ def route(
         _op(logits, ids, weights, num_valid, plan.scratch, plan.index)
     else:
         _launch(plan, logits, ids, weights, num_valid, rows)
-    if STATS:
-        one, acc = _stats_buffer(ids.device)
-        acc[:6].add_(one[:6])
-        acc[7:].add_(1)
+        if STATS:
+            _accumulate(ids.device)
 
     if cast_back is not None:
         weights = weights.to(cast_back)

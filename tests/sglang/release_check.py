@@ -356,17 +356,27 @@ def phase_on(out_dir, oracle_library):
         compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
 
         def model_forward_compiled(forward_batch):
-            return compiled(hidden, logits)
+            return compiled(hidden, logits.clone())
 
-        w, i = model_forward_compiled(forward_batch("DECODE"))
         ew, ei, _ = oracle_expectation(oracle, name, ref["DECODE"][name], bias)
-        check(same(i.to(ei.dtype), ei) and torch.equal(w.float(), ew),
-              "compiled decode differs from the reference")
+        rw, ri, _ = ref["EXTEND"][name]
+        # One compiled graph for every mode, in both orders: the decision is
+        # the op's, taken each time the graph runs, never traced into it.
+        for mode in ("DECODE", "EXTEND", "DECODE", "EXTEND"):
+            w, i = model_forward_compiled(forward_batch(mode))
+            if mode == "DECODE":
+                check(same(i.to(ei.dtype), ei) and torch.equal(w.float(), ew),
+                      "compiled decode differs from the reference")
+            else:
+                check(same(w, rw) and same(i, ri), "compiled extend re-routed (after a "
+                      "compiled decode)")
         torch._dynamo.reset()
         compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
-        w, i = (lambda forward_batch: compiled(hidden, logits))(forward_batch("EXTEND"))
-        rw, ri, _ = ref["EXTEND"][name]
+        w, i = model_forward_compiled(forward_batch("EXTEND"))
         check(same(w, rw) and same(i, ri), "compiled extend re-routed")
+        w, i = model_forward_compiled(forward_batch("DECODE"))
+        check(same(i.to(ei.dtype), ei) and torch.equal(w.float(), ew),
+              "compiled decode, first traced under extend, differs from the reference")
         return "torch %s" % torch.__version__
 
 
