@@ -1,0 +1,258 @@
+#!/usr/bin/python3
+"""A real SGLang offline Engine serving a tiny random-weight MoE model on the CPU,
+unpatched, then patched by `oeapatch apply` with SGLANG_OEA_K0=0 and =3.
+
+    tests/sglang/serve_cpu.py [VERSION [off|on]]   (default 0.5.23, both; needs
+                                                    serve-VERSION.txt)
+
+Steps, in the cached environment of serve_env.sh (its own copy of the release, so
+the release suite's installed package is never touched):
+  1. `oeapatch revert`, then topk.py must match the sha256 in the wheel's RECORD;
+  2. a tiny Qwen3-MoE checkpoint (2 layers, 16 experts, top-8, random weights),
+     made once with transformers' save_pretrained and cached;
+  3. unpatched: sglang.Engine(device="cpu", attention_backend="torch_native")
+     with SGLANG_USE_CPU_ENGINE=1, greedy generation for 4 prompts started
+     together (one decode batch of 4), with input and output logprobs;
+  4. `oeapatch apply`, `oeapatch verify`;
+  5. (off) K0=0: every output (ids and logprobs) equal to the unpatched run;
+  6. (on) K0=3, stats on: prompt (prefill) logprobs equal to the unpatched run, the
+     binding's stats line shows routed decode calls of >= 2 rows each and mean T
+     after < before, and the decode logprobs differ (the re-routed ids reached
+     the experts);
+  7. `oeapatch revert`: topk.py matches RECORD again, the binding module is gone.
+
+The only stub is tests/sglang/stubs/sgl_kernel (SGLang's CUDA kernels: PyPI's
+wheel needs libcuda and has none of the CPU ops); this CPU has no AMX, so SGLang
+takes its torch-native CPU paths and never calls sgl_kernel: a call would raise
+"sgl_kernel stub", and the output is searched for it.
+
+Environment: OEAPATCH (the CLI), OEA_LIBRARY (liboea), both set by ctest.
+Exit 77 only when the environment is absent and cannot be made because the
+package index is unreachable. Prints PASS/FAIL lines and `N passed, M failed`.
+
+Run inside the environment, with a first argument `model DIR` or
+`engine MODEL OUT`, this file is also the child that makes the model or runs
+the Engine.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
+STUBS = os.path.join(HERE, "stubs")
+# Different lengths, started together: one prefill batch, then decode batches of 4.
+PROMPTS = [[1, 2, 3, 4, 5], [7, 8, 9], [100, 200, 300, 400], [11, 12, 13, 14, 15, 16]]
+NEW_TOKENS = 8
+# Messages of pip when the index cannot be reached (the only case for exit 77).
+OFFLINE = ("NewConnectionError", "Network is unreachable", "Temporary failure in name "
+           "resolution", "Name or service not known", "Failed to establish a new connection")
+STATS = re.compile(r"oeapatch: OEA stats \(pid \d+, since start\): python calls=(\d+) "
+                   r"rows=(\d+); (?:cpu: (\d+) routed calls, mean T ([\d.]+) -> ([\d.]+), "
+                   r"(\d+) rows, (\d+) gated|no routed call); rows skipped: (.*)")
+
+
+def child_model(out):
+    """The tiny checkpoint: Qwen3-MoE, every layer sparse, top-8 of 16 (k0=3 < 8)."""
+    import torch
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    torch.manual_seed(0)
+    cfg = Qwen3MoeConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        num_experts=16, num_experts_per_tok=8, decoder_sparse_step=1, mlp_only_layers=[],
+        norm_topk_prob=True, max_position_embeddings=512, tie_word_embeddings=False)
+    model = Qwen3MoeForCausalLM(cfg)
+    # transformers' init (std 0.02) gives a router whose logits are all near 0;
+    # a wider router makes the top-8 choice (and so OEA's change of it) matter.
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.gate.weight.normal_(0.0, 0.5)
+    model.save_pretrained(out, safe_serialization=True)
+
+
+def child_engine(model, out):
+    import sglang
+    engine = sglang.Engine(
+        model_path=model, device="cpu", skip_tokenizer_init=True,
+        attention_backend="torch_native", dtype="float32", random_seed=0,
+        max_total_tokens=4096, mem_fraction_static=0.05, disable_cuda_graph=True,
+        log_level="info")
+    try:
+        res = engine.generate(input_ids=PROMPTS,
+                              sampling_params={"temperature": 0, "max_new_tokens": NEW_TOKENS},
+                              return_logprob=True, logprob_start_len=0)
+        # The stats line is written when a call reaches Python after the interval:
+        # one more request, a second later, makes it cover the batch above.
+        time.sleep(1.5)
+        engine.generate(input_ids=[[5]], sampling_params={"temperature": 0, "max_new_tokens": 1})
+    finally:
+        engine.shutdown()
+    doc = [{"output_ids": r["output_ids"],
+            "input_logprobs": [t[0] for t in r["meta_info"]["input_token_logprobs"]],
+            "output_logprobs": [t[0] for t in r["meta_info"]["output_token_logprobs"]]}
+           for r in res]
+    with open(out, "w") as f:
+        json.dump(doc, f)
+
+
+results = []
+
+
+def say(ok, text):
+    results.append(bool(ok))
+    print("%s %s" % ("PASS" if ok else "FAIL", text), flush=True)
+
+
+def record_hash(site, rel):
+    for entry in os.listdir(site):
+        if entry.startswith("sglang-") and entry.endswith(".dist-info"):
+            with open(os.path.join(site, entry, "RECORD")) as f:
+                for line in f:
+                    path, digest, _ = line.rstrip("\n").rsplit(",", 2)
+                    if path == rel.replace(os.sep, "/"):
+                        return digest
+    return None
+
+
+def file_hash(path):
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def run(cmd, env=None, timeout=600):
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def main(version, phases):
+    cli = os.environ.get("OEAPATCH")
+    library = os.environ.get("OEA_LIBRARY")
+    if not cli or not library:
+        print("FAIL setup: OEAPATCH and OEA_LIBRARY must be set (ctest sets them)")
+        return 1
+    if not phases or set(phases) - {"off", "on"}:
+        print("FAIL setup: phases are `off` and `on`, not %s" % " ".join(phases))
+        return 1
+    started = time.monotonic()
+    cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+    os.makedirs(cache, exist_ok=True)
+    rc, out, err = run([os.path.join(HERE, "serve_env.sh"), version], timeout=3600)
+    if rc != 0:
+        if any(s in err for s in OFFLINE):
+            print("SKIP the serving environment of sglang %s cannot be made: the package "
+                  "index is unreachable:\n%s" % (version, err[-1500:]))
+            return 77
+        print("FAIL environment: %s" % err[-3000:])
+        return 1
+    python = out.strip().splitlines()[-1]
+    env_dir = os.path.dirname(os.path.dirname(python))
+    checkout = os.path.join(env_dir, "checkout")
+    site = os.path.join(checkout, "python")
+    topk = os.path.join(site, TARGET)
+
+    # The installed copy is patched in place: one run at a time on this machine.
+    import fcntl
+    lock = open(os.path.join(cache, ".lock-serve-run-%s" % version), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    base_env.update(PYTHONPATH=STUBS, SGLANG_USE_CPU_ENGINE="1")
+    print("STUB sgl_kernel: SGLang's compiled CUDA kernels (PyPI's wheel needs libcuda "
+          "and holds no CPU op); imported at module level by the serving path", flush=True)
+
+    model = os.path.join(env_dir, "tiny-qwen3-moe")
+    if not os.path.exists(os.path.join(model, "ok")):
+        rc, out, err = run([python, __file__, "model", model], env=base_env)
+        if rc != 0:
+            say(False, "%s: tiny model: %s" % (version, err[-2000:]))
+            return 1
+        open(os.path.join(model, "ok"), "w").close()
+
+    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+    expected = record_hash(site, TARGET)
+    say(rc == 0 and expected is not None and file_hash(topk) == expected,
+        "%s: installed topk.py is the wheel's (RECORD %s)" % (version, expected))
+    work = tempfile.mkdtemp(prefix="oea-serve-%s-" % version)
+
+    def engine(name, extra):
+        env = dict(base_env, **extra)
+        path = os.path.join(work, name + ".json")
+        t0 = time.monotonic()
+        rc, out, err = run([python, __file__, "engine", model, path], env=env, timeout=600)
+        logpath = os.path.join(work, name + ".log")
+        with open(logpath, "w") as f:
+            f.write(out + err)
+        log = out + err
+        ok = rc == 0 and os.path.exists(path) and "sgl_kernel stub" not in log
+        say(ok, "%s: %s: Engine on the CPU served %d prompts (%.0f s)%s"
+            % (version, name, len(PROMPTS), time.monotonic() - t0,
+               "" if ok else ": rc %d, log %s:\n%s" % (rc, logpath, log[-3000:])))
+        if not ok:
+            return None, log
+        with open(path) as f:
+            return json.load(f), log
+
+    base, _ = engine("unpatched", {})
+    rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
+    say(rc == 0, "%s: oeapatch apply%s" % (version, "" if rc == 0 else ": " + (out + err)[-1500:]))
+    if rc == 0 and base is not None:
+        rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
+        say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
+
+        off = engine("K0=0", {"SGLANG_OEA_K0": "0"})[0] if "off" in phases else None
+        if off is not None:
+            say(off == base, "%s: K0=0: output ids and logprobs equal the unpatched run"
+                % version)
+
+        on, log = (engine("K0=3", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
+                                   "SGLANG_OEA_STATS_INTERVAL": "1"})
+                   if "on" in phases else (None, ""))
+        if on is not None:
+            say([r["input_logprobs"] for r in on] == [r["input_logprobs"] for r in base],
+                "%s: K0=3: prompt (prefill) logprobs equal the unpatched run" % version)
+            lines = STATS.findall(log)
+            print("STATS %s" % (re.findall(r"oeapatch: OEA stats.*", log) or ["none"])[-1])
+            if lines:
+                calls, rows, routed, t_before, t_after, routed_rows, gated, skipped = lines[-1]
+                routed = int(routed or 0)
+                routed_rows = int(routed_rows or 0)
+                say(routed > 0 and routed_rows >= 2 * routed
+                    and float(t_after) < float(t_before) and "extend=" in skipped,
+                    "%s: K0=3: %d decode calls re-routed (%d rows), mean T %s -> %s; "
+                    "prefill rows skipped as %s" % (version, routed, routed_rows,
+                                                    t_before, t_after, skipped))
+            else:
+                say(False, "%s: K0=3: no stats line in the Engine's log" % version)
+            changed = sum(a["output_logprobs"] != b["output_logprobs"] for a, b in zip(on, base))
+            same_ids = sum(a["output_ids"] == b["output_ids"] for a, b in zip(on, base))
+            say(changed > 0, "%s: K0=3: decode logprobs changed in %d of %d requests "
+                "(greedy ids unchanged in %d)" % (version, changed, len(base), same_ids))
+
+    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+    binding = os.path.join(os.path.dirname(topk), "_oeapatch_sglang_oea.py")
+    say(rc == 0 and file_hash(topk) == expected and not os.path.exists(binding),
+        "%s: oeapatch revert gives back the wheel's topk.py" % version)
+    passed = sum(results)
+    print("%d passed, %d failed (%.0f s)" % (passed, len(results) - passed,
+                                            time.monotonic() - started))
+    return 0 if results and all(results) else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["model"]:
+        child_model(sys.argv[2])
+    elif sys.argv[1:2] == ["engine"]:
+        child_engine(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "0.5.23",
+                      sys.argv[2:] or ["off", "on"]))
