@@ -200,7 +200,13 @@ def main(version, phases):
         if not ok:
             return None, log
         with open(path) as f:
-            return json.load(f), log
+            doc = json.load(f)
+        # Every request generated its tokens (so equal documents compare real outputs).
+        say(len(doc) == len(PROMPTS) and all(len(r["output_ids"]) == NEW_TOKENS
+                                             and len(r["output_logprobs"]) == NEW_TOKENS
+                                             for r in doc),
+            "%s: %s: %d tokens per request, with logprobs" % (version, name, NEW_TOKENS))
+        return doc, log
 
     base, _ = engine("unpatched", {})
     rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
