@@ -1,6 +1,7 @@
 #include "binding.h"
 
 #include <dlfcn.h>
+#include <openssl/evp.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -94,30 +95,192 @@ static int check_library_path(const char *library, oeap_error *err)
 	return 0;
 }
 
-int oeap_binding_render(const oeap_patchdef *def, const char *library, oeap_buf *out, oeap_error *err)
+/* Appends `text` with every CRLF read as LF (a bare CR is content). */
+static int put_lf(oeap_buf *b, const char *text, size_t len)
 {
-	if (check_library_path(library, err))
-		return -1;
-	return render_part(def, def->binding_text, strlen(def->binding_text), library, out, err);
+	for (size_t at = 0; at < len;) {
+		const char *cr = memchr(text + at, '\r', len - at);
+		size_t run = cr ? (size_t)(cr - text) - at : len - at;
+		if (oeap_buf_put(b, text + at, run))
+			return -1;
+		at += run;
+		if (!cr)
+			break;
+		if (at + 1 < len && text[at + 1] == '\n') {
+			at++; /* drop the CR: the '\n' starts the next run */
+			continue;
+		}
+		if (oeap_buf_put(b, "\r", 1))
+			return -1;
+		at++;
+	}
+	return 0;
 }
 
-int oeap_binding_edited(const oeap_patchdef *def, const char *text, size_t len)
+int oeap_binding_digest(const char *text, size_t len, size_t skip, size_t skip_end,
+                        char hex[OEAP_BINDING_DIGEST_HEX + 1])
 {
-	char head[200];
-	int n = snprintf(head, sizeof(head), OEAP_BINDING_HEADER "%s/%d)", def->name, def->version);
-	/* Another version's module: this definition cannot render it again, and
-	 * replacing it is the upgrade apply is asked for. */
-	if (n < 0 || (size_t)n >= sizeof(head) || len < (size_t)n || memcmp(text, head, (size_t)n) != 0)
+	oeap_buf n = OEAP_BUF_INIT;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int ok = skip <= skip_end && skip_end <= len && !put_lf(&n, text, skip) &&
+	         !put_lf(&n, text + skip_end, len - skip_end) &&
+	         EVP_Digest(n.data ? n.data : "", n.len, md, &mdlen, EVP_sha256(), NULL) &&
+	         mdlen * 2 == OEAP_BINDING_DIGEST_HEX;
+	oeap_buf_free(&n);
+	if (!ok)
+		return -1;
+	for (unsigned int i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex[OEAP_BINDING_DIGEST_HEX] = '\0';
+	return 0;
+}
+
+/* The digest line: line 2, exactly the prefix, 64 lowercase hex digits and
+ * a line end (LF or CRLF). 1 and its extent and digits when it is there. */
+static int digest_line(const char *text, size_t len, size_t *start, size_t *end, char hex[OEAP_BINDING_DIGEST_HEX + 1])
+{
+	const char *nl = memchr(text, '\n', len);
+	size_t pn = strlen(OEAP_BINDING_DIGEST_PREFIX);
+	if (!nl)
 		return 0;
+	size_t s = (size_t)(nl - text) + 1, at = s + pn;
+	if (len < at + OEAP_BINDING_DIGEST_HEX + 1 || memcmp(text + s, OEAP_BINDING_DIGEST_PREFIX, pn) != 0)
+		return 0;
+	for (size_t i = 0; i < OEAP_BINDING_DIGEST_HEX; i++) {
+		char c = text[at + i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+		hex[i] = c;
+	}
+	hex[OEAP_BINDING_DIGEST_HEX] = '\0';
+	at += OEAP_BINDING_DIGEST_HEX;
+	if (text[at] == '\r' && at + 1 < len)
+		at++;
+	if (text[at] != '\n')
+		return 0;
+	*start = s;
+	*end = at + 1;
+	return 1;
+}
+
+int oeap_binding_digest_holds(const char *text, size_t len)
+{
+	size_t s, e;
+	char recorded[OEAP_BINDING_DIGEST_HEX + 1], actual[OEAP_BINDING_DIGEST_HEX + 1];
+	if (!digest_line(text, len, &s, &e, recorded))
+		return -1;
+	return oeap_binding_digest(text, len, s, e, actual) == 0 && strcmp(recorded, actual) == 0;
+}
+
+int oeap_binding_render(const oeap_patchdef *def, const char *library, oeap_buf *out, oeap_error *err)
+{
+	oeap_buf body = OEAP_BUF_INIT;
+	char hex[OEAP_BINDING_DIGEST_HEX + 1];
+	int rc = -1;
+	if (check_library_path(library, err) ||
+	    render_part(def, def->binding_text, strlen(def->binding_text), library, &body, err))
+		goto done;
+	/* The digest goes right after the header line, which revert and every
+	 * oeapatch read first: a template of one line has nowhere to put it. */
+	const char *nl = body.data ? memchr(body.data, '\n', body.len) : NULL;
+	if (!nl) {
+		oeap_fail(err, OEAP_ERR_DEFINITION, "binding template", 0,
+		          "has only its header line; the module needs a body after it");
+		goto done;
+	}
+	size_t head = (size_t)(nl - body.data) + 1;
+	if (oeap_binding_digest(body.data, body.len, head, head, hex)) {
+		oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "SHA-256 failed (libcrypto)");
+		goto done;
+	}
+	if (oeap_buf_put(out, body.data, head) || oeap_buf_printf(out, OEAP_BINDING_DIGEST_PREFIX "%s\n", hex) ||
+	    oeap_buf_put(out, body.data + head, body.len - head)) {
+		oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory");
+		goto done;
+	}
+	rc = 0;
+done:
+	oeap_buf_free(&body);
+	return rc;
+}
+
+/* "NAME/VERSION" of the module's header line, "?" when it is not readable. */
+static void header_writer(const char *text, size_t len, char *out, size_t cap)
+{
+	size_t n = strlen(OEAP_BINDING_HEADER), i = n;
+	while (i < len && i - n < cap - 1 && text[i] != ')' && text[i] != '\n' && (unsigned char)text[i] >= 0x20 &&
+	       (unsigned char)text[i] < 0x7f)
+		i++;
+	if (i == n || i >= len || text[i] != ')')
+		snprintf(out, cap, "?");
+	else
+		snprintf(out, cap, "%.*s", (int)(i - n), text + n);
+}
+
+/* 1 when `text` with CRLF read as LF is `want` (LF, as rendered); -1 out of memory. */
+static int same_lf(const char *text, size_t len, const char *want, size_t want_len)
+{
+	if (len == want_len)
+		return memcmp(text, want, len) == 0;
+	oeap_buf n = OEAP_BUF_INIT;
+	if (put_lf(&n, text, len)) {
+		oeap_buf_free(&n);
+		return -1;
+	}
+	int same = n.len == want_len && memcmp(n.data, want, want_len) == 0;
+	oeap_buf_free(&n);
+	return same;
+}
+
+int oeap_binding_classify(const oeap_patchdef *def, const char *text, size_t len, oeap_binding_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!oeap_binding_is_ours(text, len)) {
+		st->kind = OEAP_BINDING_NOT_OURS;
+		snprintf(st->writer, sizeof(st->writer), "?");
+		return 0;
+	}
+	header_writer(text, len, st->writer, sizeof(st->writer));
+	int holds = oeap_binding_digest_holds(text, len);
+	st->has_digest = holds >= 0;
 	char *library = oeap_binding_recorded_library(def, text, len);
 	oeap_buf want = OEAP_BUF_INIT;
 	oeap_error err;
 	oeap_error_clear(&err);
-	int edited = !library || oeap_binding_render(def, library, &want, &err) || want.len != len ||
-	             memcmp(want.data, text, len) != 0;
+	int rc = 0, same = 0, same_undigested = 0;
+	if (library && oeap_binding_render(def, library, &want, &err) == 0) {
+		if ((same = same_lf(text, len, want.data, want.len)) < 0)
+			rc = -1;
+		size_t s, e;
+		char hex[OEAP_BINDING_DIGEST_HEX + 1];
+		/* This render without its digest line: what the oeapatch before
+		 * digests wrote from the same definition. */
+		if (!same && holds < 0 && digest_line(want.data, want.len, &s, &e, hex)) {
+			oeap_buf old = OEAP_BUF_INIT;
+			if (oeap_buf_put(&old, want.data, s) || oeap_buf_put(&old, want.data + e, want.len - e) ||
+			    (same_undigested = same_lf(text, len, old.data, old.len)) < 0)
+				rc = -1;
+			oeap_buf_free(&old);
+		}
+	}
+	char mine[96];
+	snprintf(mine, sizeof(mine), "%s/%d", def->name, def->version);
+	if (same > 0)
+		st->kind = OEAP_BINDING_CURRENT;
+	else if (holds == 1 || same_undigested > 0)
+		st->kind = OEAP_BINDING_OTHER;
+	else if (holds == 0)
+		st->kind = OEAP_BINDING_EDITED;
+	else if (strcmp(st->writer, mine) != 0)
+		/* Another version's module from before digests: replacing it is the
+		 * upgrade (or --downgrade) apply is asked for, as it always was. */
+		st->kind = OEAP_BINDING_OTHER;
+	else
+		st->kind = OEAP_BINDING_UNKNOWN;
 	oeap_buf_free(&want);
 	free(library);
-	return edited;
+	return rc;
 }
 
 int oeap_binding_is_ours(const char *text, size_t len)
@@ -133,13 +296,29 @@ char *oeap_binding_recorded_library(const oeap_patchdef *def, const char *text, 
 	char *result = NULL;
 	const char *mark = strstr(def->binding_text, "{{library}}");
 	oeap_error_clear(&err);
-	if (!mark || render_part(def, def->binding_text, (size_t)(mark - def->binding_text), "", &prefix, &err))
+	if (!mark)
 		goto done;
-	if (len < prefix.len + 2 || memcmp(text, prefix.data, prefix.len) != 0 || text[prefix.len] != '\'')
+	/* The part of the template's line before {{library}}, e.g.
+	 * "RECORDED_LIBRARY = ": the line that starts with it records the
+	 * library, in this render and in older ones whose other lines differ. */
+	const char *line = mark;
+	while (line > def->binding_text && line[-1] != '\n')
+		line--;
+	if (render_part(def, line, (size_t)(mark - line), "", &prefix, &err) || !prefix.len)
 		goto done;
-	for (size_t i = prefix.len + 1; i < len; i++) {
+	size_t at = 0;
+	for (;;) {
+		if (len - at > prefix.len && memcmp(text + at, prefix.data, prefix.len) == 0 &&
+		    text[at + prefix.len] == '\'')
+			break;
+		const char *nl = memchr(text + at, '\n', len - at);
+		if (!nl)
+			goto done;
+		at = (size_t)(nl - text) + 1;
+	}
+	for (size_t i = at + prefix.len + 1; i < len; i++) {
 		char c = text[i];
-		if (c == '\n')
+		if (c == '\n' || c == '\r')
 			goto done;
 		if (c == '\'') {
 			result = oeap_buf_detach(&path, NULL);
@@ -228,6 +407,7 @@ int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const c
 	char *library = NULL;
 	oeap_buf want = OEAP_BUF_INIT;
 	oeap_error err;
+	oeap_binding_state st;
 	oeap_error_clear(&err);
 	if (library_out)
 		*library_out = NULL;
@@ -241,14 +421,33 @@ int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const c
 		error = oeap_report_add(rep, "binding", 0, 0, "%s", err.message);
 		goto done;
 	}
-	if (want.len != len || memcmp(want.data, text, len) != 0) {
-		error = oeap_report_add(rep, "binding", 0, 0,
-		                        "%s was changed: it differs from what %s/%d generates for library %s", label,
-		                        def->name, def->version, library);
+	if (oeap_binding_classify(def, text, len, &st)) {
+		error = -1;
 		goto done;
 	}
-	error = oeap_report_add(rep, "binding", 1, 0, "%s intact", label);
-	if (!error && library_out) {
+	switch (st.kind) {
+	case OEAP_BINDING_CURRENT:
+		error = oeap_report_add(rep, "binding", 1, 0, "%s intact", label);
+		break;
+	case OEAP_BINDING_OTHER:
+		/* Unedited, but not the code this oeapatch verifies: the server
+		 * would run a module nobody checked against this definition. */
+		error = oeap_report_add(rep, "binding", 0, 0,
+		                        "%s was written by another oeapatch (definition %s): run `oeapatch apply` (it "
+		                        "replaces the module with %s/%d's for library %s)",
+		                        label, st.writer, def->name, def->version, library);
+		break;
+	case OEAP_BINDING_EDITED:
+		error = oeap_report_add(rep, "binding", 0, 0,
+		                        "%s " OEAP_BINDING_EDITED_WHY "; `oeapatch apply --diff` shows how it differs "
+		                        "from what %s/%d generates",
+		                        label, def->name, def->version);
+		break;
+	default:
+		error = oeap_report_add(rep, "binding", 0, 0, "%s " OEAP_BINDING_UNKNOWN_WHY, label);
+		break;
+	}
+	if (!error && st.kind == OEAP_BINDING_CURRENT && library_out) {
 		*library_out = library;
 		library = NULL;
 	}

@@ -71,11 +71,28 @@ typedef struct binding_plan {
 	char *path;
 	char *old;      /* current content, NULL when absent */
 	size_t old_len;
+	oeap_binding_state state; /* of `old`, when there is one */
 	oeap_buf want;
 	int needed;
+	int refused;    /* --diff: apply would refuse to overwrite it (edited, or cannot tell) */
 } binding_plan;
 
-static int plan_binding(const oeap_cli *cli, const char *library, binding_plan *bp, oeap_error *err)
+/*
+ * `refuse` 0 (--diff): a module apply would not overwrite is still planned,
+ * so that the diff shows how it differs from what this oeapatch writes,
+ * which is how the user tells an edit from an older render.
+ */
+/* The version of `writer` ("NAME/VERSION") when NAME is this definition's, else 0. */
+static int writer_version(const oeap_patchdef *def, const char *writer)
+{
+	size_t n = strlen(def->name);
+	if (strncmp(writer, def->name, n) != 0 || writer[n] != '/')
+		return 0;
+	return atoi(writer + n + 1);
+}
+
+static int plan_binding(const oeap_cli *cli, const char *library, int refuse, int downgrade, binding_plan *bp,
+                        oeap_error *err)
 {
 	memset(bp, 0, sizeof(*bp));
 	if (!(bp->path = oeap_binding_path(cli->def, cli->target)))
@@ -85,14 +102,27 @@ static int plan_binding(const oeap_cli *cli, const char *library, binding_plan *
 	oeap_error e2;
 	oeap_error_clear(&e2);
 	if (oeap_read_file(bp->path, &bp->old, &bp->old_len, &e2) == 0) {
-		if (!oeap_binding_is_ours(bp->old, bp->old_len))
+		if (oeap_binding_classify(cli->def, bp->old, bp->old_len, &bp->state))
+			return oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory");
+		if (bp->state.kind == OEAP_BINDING_NOT_OURS)
 			return oeap_fail(err, OEAP_ERR_INPUT, bp->path, 0,
 			                 "exists and was not written by oeapatch: refusing to overwrite it");
-		if (oeap_binding_edited(cli->def, bp->old, bp->old_len))
+		bp->refused = bp->state.kind == OEAP_BINDING_EDITED || bp->state.kind == OEAP_BINDING_UNKNOWN;
+		if (refuse && bp->state.kind == OEAP_BINDING_EDITED)
 			return oeap_fail(err, OEAP_ERR_REGION, bp->path, 0,
-			                 "was edited by hand since oeapatch wrote it (`oeapatch verify` shows the binding "
-			                 "check): refusing to overwrite the edits; keep them elsewhere, then "
-			                 "`oeapatch revert --force` removes it and `oeapatch apply` writes it anew");
+			                 OEAP_BINDING_EDITED_WHY " (`oeapatch verify` shows the binding check, `oeapatch "
+			                 "apply --diff` the edits): refusing to overwrite the edits; keep them elsewhere, "
+			                 "then `oeapatch revert --force` removes it and `oeapatch apply` writes it anew");
+		if (refuse && bp->state.kind == OEAP_BINDING_UNKNOWN)
+			return oeap_fail(err, OEAP_ERR_REGION, bp->path, 0, OEAP_BINDING_UNKNOWN_WHY);
+		/* The regions' rule, for the module too (a target that pip replaced
+		 * has no regions left to refuse the downgrade). */
+		if (refuse && !downgrade && bp->state.kind == OEAP_BINDING_OTHER &&
+		    writer_version(cli->def, bp->state.writer) > cli->def->version)
+			return oeap_fail(err, OEAP_ERR_REGION, bp->path, 0,
+			                 "was written for %s, NEWER than this definition's %s/%d: replacing it would be a "
+			                 "downgrade; use the newer oeapatch, or pass --downgrade",
+			                 bp->state.writer, cli->def->name, cli->def->version);
 	} else {
 		bp->old = NULL;
 	}
@@ -180,7 +210,7 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 	                                    (o->refresh ? OEAP_APPLY_REFRESH : 0) |
 	                                        (o->downgrade ? OEAP_APPLY_DOWNGRADE : 0),
 	                                    &r->out, err)) ||
-	    (error = plan_binding(cli, r->library, &r->bp, err)))
+	    (error = plan_binding(cli, r->library, !o->diff, o->downgrade, &r->bp, err)))
 		goto done;
 	if (o->diff) {
 		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bp.old, r->bp.old_len,
@@ -222,8 +252,11 @@ static void print_json(const oeap_cli *cli, const apply_opts *o, const apply_res
 		json_object_set_new(j, "from_version", json_integer(r->out.from_version));
 	json_object_set_new(j, "insertions",
 	                    oeap_json_insertions(&r->out.plan, oeap_cli_target_rel(cli), r->out.out, r->out.out_len));
-	json_object_set_new(j, "binding", json_pack("{s:s,s:s,s:b}", "path", r->bp.path, "library", r->library,
-	                                            "changed", r->bp.needed));
+	json_t *bind = json_pack("{s:s,s:s,s:b}", "path", r->bp.path, "library", r->library, "changed", r->bp.needed);
+	/* Another oeapatch's module replaced (or, with --check/--diff, to be). */
+	if (r->bp.old && r->bp.state.kind == OEAP_BINDING_OTHER)
+		json_object_set_new(bind, "updated_from", json_string(r->bp.state.writer));
+	json_object_set_new(j, "binding", bind);
 	if (o->diff)
 		json_object_set_new(j, "diff", json_stringn(r->diff.data ? r->diff.data : "", r->diff.len));
 	oeap_json_emit(j);
@@ -233,6 +266,12 @@ static void print_text(const oeap_cli *cli, const apply_opts *o, const apply_res
 {
 	if (o->diff) {
 		oeap_print_diff(r->diff.data ? r->diff.data : "", r->diff.len, stdout);
+		if (r->bp.refused)
+			fprintf(stderr, "oeapatch: %s: %s; `oeapatch apply` refuses to overwrite it (the diff above is how "
+			                "it differs from what this oeapatch writes)\n",
+			        r->bp.path, r->bp.state.kind == OEAP_BINDING_EDITED ? OEAP_BINDING_EDITED_WHY
+			                                                            : "this oeapatch cannot tell a hand edit "
+			                                                              "from an older oeapatch's module");
 		return;
 	}
 	const oeap_outcome *out = &r->out;
@@ -256,6 +295,10 @@ static void print_text(const oeap_cli *cli, const apply_opts *o, const apply_res
 	}
 	if (r->bp.needed)
 		printf("  binding   %s -> %s\n", r->bp.path, r->library);
+	if (r->bp.needed && r->bp.old && r->bp.state.kind == OEAP_BINDING_OTHER)
+		printf("  binding module: %s from %s%s\n", o->check ? "would be updated" : "updated", r->bp.state.writer,
+		       r->bp.state.has_digest ? " (written by another oeapatch, unedited)"
+		                              : " (written by an oeapatch before content digests)");
 }
 
 int cmd_apply(int argc, char **argv)

@@ -85,10 +85,22 @@ static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, 
 	/* Only a module we generated is ours to remove. */
 	r->bind_ours = oeap_read_file(r->bind_path, &r->bind_text, &r->bind_len, &ignore) == 0 &&
 	               oeap_binding_is_ours(r->bind_text, r->bind_len);
-	if (r->bind_ours && !o->force && oeap_binding_edited(cli->def, r->bind_text, r->bind_len)) {
+	/* Another oeapatch's unedited module is removed like our own; one whose
+	 * digest fails, or that has none and cannot be told from an edit, is
+	 * only removed with --force. */
+	oeap_binding_state st;
+	if (r->bind_ours && oeap_binding_classify(cli->def, r->bind_text, r->bind_len, &st)) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
+		goto done;
+	}
+	if (r->bind_ours && !o->force && st.kind == OEAP_BINDING_EDITED) {
 		error = oeap_fail(err, OEAP_ERR_REGION, r->bind_path, 0,
-		                  "was edited by hand since oeapatch wrote it: refusing to delete the edits; keep them "
-		                  "elsewhere, or pass --force to remove it with them");
+		                  OEAP_BINDING_EDITED_WHY ": refusing to delete the edits; keep them elsewhere, or pass "
+		                  "--force to remove it with them");
+		goto done;
+	}
+	if (r->bind_ours && !o->force && st.kind == OEAP_BINDING_UNKNOWN) {
+		error = oeap_fail(err, OEAP_ERR_REGION, r->bind_path, 0, OEAP_BINDING_UNKNOWN_WHY);
 		goto done;
 	}
 	if (o->diff) {

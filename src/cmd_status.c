@@ -21,6 +21,7 @@ typedef struct status_result {
 	char *bind_text;  /* the binding module's text, NULL when absent */
 	char *bind_path;
 	char *library;    /* the library it records, or NULL */
+	oeap_binding_state bind; /* whose module it is, when there is one */
 	int lib_ok;
 	char lib_detail[768];
 	int exit_code;
@@ -57,8 +58,13 @@ static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
 	}
 	oeap_error ignore;
 	oeap_error_clear(&ignore);
-	if (oeap_read_file(r->bind_path, &r->bind_text, &bind_len, &ignore) == 0)
+	if (oeap_read_file(r->bind_path, &r->bind_text, &bind_len, &ignore) == 0) {
 		r->library = oeap_binding_recorded_library(cli->def, r->bind_text, bind_len);
+		if (oeap_binding_classify(cli->def, r->bind_text, bind_len, &r->bind)) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
+			goto done;
+		}
+	}
 	/* verify's library check already loaded it: report what it found. */
 	for (size_t i = 0; r->library && i < r->rep.n; i++)
 		if (strcmp(r->rep.checks[i].name, "library") == 0) {
@@ -71,6 +77,22 @@ done:
 	return error;
 }
 
+static const char *bind_kind_name(oeap_binding_kind k)
+{
+	switch (k) {
+	case OEAP_BINDING_CURRENT:
+		return "current";
+	case OEAP_BINDING_OTHER:
+		return "other-oeapatch";
+	case OEAP_BINDING_EDITED:
+		return "edited";
+	case OEAP_BINDING_UNKNOWN:
+		return "unknown";
+	default:
+		return "not-ours";
+	}
+}
+
 static void print_json(const oeap_cli *cli, const status_result *r)
 {
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
@@ -79,6 +101,9 @@ static void print_json(const oeap_cli *cli, const status_result *r)
 	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
 	json_object_set_new(j, "applied_version", r->rep.applied ? json_integer(r->rep.version) : json_null());
 	json_object_set_new(j, "binding", r->bind_text ? json_string(r->bind_path) : json_null());
+	if (r->bind_text)
+		json_object_set_new(j, "binding_module", json_pack("{s:s,s:s}", "state", bind_kind_name(r->bind.kind),
+		                                                   "written_by", r->bind.writer));
 	json_object_set_new(j, "library", r->library ? json_pack("{s:s,s:b,s:s}", "path", r->library, "loads",
 	                                                         r->lib_ok, "detail", r->lib_detail)
 	                                             : json_null());
@@ -114,12 +139,26 @@ static void print_text(const oeap_cli *cli, const status_result *r)
 	for (size_t i = 0; rep->applied && i < rep->n; i++)
 		if (!rep->checks[i].ok)
 			printf("          %s: %s\n", rep->checks[i].name, rep->checks[i].detail);
-	if (r->bind_text)
+	if (r->bind_text && r->bind.kind == OEAP_BINDING_OTHER)
+		printf("binding:  %s (written by another oeapatch, definition %s: `%s` replaces it with this one's)\n",
+		       r->bind_path, r->bind.writer, oeap_cli_apply_hint(cli));
+	else if (r->bind_text && r->bind.kind == OEAP_BINDING_EDITED)
+		printf("binding:  %s (edited by hand: its content digest no longer matches)\n", r->bind_path);
+	else if (r->bind_text && r->bind.kind == OEAP_BINDING_UNKNOWN)
+		printf("binding:  %s (differs from what this oeapatch writes: edited by hand, or written by an older "
+		       "oeapatch; `oeapatch apply --diff` compares)\n",
+		       r->bind_path);
+	else if (r->bind_text && r->bind.kind == OEAP_BINDING_NOT_OURS)
+		printf("binding:  %s (not written by oeapatch)\n", r->bind_path);
+	else if (r->bind_text)
 		printf("binding:  %s\n", r->bind_path);
 	else
 		printf("binding:  none\n");
-	if (r->library)
+	if (r->library && r->lib_detail[0])
 		printf("library:  %s\n", r->lib_detail);
+	else if (r->library)
+		/* verify loads the library only once the module it records holds */
+		printf("library:  %s (not loaded: the binding module does not verify)\n", r->library);
 	else if (r->bind_text)
 		printf("library:  none recorded in the binding module\n");
 }

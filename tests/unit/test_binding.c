@@ -1,0 +1,336 @@
+/*
+ * test_binding.c - the binding module's content digest: what this oeapatch
+ * renders is its own and unedited; any byte changed is an edit; CRLF line
+ * ends (git's autocrlf) are the same module; an older oeapatch's render with
+ * a digest that holds is an upgrade, not an edit; a module without a digest
+ * (written before digests) that is not a known render cannot be told from
+ * an edit, and says so.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/sha.h>
+
+#include "binding.h"
+#include "buf.h"
+#include "pipeline.h"
+
+#define LIB "/opt/oea/lib/liboea.so.2.0.0"
+
+static oeap_patchdef *def;
+
+static int setup(void **state)
+{
+	(void)state;
+	def = tu_def();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	oeap_patchdef_free(def);
+	return 0;
+}
+
+static char *render(size_t *len)
+{
+	oeap_buf b = OEAP_BUF_INIT;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_binding_render(def, LIB, &b, &err), 0);
+	return oeap_buf_detach(&b, len);
+}
+
+static oeap_binding_kind kind_of(const char *text, size_t len)
+{
+	oeap_binding_state st;
+	assert_int_equal(oeap_binding_classify(def, text, len, &st), 0);
+	return st.kind;
+}
+
+/* The documented digest, computed here without binding.c: SHA-256 of the
+ * text without its second line, CRLF read as LF. */
+static void documented_digest(const char *text, size_t len, char hex[65])
+{
+	const char *l2 = memchr(text, '\n', len) + 1;
+	const char *l3 = memchr(l2, '\n', len - (size_t)(l2 - text)) + 1;
+	char *n = malloc(len);
+	size_t k = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (text + i >= l2 && text + i < l3)
+			continue;
+		if (text[i] == '\r' && i + 1 < len && text[i + 1] == '\n')
+			continue;
+		n[k++] = text[i];
+	}
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)n, k, md);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	free(n);
+}
+
+/* Replaces line 2 (the digest line) of `text` with one that holds for it. */
+static char *redigest(const char *text, size_t len, size_t *out_len)
+{
+	char hex[65];
+	documented_digest(text, len, hex);
+	const char *l2 = memchr(text, '\n', len) + 1;
+	const char *l3 = memchr(l2, '\n', len - (size_t)(l2 - text)) + 1;
+	oeap_buf b = OEAP_BUF_INIT;
+	assert_int_equal(oeap_buf_put(&b, text, (size_t)(l2 - text)), 0);
+	assert_int_equal(oeap_buf_printf(&b, OEAP_BINDING_DIGEST_PREFIX "%s\n", hex), 0);
+	assert_int_equal(oeap_buf_put(&b, l3, len - (size_t)(l3 - text)), 0);
+	return oeap_buf_detach(&b, out_len);
+}
+
+/* `text` without its second line (a module from before digests). */
+static char *drop_line2(const char *text, size_t len, size_t *out_len)
+{
+	const char *l2 = memchr(text, '\n', len) + 1;
+	const char *l3 = memchr(l2, '\n', len - (size_t)(l2 - text)) + 1;
+	oeap_buf b = OEAP_BUF_INIT;
+	assert_int_equal(oeap_buf_put(&b, text, (size_t)(l2 - text)), 0);
+	assert_int_equal(oeap_buf_put(&b, l3, len - (size_t)(l3 - text)), 0);
+	return oeap_buf_detach(&b, out_len);
+}
+
+static char *replace(const char *text, size_t len, const char *from, const char *to, size_t *out_len)
+{
+	const char *at = strstr(text, from);
+	assert_non_null(at);
+	oeap_buf b = OEAP_BUF_INIT;
+	assert_int_equal(oeap_buf_put(&b, text, (size_t)(at - text)), 0);
+	assert_int_equal(oeap_buf_puts(&b, to), 0);
+	size_t skip = (size_t)(at - text) + strlen(from);
+	assert_int_equal(oeap_buf_put(&b, text + skip, len - skip), 0);
+	return oeap_buf_detach(&b, out_len);
+}
+
+static char *check_detail(const char *text, size_t len, int *ok)
+{
+	oeap_report rep;
+	memset(&rep, 0, sizeof(rep));
+	rep.ok = 1;
+	assert_int_equal(oeap_binding_check_text(def, "mod.py", text, len, &rep, NULL), 0);
+	assert_int_equal(rep.n, 1);
+	assert_string_equal(rep.checks[0].name, "binding");
+	*ok = rep.checks[0].ok;
+	char *d = strdup(rep.checks[0].detail);
+	oeap_report_free(&rep);
+	return d;
+}
+
+/* What this oeapatch renders: the header, then the digest line, which holds
+ * (computed the documented way, independently), and the module is ours. */
+static void test_render_is_current(void **state)
+{
+	(void)state;
+	size_t len;
+	char *text = render(&len);
+	char head[128];
+	snprintf(head, sizeof(head), OEAP_BINDING_HEADER "%s/%d)", def->name, def->version);
+	assert_memory_equal(text, head, strlen(head));
+	const char *l2 = strchr(text, '\n') + 1;
+	assert_memory_equal(l2, OEAP_BINDING_DIGEST_PREFIX, strlen(OEAP_BINDING_DIGEST_PREFIX));
+	char hex[65];
+	documented_digest(text, len, hex);
+	assert_memory_equal(l2 + strlen(OEAP_BINDING_DIGEST_PREFIX), hex, 64);
+	assert_int_equal(l2[strlen(OEAP_BINDING_DIGEST_PREFIX) + 64], '\n');
+	assert_int_equal(oeap_binding_digest_holds(text, len), 1);
+	assert_int_equal(kind_of(text, len), OEAP_BINDING_CURRENT);
+	char *lib = oeap_binding_recorded_library(def, text, len);
+	assert_string_equal(lib, LIB);
+	free(lib);
+	int ok;
+	char *d = check_detail(text, len, &ok);
+	assert_true(ok);
+	free(d);
+	free(text);
+}
+
+/* One byte changed anywhere outside the digest line is an edit: the digest
+ * no longer holds, and apply/revert refuse it. */
+static void test_one_byte_changed_is_edited(void **state)
+{
+	(void)state;
+	size_t len;
+	char *text = render(&len);
+	size_t l2 = (size_t)(strchr(text, '\n') + 1 - text), l3 = (size_t)(strchr(text + l2, '\n') + 1 - text);
+	size_t tried = 0;
+	for (size_t i = 0; i < len; i += (i < 200 ? 1 : 61)) {
+		if (i + 1 >= l2 && i < l3)
+			continue; /* the digest line and the line end before it: below */
+		char saved = text[i];
+		text[i] = saved == 'x' ? 'y' : 'x';
+		if (oeap_binding_digest_holds(text, len) != 0)
+			fail_msg("byte %zu changed: the digest still holds", i);
+		if (i >= strlen(OEAP_BINDING_HEADER) && kind_of(text, len) != OEAP_BINDING_EDITED)
+			fail_msg("byte %zu changed: not classified as edited", i);
+		text[i] = saved;
+		tried++;
+	}
+	assert_true(tried > 100);
+	/* The line end before the digest line: no digest line any more, and
+	 * still refused (this version's header, not a known render). */
+	text[l2 - 1] = ' ';
+	assert_int_equal(kind_of(text, len), OEAP_BINDING_UNKNOWN);
+	text[l2 - 1] = '\n';
+	/* A digit of the digest itself. */
+	text[l2 + strlen(OEAP_BINDING_DIGEST_PREFIX)] ^= 1;
+	assert_int_equal(kind_of(text, len), OEAP_BINDING_EDITED);
+	int ok;
+	char *d = check_detail(text, len, &ok);
+	assert_false(ok);
+	assert_non_null(strstr(d, "edited by hand"));
+	free(d);
+	free(text);
+}
+
+/* CRLF line ends (git core.autocrlf=true checks the module out so) are the
+ * same module, whole or in part; a bare CR is content, so an edit. */
+static void test_crlf_is_the_same_module(void **state)
+{
+	(void)state;
+	size_t len;
+	char *text = render(&len);
+	oeap_buf crlf = OEAP_BUF_INIT;
+	for (size_t i = 0; i < len; i++)
+		assert_int_equal(text[i] == '\n' ? oeap_buf_put(&crlf, "\r\n", 2) : oeap_buf_put(&crlf, text + i, 1), 0);
+	assert_int_equal(oeap_binding_digest_holds(crlf.data, crlf.len), 1);
+	assert_int_equal(kind_of(crlf.data, crlf.len), OEAP_BINDING_CURRENT);
+	char *lib = oeap_binding_recorded_library(def, crlf.data, crlf.len);
+	assert_string_equal(lib, LIB);
+	free(lib);
+	int ok;
+	char *d = check_detail(crlf.data, crlf.len, &ok);
+	assert_true(ok);
+	free(d);
+
+	/* Only some lines converted: still the same module. */
+	size_t n;
+	char *mixed = replace(text, len, "\nimport os\n", "\r\nimport os\r\n", &n);
+	assert_int_equal(oeap_binding_digest_holds(mixed, n), 1);
+	assert_int_equal(kind_of(mixed, n), OEAP_BINDING_CURRENT);
+	free(mixed);
+
+	/* A bare CR is not a line end. */
+	char *bare = replace(text, len, "\nimport os\n", "\nimport os\r", &n);
+	assert_int_equal(oeap_binding_digest_holds(bare, n), 0);
+	assert_int_equal(kind_of(bare, n), OEAP_BINDING_EDITED);
+	free(bare);
+	oeap_buf_free(&crlf);
+	free(text);
+}
+
+/* Another oeapatch's render (another comment, another definition version)
+ * whose digest holds: not an edit, an upgrade. */
+static void test_older_render_is_other(void **state)
+{
+	(void)state;
+	size_t len, n1, n2, n3;
+	char *text = render(&len);
+	char head[128], older_head[128];
+	snprintf(head, sizeof(head), "(%s/%d)", def->name, def->version);
+	snprintf(older_head, sizeof(older_head), "(%s/%d)", def->name, def->version - 1);
+	char *body = replace(text, len, "\nimport os\n", "\n# an older oeapatch's comment\nimport os\n", &n1);
+	char *older = redigest(body, n1, &n2);
+	assert_int_equal(oeap_binding_digest_holds(older, n2), 1);
+	oeap_binding_state st;
+	assert_int_equal(oeap_binding_classify(def, older, n2, &st), 0);
+	assert_int_equal(st.kind, OEAP_BINDING_OTHER);
+	assert_true(st.has_digest);
+	snprintf(head, sizeof(head), "%s/%d", def->name, def->version);
+	assert_string_equal(st.writer, head);
+	int ok;
+	char *d = check_detail(older, n2, &ok);
+	assert_false(ok);
+	char want[160];
+	snprintf(want, sizeof(want), "written by another oeapatch (definition %s/%d): run `oeapatch apply`", def->name,
+	         def->version);
+	assert_non_null(strstr(d, want));
+	free(d);
+
+	/* Another definition version, with the library line elsewhere. */
+	snprintf(head, sizeof(head), "(%s/%d)", def->name, def->version);
+	char *v = replace(body, n1, head, older_head, &n3);
+	char *v2 = redigest(v, n3, &n3);
+	assert_int_equal(oeap_binding_classify(def, v2, n3, &st), 0);
+	assert_int_equal(st.kind, OEAP_BINDING_OTHER);
+	snprintf(want, sizeof(want), "%s/%d", def->name, def->version - 1);
+	assert_string_equal(st.writer, want);
+	char *lib = oeap_binding_recorded_library(def, v2, n3);
+	assert_string_equal(lib, LIB); /* carried over by the upgrade */
+	free(lib);
+	free(v);
+	free(v2);
+	free(body);
+	free(older);
+	free(text);
+}
+
+/* No digest line (written before digests): this definition's render without
+ * it is the older oeapatch's (an upgrade); anything else of this version
+ * cannot be told from an edit, and the message says both. */
+static void test_no_digest_line(void **state)
+{
+	(void)state;
+	size_t len, n, m;
+	char *text = render(&len);
+	char *old = drop_line2(text, len, &n);
+	assert_int_equal(oeap_binding_digest_holds(old, n), -1);
+	assert_int_equal(kind_of(old, n), OEAP_BINDING_OTHER);
+
+	char *edited = replace(old, n, "\nimport os\n", "\nimport os  # mine\n", &m);
+	oeap_binding_state st;
+	assert_int_equal(oeap_binding_classify(def, edited, m, &st), 0);
+	assert_int_equal(st.kind, OEAP_BINDING_UNKNOWN);
+	assert_false(st.has_digest);
+	int ok;
+	char *d = check_detail(edited, m, &ok);
+	assert_false(ok);
+	assert_non_null(strstr(d, "edited by hand, or written by an oeapatch before this one"));
+	assert_non_null(strstr(d, "oeapatch apply --diff"));
+	free(d);
+
+	/* A digest-shaped line that is not one (a digit short) is no digest. */
+	char *shortd = replace(text, len, OEAP_BINDING_DIGEST_PREFIX, OEAP_BINDING_DIGEST_PREFIX "z", &m);
+	assert_int_equal(oeap_binding_digest_holds(shortd, m), -1);
+	free(shortd);
+
+	/* Another version's module from before digests: replaced, as it always was. */
+	char head[64], other[64];
+	snprintf(head, sizeof(head), "(%s/%d)", def->name, def->version);
+	snprintf(other, sizeof(other), "(%s/%d)", def->name, def->version + 7);
+	char *v = replace(edited, m, head, other, &m);
+	assert_int_equal(kind_of(v, m), OEAP_BINDING_OTHER);
+	free(v);
+	free(edited);
+	free(old);
+	free(text);
+}
+
+static void test_not_ours(void **state)
+{
+	(void)state;
+	const char *t = "print('somebody else')\n";
+	assert_int_equal(kind_of(t, strlen(t)), OEAP_BINDING_NOT_OURS);
+	assert_int_equal(oeap_binding_digest_holds(t, strlen(t)), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_render_is_current),
+		cmocka_unit_test(test_one_byte_changed_is_edited),
+		cmocka_unit_test(test_crlf_is_the_same_module),
+		cmocka_unit_test(test_older_render_is_other),
+		cmocka_unit_test(test_no_digest_line),
+		cmocka_unit_test(test_not_ours),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
