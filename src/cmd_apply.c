@@ -77,11 +77,6 @@ typedef struct binding_plan {
 	int refused;    /* --diff: apply would refuse to overwrite it (edited, or cannot tell) */
 } binding_plan;
 
-/*
- * `refuse` 0 (--diff): a module apply would not overwrite is still planned,
- * so that the diff shows how it differs from what this oeapatch writes,
- * which is how the user tells an edit from an older render.
- */
 /* The version of `writer` ("NAME/VERSION") when NAME is this definition's, else 0. */
 static int writer_version(const oeap_patchdef *def, const char *writer)
 {
@@ -91,6 +86,11 @@ static int writer_version(const oeap_patchdef *def, const char *writer)
 	return atoi(writer + n + 1);
 }
 
+/*
+ * `refuse` 0 (--diff): a module apply would not overwrite is still planned,
+ * so that the diff shows how it differs from what this oeapatch writes,
+ * which is how the user tells an edit from an older render.
+ */
 static int plan_binding(const oeap_cli *cli, const char *library, int refuse, int downgrade, binding_plan *bp,
                         oeap_error *err)
 {
@@ -256,6 +256,8 @@ static void print_json(const oeap_cli *cli, const apply_opts *o, const apply_res
 	/* Another oeapatch's module replaced (or, with --check/--diff, to be). */
 	if (r->bp.old && r->bp.state.kind == OEAP_BINDING_OTHER)
 		json_object_set_new(bind, "updated_from", json_string(r->bp.state.writer));
+	if (r->bp.refused) /* --diff only: otherwise apply failed */
+		json_object_set_new(bind, "overwrite_refused", json_true());
 	json_object_set_new(j, "binding", bind);
 	if (o->diff)
 		json_object_set_new(j, "diff", json_stringn(r->diff.data ? r->diff.data : "", r->diff.len));

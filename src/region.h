@@ -4,9 +4,9 @@
  * A region is whole lines: a begin marker, the inserted body, an end marker,
  * each line indented like the place it was inserted:
  *
- *     # >>> oeapatch sglang-oea/1 callsite sha256:0123456789abcdef >>>
+ *     # >>> oeapatch sglang-oea/2 callsite sha256:0123456789abcdef >>>
  *     ...body...
- *     # <<< oeapatch sglang-oea/1 callsite <<<
+ *     # <<< oeapatch sglang-oea/2 callsite <<<
  *
  * The hash is the first 16 hex digits of the SHA-256 of the body bytes
  * (indentation included, CRLF read as LF so that git's autocrlf does not

@@ -79,7 +79,7 @@ typedef struct oeap_setting_problem {
 	char *origin;   /* file, or NULL: the environment */
 	long line;
 	int error;      /* 1: the binding would refuse to start (verify fails); 0: a warning */
-	char message[512]; /* "expected an integer >= 0", "not a setting of sglang-oea/1 ..." */
+	char message[512]; /* "expected an integer >= 0", "not a setting of sglang-oea/2 ..." */
 } oeap_setting_problem;
 
 typedef struct oeap_settings_result {

@@ -245,24 +245,24 @@ refuse "read-only directory (mode 555, as $(id -un))" "$root" 2 'read-only|not w
 # Region damage, made from the golden output of an era.
 patched=$golden/era-2025-08.expected.py
 root=$(new_checkout "$patched")
-sed -i -E '0,/(# >>> oeapatch sglang-oea\/1 callsite sha256:)[0-9a-f]{16}/s//\10123456789abcdef/' "$root/$target_rel"
+sed -i -E '0,/(# >>> oeapatch sglang-oea\/2 callsite sha256:)[0-9a-f]{16}/s//\10123456789abcdef/' "$root/$target_rel"
 refuse "region marker with a wrong hash" "$root" 1 'edited by hand|sha256'
 root=$(new_checkout "$patched")
-sed -i -E '/# >>> oeapatch sglang-oea\/1 callsite/{n;s/$/  # tweak/}' "$root/$target_rel"
+sed -i -E '/# >>> oeapatch sglang-oea\/2 callsite/{n;s/$/  # tweak/}' "$root/$target_rel"
 refuse "region body edited by hand" "$root" 1 'edited by hand'
 root=$(new_checkout "$patched")
-awk '/# >>> oeapatch sglang-oea\/1 import/ {r=1} r {buf = buf $0 "\n"} {print}
-     /# <<< oeapatch sglang-oea\/1 import/ {r=0; printf "%s", buf}' "$patched" >"$root/$target_rel"
+awk '/# >>> oeapatch sglang-oea\/2 import/ {r=1} r {buf = buf $0 "\n"} {print}
+     /# <<< oeapatch sglang-oea\/2 import/ {r=0; printf "%s", buf}' "$patched" >"$root/$target_rel"
 refuse "duplicated region markers" "$root" 1 'twice|duplicate'
 root=$(new_checkout "$patched")
-awk '/# >>> oeapatch sglang-oea\/1 import/ {print; print "# >>> oeapatch sglang-oea/1 callsite sha256:0123456789abcdef >>>"; next} {print}' \
+awk '/# >>> oeapatch sglang-oea\/2 import/ {print; print "# >>> oeapatch sglang-oea/2 callsite sha256:0123456789abcdef >>>"; next} {print}' \
   "$patched" >"$root/$target_rel"
 refuse "nested region markers" "$root" 1 'nested'
 root=$(new_checkout "$patched")
-sed -i '/# <<< oeapatch sglang-oea\/1 callsite <<</d' "$root/$target_rel"
+sed -i '/# <<< oeapatch sglang-oea\/2 callsite <<</d' "$root/$target_rel"
 refuse "unterminated region" "$root" 1 'never closed|not closed'
 root=$(new_checkout "$patched")
-sed -i -E 's/(# >>> oeapatch sglang-oea\/1 import) sha256:/\1 sha:/' "$root/$target_rel"
+sed -i -E 's/(# >>> oeapatch sglang-oea\/2 import) sha256:/\1 sha:/' "$root/$target_rel"
 refuse "malformed marker" "$root" 1 'malformed'
 # A binding module of the same name that we did not write is not ours to overwrite.
 root=$(new_checkout "$fix/eras/2025-08_topk_config.py")
@@ -314,7 +314,7 @@ check "CRLF file: every line of the result ends in CRLF" \
 root=$(new_checkout "$fix/variants/tabs.py")
 "$OEAPATCH" apply -C "$root" --library "$OEA_LIBRARY" >/dev/null 2>&1
 check "tab file: the inserted call site is indented with tabs only" \
-  test "$(sed -n '/# >>> oeapatch sglang-oea\/1 callsite/,/# <<< oeapatch sglang-oea\/1 callsite/p' "$root/$target_rel" |
+  test "$(sed -n '/# >>> oeapatch sglang-oea\/2 callsite/,/# <<< oeapatch sglang-oea\/2 callsite/p' "$root/$target_rel" |
           grep -c '^ ')" = 0
 root=$(new_checkout "$fix/variants/bom.py")
 "$OEAPATCH" apply -C "$root" --library "$OEA_LIBRARY" >/dev/null 2>&1
@@ -323,18 +323,18 @@ check "BOM file: the BOM is kept, once, at the start" \
        "$(grep -c $'\xef\xbb\xbf' "$root/$target_rel")" = 1
 
 echo "== 3. a file patched by an older version of the definition"
-newdef=$work/sglang-oea-v2
+newdef=$work/sglang-oea-v3
 cp -r "$src/patches/sglang-oea" "$newdef"
-sed -i -E 's/^version *= *1$/version = 2/' "$newdef/patch.ini"
+sed -i -E 's/^version *= *2$/version = 3/' "$newdef/patch.ini"
 root=$(new_checkout "$patched")
 orig=$fix/eras/2025-08_topk_config.py
 out=$work/older.out
 if "$OEAPATCH" apply -C "$root" --patch "$newdef" --library "$OEA_LIBRARY" >"$out" 2>&1; then
-  ok "older version: apply with version 2 succeeds ($(head -n 1 "$out" | cut -c1-100))"
-  check "older version: upgraded in place (markers now sglang-oea/2, none of /1)" \
-    test "$(grep -c 'oeapatch sglang-oea/2' "$root/$target_rel")" = 4 -a \
-         "$(grep -c 'oeapatch sglang-oea/1' "$root/$target_rel")" = 0
-  check "older version: verify with version 2 holds" \
+  ok "older version: apply with version 3 succeeds ($(head -n 1 "$out" | cut -c1-100))"
+  check "older version: upgraded in place (markers now sglang-oea/3, none of /2)" \
+    test "$(grep -c 'oeapatch sglang-oea/3' "$root/$target_rel")" = 4 -a \
+         "$(grep -c 'oeapatch sglang-oea/2' "$root/$target_rel")" = 0
+  check "older version: verify with version 3 holds" \
     "$OEAPATCH" verify -C "$root" --patch "$newdef" >/dev/null 2>&1
   "$OEAPATCH" revert -C "$root" --patch "$newdef" >/dev/null 2>&1
   check "older version: revert gives the unpatched file back" cmp -s "$root/$target_rel" "$orig"
@@ -343,7 +343,7 @@ else
     bad "older version: upgraded in place or refused with a hint" "$(cat "$out")"
 fi
 root=$(new_checkout "$patched")
-sed -i -E '/# >>> oeapatch sglang-oea\/1 callsite/{n;s/$/  # tweak/}' "$root/$target_rel"
+sed -i -E '/# >>> oeapatch sglang-oea\/2 callsite/{n;s/$/  # tweak/}' "$root/$target_rel"
 refuse "older version with an edited region (upgrade)" "$root" 1 'edited by hand.*(revert|restore)'
 
 echo "== 4. a ${big_mb} MB file"

@@ -126,7 +126,7 @@ has "... post-merge re-applies" "post-merge     ours+chained  re-applies and ver
 has "... pre-push blocks, it does not re-apply" "pre-push       ours+chained  blocks pushes of commits that do not verify"
 (cd "$O" && cp "$ERAS/2025-12_layer_id_capturer.py" "$T" && git commit -q -am "another upstream update")
 run "git pull" git pull
-has "post-merge re-applied the patch" "oeapatch: $T: sglang-oea/1 applied"
+has "post-merge re-applied the patch" "oeapatch: $T: sglang-oea/2 applied"
 has "... and verified it" "post-merge: sglang-oea verified in $D"
 expect "verify agrees" 0 "$OEAPATCH" verify -C "$D"
 # deployment.md's gate: a library that went missing is exit 1 (the patch
@@ -209,14 +209,14 @@ expect "hook install --uncommitted" 0 "$OEAPATCH" hook install -C "$U" --uncommi
 has "... removes our pre-push, which would block every push" "pre-push       removed"
 [ ! -e "$U/.git/hooks/pre-push" ] && ok "... no pre-push is left" || bad "a pre-push is installed"
 has "... says how to pull" "revert -C '$U' && git pull"
-has "... re-applies after pull" "hooks re-apply sglang-oea/1"
+has "... re-applies after pull" "hooks re-apply sglang-oea/2"
 expect "--uncommitted with --only pre-push is refused" 2 "$OEAPATCH" hook install -C "$U" --uncommitted --only pre-push
 (cd "$O" && git checkout -q plain && cp "$ERAS/2026-02_post_process.py" "$T" && git commit -q -am "upstream moves on" &&
 	git checkout -q main)
 run "git pull with the patch in the work tree" git pull
 has "... stops on the local change before any hook runs (why the recipe reverts first)" "would be overwritten"
 run "revert, then pull" sh -c "'$OEAPATCH' revert -C '$U' >/dev/null && git pull"
-has "post-merge re-applied the patch" "oeapatch: $T: sglang-oea/1 applied"
+has "post-merge re-applied the patch" "oeapatch: $T: sglang-oea/2 applied"
 has "... and verified it" "post-merge: sglang-oea verified in $U"
 expect "verify agrees" 0 "$OEAPATCH" verify -C "$U"
 git init -q --bare "$WORK/uprod.git" && git remote add prod "$WORK/uprod.git"

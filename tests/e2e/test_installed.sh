@@ -49,7 +49,7 @@ expect "status --python VENV/bin/python: not applied" 1 "$OEAPATCH" status --pyt
 has "status names the installed target" "file:     $installed_rel"
 has "status says it is an installed package" "$site (installed package)"
 expect "apply --python" 0 "$OEAPATCH" --python "$vpy" apply --library "$OEA_LIBRARY"
-has "apply names the installed file" "$installed_rel: sglang-oea/1 applied"
+has "apply names the installed file" "$installed_rel: sglang-oea/2 applied"
 check "the binding module is written beside it in site-packages" test -f "$site/$binding"
 expect "verify --python" 0 "$OEAPATCH" verify --python "$vpy"
 expect "status --python --json" 0 "$OEAPATCH" status --python "$vpy" --json
@@ -86,7 +86,7 @@ has "the message offers --python" "--python PATH"
 echo "== 3. a reinstall replaces topk.py (pip install -U)"
 cp "$work/pristine.py" "$site/$installed_rel"
 expect "verify after the reinstall: not applied" 1 "$OEAPATCH" verify --python "$vpy"
-has "verify says it is not applied" "$installed_rel: sglang-oea/1 is NOT applied"
+has "verify says it is not applied" "$installed_rel: sglang-oea/2 is NOT applied"
 has "verify gives the command that re-applies it" "\`oeapatch apply --python $vpy\` applies it"
 expect "status after the reinstall" 1 "$OEAPATCH" -C "$site" status
 has "status gives the command too" "(run \`oeapatch apply -C $site\`)"

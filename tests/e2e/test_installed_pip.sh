@@ -69,7 +69,7 @@ echo "== apply, verify, status through --python and -C"
 expect "status --python: not applied" 1 "$OEAPATCH" --python "$vpy" status
 has "it found the installed package" "root:     $site (installed package)"
 expect "apply --python" 0 "$OEAPATCH" --python "$vpy" apply --library "$OEA_LIBRARY"
-has "apply names the installed file" "$installed_rel: sglang-oea/1 applied"
+has "apply names the installed file" "$installed_rel: sglang-oea/2 applied"
 check "the binding module sits beside topk.py" test -f "$site/$binding"
 expect "verify --python" 0 "$OEAPATCH" --python "$vpy" verify
 expect "verify -C site-packages/sglang (a folder inside it)" 0 "$OEAPATCH" -C "$site/sglang" verify
@@ -79,7 +79,7 @@ echo "== pip reinstalls sglang: the patch is gone"
 check "pip install --force-reinstall --no-deps" install --force-reinstall
 check "pip replaced topk.py with the wheel's" cmp -s "$work/pristine.py" "$site/$installed_rel"
 expect "verify after the reinstall" 1 "$OEAPATCH" --python "$vpy" verify
-has "verify says not applied" "$installed_rel: sglang-oea/1 is NOT applied"
+has "verify says not applied" "$installed_rel: sglang-oea/2 is NOT applied"
 has "and gives the command that re-applies it" "\`oeapatch apply --python $vpy\` applies it"
 expect "status after the reinstall" 1 "$OEAPATCH" -C "$site" status
 has "status says not applied" "state:    not applied (run \`oeapatch apply -C $site\`)"

@@ -54,7 +54,7 @@ has "the cross rule" "SGLANG_OEA_MAX_TOKENS (unset): its default 1024 is below S
 expect "a typo of K0 fails, K0 off or not" 1 EV SGLANG_OEA_KO=3
 has "names the setting it meant" "a typo of SGLANG_OEA_K0?"
 expect "another name of the namespace: a warning" 0 EV SGLANG_OEA_PROMETHEUS_PORT=9000
-has "with the closest setting" "not a setting of sglang-oea/1, the binding ignores it (closest:"
+has "with the closest setting" "not a setting of sglang-oea/2, the binding ignores it (closest:"
 expect "-q: the status alone" 1 env SGLANG_OEA_K0=abc "$OEAPATCH" verify -C "$C" -q
 check "-q prints nothing" test -z "$out"
 
@@ -92,7 +92,7 @@ echo "== --env-file"
 F=$WORK/sglang.env
 printf '# the server'"'"'s settings\n; systemd comment\n\nSGLANG_OEA_K0=4\nSGLANG_OEA_MIN_BATCH = " 8 "\nSGLANG_OEA_STATS=yes\nOTHER=1\n' >"$F"
 expect "a good file" 0 V --env-file "$F"
-has "says where the settings came from" "3 of 8 settings of sglang-oea/1 set in $F, all valid"
+has "says where the settings came from" "3 of 8 settings of sglang-oea/2 set in $F, all valid"
 has "the file's values are effective, the quoted blanks ignored" "settings: k0=4 min_batch=8 max_tokens=1024"
 expect "verify's own environment is ignored with --env-file" 0 EV SGLANG_OEA_K0=abc --env-file "$F"
 has "and the ignored variables are named" "(ignored from verify's own environment, --env-file gives the server's: SGLANG_OEA_K0)"

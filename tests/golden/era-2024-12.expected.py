@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from sglang.srt.utils import get_compiler_backend
-# >>> oeapatch sglang-oea/1 import sha256:286686e404831fc5 >>>
+# >>> oeapatch sglang-oea/2 import sha256:286686e404831fc5 >>>
 from . import _oeapatch_sglang_oea as _oeapatch_oea
-# <<< oeapatch sglang-oea/1 import <<<
+# <<< oeapatch sglang-oea/2 import <<<
 
 
 def fused_topk_native(
@@ -153,7 +153,7 @@ def select_experts(
             topk=top_k,
             renormalize=renormalize,
         )
-    # >>> oeapatch sglang-oea/1 callsite sha256:77b855a42b5044fb >>>
+    # >>> oeapatch sglang-oea/2 callsite sha256:77b855a42b5044fb >>>
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(
             router_logits=router_logits,
@@ -167,6 +167,6 @@ def select_experts(
             correction_bias=correction_bias,
             custom_routing_function=custom_routing_function,
         )
-    # <<< oeapatch sglang-oea/1 callsite <<<
+    # <<< oeapatch sglang-oea/2 callsite <<<
 
     return topk_weights, topk_ids

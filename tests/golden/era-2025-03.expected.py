@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from sglang.srt.managers.expert_distribution import ExpertDistributionRecorder
 from sglang.srt.managers.schedule_batch import global_server_args_dict
 from sglang.srt.utils import get_compiler_backend, is_cuda, is_hip
-# >>> oeapatch sglang-oea/1 import sha256:286686e404831fc5 >>>
+# >>> oeapatch sglang-oea/2 import sha256:286686e404831fc5 >>>
 from . import _oeapatch_sglang_oea as _oeapatch_oea
-# <<< oeapatch sglang-oea/1 import <<<
+# <<< oeapatch sglang-oea/2 import <<<
 
 _is_cuda = is_cuda()
 _is_hip = is_hip()
@@ -247,7 +247,7 @@ def select_experts(
             topk=top_k,
             renormalize=renormalize,
         )
-    # >>> oeapatch sglang-oea/1 callsite sha256:076e3abc498a7685 >>>
+    # >>> oeapatch sglang-oea/2 callsite sha256:076e3abc498a7685 >>>
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(
             router_logits=router_logits,
@@ -264,7 +264,7 @@ def select_experts(
             num_fused_shared_experts=n_share_experts_fusion,
             num_token_non_padded=num_token_non_padded,
         )
-    # <<< oeapatch sglang-oea/1 callsite <<<
+    # <<< oeapatch sglang-oea/2 callsite <<<
 
     expert_distribution_recorder.record_new_token(topk_ids)
 

@@ -29,9 +29,9 @@ from sglang.srt.utils import (
     is_cuda,
     is_hip,
 )
-# >>> oeapatch sglang-oea/1 import sha256:286686e404831fc5 >>>
+# >>> oeapatch sglang-oea/2 import sha256:286686e404831fc5 >>>
 from . import _oeapatch_sglang_oea as _oeapatch_oea
-# <<< oeapatch sglang-oea/1 import <<<
+# <<< oeapatch sglang-oea/2 import <<<
 
 _is_cuda = is_cuda()
 _is_hip = is_hip()
@@ -402,7 +402,7 @@ def select_experts(
             topk=top_k,
             renormalize=renormalize,
         )
-    # >>> oeapatch sglang-oea/1 callsite sha256:f79b9557a7b4dc55 >>>
+    # >>> oeapatch sglang-oea/2 callsite sha256:f79b9557a7b4dc55 >>>
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(
             router_logits=router_logits,
@@ -420,7 +420,7 @@ def select_experts(
             num_token_non_padded=num_token_non_padded,
             expert_location_dispatch_info=expert_location_dispatch_info,
         )
-    # <<< oeapatch sglang-oea/1 callsite <<<
+    # <<< oeapatch sglang-oea/2 callsite <<<
 
     get_global_expert_distribution_recorder().on_select_experts(topk_ids=topk_ids)
 

@@ -58,9 +58,9 @@ from sglang.srt.utils import (
     is_xpu,
 )
 from sglang.srt.utils.patch_torch import register_fake_if_exists
-# >>> oeapatch sglang-oea/1 import sha256:286686e404831fc5 >>>
+# >>> oeapatch sglang-oea/2 import sha256:286686e404831fc5 >>>
 from . import _oeapatch_sglang_oea as _oeapatch_oea
-# <<< oeapatch sglang-oea/1 import <<<
+# <<< oeapatch sglang-oea/2 import <<<
 
 if TYPE_CHECKING:
     from sglang.srt.layers.quantization import QuantizationConfig
@@ -696,7 +696,7 @@ def select_experts(
             topk=num_routed_topk if _use_aiter else top_k,
             renormalize=renormalize,
         )
-    # >>> oeapatch sglang-oea/1 callsite sha256:b47fa2d7aa96b17d >>>
+    # >>> oeapatch sglang-oea/2 callsite sha256:b47fa2d7aa96b17d >>>
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(
             router_logits=router_logits,
@@ -717,7 +717,7 @@ def select_experts(
             expert_location_dispatch_info=expert_location_dispatch_info,
             layer_id=layer_id,
         )
-    # <<< oeapatch sglang-oea/1 callsite <<<
+    # <<< oeapatch sglang-oea/2 callsite <<<
 
     if envs.SGLANG_SIMULATE_UNIFORM_EXPERTS.get():
         # Benchmark only: spread tokens evenly over the experts.

@@ -50,9 +50,9 @@ from sglang.srt.utils import (
     is_hip,
     is_npu,
 )
-# >>> oeapatch sglang-oea/1 import sha256:286686e404831fc5 >>>
+# >>> oeapatch sglang-oea/2 import sha256:286686e404831fc5 >>>
 from . import _oeapatch_sglang_oea as _oeapatch_oea
-# <<< oeapatch sglang-oea/1 import <<<
+# <<< oeapatch sglang-oea/2 import <<<
 
 if TYPE_CHECKING:
     from sglang.srt.layers.quantization import QuantizationConfig
@@ -646,7 +646,7 @@ def select_experts(
             topk=num_routed_topk if _use_aiter else top_k,
             renormalize=renormalize,
         )
-    # >>> oeapatch sglang-oea/1 callsite sha256:a6d20114eada91de >>>
+    # >>> oeapatch sglang-oea/2 callsite sha256:a6d20114eada91de >>>
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(
             router_logits=router_logits,
@@ -665,7 +665,7 @@ def select_experts(
             num_token_non_padded=num_token_non_padded,
             expert_location_dispatch_info=expert_location_dispatch_info,
         )
-    # <<< oeapatch sglang-oea/1 callsite <<<
+    # <<< oeapatch sglang-oea/2 callsite <<<
 
     if num_fused_shared_experts > 0 and _use_aiter:
         tokens, num_experts = router_logits.shape

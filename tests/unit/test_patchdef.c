@@ -144,7 +144,7 @@ static void test_real_definition(void **state)
 	(void)state;
 	oeap_patchdef *def = tu_def();
 	assert_string_equal(def->name, "sglang-oea");
-	assert_int_equal(def->version, 1);
+	assert_int_equal(def->version, 2);
 	assert_string_equal(def->target, "python/sglang/srt/layers/moe/topk.py");
 	assert_int_equal(def->abi, 2);
 	assert_string_equal(def->first_revision, "2024-12-24");
@@ -325,7 +325,7 @@ static void test_unknown_section(void **state)
 static void test_version_zero(void **state)
 {
 	fixture *f = *state;
-	long line = edit_ini(f, "version = 1", "version = 0");
+	long line = edit_ini(f, "version = 2", "version = 0");
 	oeap_error err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "[patch] version: must be an integer >= 1", line);
 }

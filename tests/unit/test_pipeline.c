@@ -130,7 +130,7 @@ static void test_edited_region(void **state)
 	oeap_error err;
 	oeap_error_clear(&err);
 	char *buf = patched("eras/2025-08_topk_config.py", &n);
-	char *line = find_line(strstr(buf, "# >>> oeapatch sglang-oea/1 callsite"), "            top_k=top_k,");
+	char *line = find_line(strstr(buf, "# >>> oeapatch sglang-oea/2 callsite"), "            top_k=top_k,");
 	memcpy(strstr(line, "top_k=top_k"), "top_k=top_q", 11); /* a hand edit inside our region */
 	verify_expect(buf, n, "integrity:callsite", "was edited");
 
@@ -158,8 +158,8 @@ static void test_moved_callsite(void **state)
 	(void)state;
 	size_t n;
 	char *buf = patched("eras/2025-08_topk_config.py", &n);
-	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/1 callsite");
-	char *end = find_line(buf, "# <<< oeapatch sglang-oea/1 callsite");
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/2 callsite");
+	char *end = find_line(buf, "# <<< oeapatch sglang-oea/2 callsite");
 	end = strchr(end, '\n') + 1;
 	size_t rlen = (size_t)(end - begin);
 	char *region = strndup(begin, rlen);
@@ -205,24 +205,24 @@ static void test_older_version_is_upgraded(void **state)
 	(void)state;
 	size_t n;
 	char *buf = patched("eras/2025-12_layer_id_capturer.py", &n);
-	/* The file carries sglang-oea/1; this definition is a newer one, 2. */
-	def->version = 2;
+	/* The file carries sglang-oea/2; this definition is a newer one, 3. */
+	def->version = 3;
 	verify_expect(buf, n, "version", "run `oeapatch apply` to upgrade");
 	oeap_outcome o;
 	oeap_error err;
 	oeap_error_clear(&err);
 	int rc = oeap_apply_bytes(def, buf, n, "topk.py", &o, &err);
-	def->version = 1;
+	def->version = 2;
 	assert_int_equal(rc, 0);
 	assert_int_equal(o.before, OEAP_STATE_STALE);
-	assert_int_equal(o.from_version, 1);
-	assert_non_null(strstr(o.out, "oeapatch sglang-oea/2 callsite"));
-	assert_null(strstr(o.out, "oeapatch sglang-oea/1 "));
+	assert_int_equal(o.from_version, 2);
+	assert_non_null(strstr(o.out, "oeapatch sglang-oea/3 callsite"));
+	assert_null(strstr(o.out, "oeapatch sglang-oea/2 "));
 	oeap_outcome_free(&o);
 	free(buf);
 }
 
-/* A file patched by a newer version of the definition (7) than this one (1):
+/* A file patched by a newer version of the definition (7) than this one (2):
  * an apply would silently downgrade it. Refused, naming the option. */
 static void test_newer_version_is_not_downgraded(void **state)
 {
@@ -231,15 +231,15 @@ static void test_newer_version_is_not_downgraded(void **state)
 	char *buf = patched("eras/2025-12_layer_id_capturer.py", &n);
 	char *newer = strdup(buf);
 	/* Same bodies, markers of a made-up later version. */
-	for (char *p = newer; (p = strstr(p, "sglang-oea/1 ")) != NULL; p++)
+	for (char *p = newer; (p = strstr(p, "sglang-oea/2 ")) != NULL; p++)
 		p[11] = '7';
-	verify_expect(newer, n, "version", "NEWER than this definition's sglang-oea/1");
+	verify_expect(newer, n, "version", "NEWER than this definition's sglang-oea/2");
 	oeap_outcome o;
 	oeap_error err;
 	oeap_error_clear(&err);
 	if (oeap_apply_bytes(def, newer, n, "topk.py", &o, &err) == 0) {
 		oeap_outcome_free(&o);
-		fail_msg("a patch of version 7 was replaced by version 1 without a word");
+		fail_msg("a patch of version 7 was replaced by version 2 without a word");
 	}
 	assert_non_null(strstr(err.message, "--downgrade"));
 	oeap_error_clear(&err);
@@ -273,8 +273,8 @@ static void test_duplicated_and_nested_markers(void **state)
 	(void)state;
 	size_t n;
 	char *buf = patched("eras/2025-03_recorder.py", &n);
-	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/1 import");
-	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/1 import"), '\n') + 1;
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/2 import");
+	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/2 import"), '\n') + 1;
 	size_t rlen = (size_t)(end - begin);
 	/* duplicated: the import region twice in a row */
 	char *dup = malloc(n + rlen + 1);
@@ -293,7 +293,7 @@ static void test_duplicated_and_nested_markers(void **state)
 
 	/* nested: drop the import region's end marker, so the call site opens inside it */
 	char *nested = strdup(buf);
-	char *em = find_line(nested, "# <<< oeapatch sglang-oea/1 import");
+	char *em = find_line(nested, "# <<< oeapatch sglang-oea/2 import");
 	char *eme = strchr(em, '\n') + 1;
 	memmove(em, eme, strlen(eme) + 1);
 	verify_expect(nested, strlen(nested), "markers", "nested");
@@ -322,8 +322,8 @@ static void test_marker_in_string_is_not_ours(void **state)
 	char *buf = patched("eras/2024-12_positional.py", &n);
 	/* Turn the import region's markers and body into one string literal:
 	 * those lines are the string's text now, so the import region is missing. */
-	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/1 import");
-	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/1 import"), '\n');
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/2 import");
+	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/2 import"), '\n');
 	size_t off_b = (size_t)(begin - buf), off_e = (size_t)(end - buf);
 	char *s = malloc(n + 16);
 	memcpy(s, buf, off_b);
@@ -346,12 +346,12 @@ static void test_marker_lines_in_strings_are_text(void **state)
 	char *in0 = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
 	static const char doc[] =
 	    "\"\"\"Applied by hand:\n"
-	    "    # >>> oeapatch sglang-oea/1 callsite sha256:0123456789abcdef >>>\n"
-	    "    # <<< oeapatch sglang-oea/1 callsite <<<\n"
+	    "    # >>> oeapatch sglang-oea/2 callsite sha256:0123456789abcdef >>>\n"
+	    "    # <<< oeapatch sglang-oea/2 callsite <<<\n"
 	    "\"\"\"\n"
 	    "NOTE = '\\\n"
-	    "# >>> oeapatch sglang-oea/1 import sha256:0123456789abcdef >>>\\n\\\n"
-	    "# <<< oeapatch sglang-oea/1 import <<<'\n";
+	    "# >>> oeapatch sglang-oea/2 import sha256:0123456789abcdef >>>\\n\\\n"
+	    "# <<< oeapatch sglang-oea/2 import <<<'\n";
 	char *in = insert_at(in0, &n, (size_t)(find_line(in0, "import torch") - in0), doc);
 	free(in0);
 	oeap_outcome o, back, refreshed, noop;
@@ -488,7 +488,7 @@ static void test_literals_are_not_unbound_names(void **state)
 	(void)state;
 	size_t n;
 	char *buf = patched("eras/2025-08_topk_config.py", &n);
-	char *l = strstr(strstr(buf, "# >>> oeapatch sglang-oea/1 callsite"), "            top_k=top_k,\n");
+	char *l = strstr(strstr(buf, "# >>> oeapatch sglang-oea/2 callsite"), "            top_k=top_k,\n");
 	assert_non_null(l);
 	memcpy(l, "            top_k=None ,\n", 24);
 	oeap_report rep;
