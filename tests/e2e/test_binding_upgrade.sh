@@ -2,8 +2,8 @@
 # test_binding_upgrade.sh - an upgraded oeapatch re-applies over the binding
 # module an older one wrote, and only a real hand edit is refused.
 #
-# The module records a digest of its own content (line 2, docs/patch-
-# definitions.md). An older oeapatch's module (another binding.py, another
+# The module records a digest of its own content (line 2,
+# docs/patch-definitions.md). An older oeapatch's module (another binding.py, another
 # definition version) whose digest holds is replaced by `apply` (exit 0, the
 # module then equals this oeapatch's render, topk.py verifies), removed by
 # `revert`, and named by `verify`/`status` as another oeapatch's; a module
