@@ -213,13 +213,13 @@ static void test_crlf_is_the_same_module(void **state)
 
 	/* Only some lines converted: still the same module. */
 	size_t n;
-	char *mixed = replace(text, len, "\nimport os\n", "\r\nimport os\r\n", &n);
+	char *mixed = replace(text, len, "\nABI_VERSION = ", "\r\nABI_VERSION = ", &n);
 	assert_int_equal(oeap_binding_digest_holds(mixed, n), 1);
 	assert_int_equal(kind_of(mixed, n), OEAP_BINDING_CURRENT);
 	free(mixed);
 
 	/* A bare CR is not a line end. */
-	char *bare = replace(text, len, "\nimport os\n", "\nimport os\r", &n);
+	char *bare = replace(text, len, "\nABI_VERSION = ", "\rABI_VERSION = ", &n);
 	assert_int_equal(oeap_binding_digest_holds(bare, n), 0);
 	assert_int_equal(kind_of(bare, n), OEAP_BINDING_EDITED);
 	free(bare);
@@ -237,7 +237,7 @@ static void test_older_render_is_other(void **state)
 	char head[128], older_head[128];
 	snprintf(head, sizeof(head), "(%s/%d)", def->name, def->version);
 	snprintf(older_head, sizeof(older_head), "(%s/%d)", def->name, def->version - 1);
-	char *body = replace(text, len, "\nimport os\n", "\n# an older oeapatch's comment\nimport os\n", &n1);
+	char *body = replace(text, len, "\nABI_VERSION = ", "\n# an older oeapatch's comment\nABI_VERSION = ", &n1);
 	char *older = redigest(body, n1, &n2);
 	assert_int_equal(oeap_binding_digest_holds(older, n2), 1);
 	oeap_binding_state st;
@@ -285,7 +285,7 @@ static void test_no_digest_line(void **state)
 	assert_int_equal(oeap_binding_digest_holds(old, n), -1);
 	assert_int_equal(kind_of(old, n), OEAP_BINDING_OTHER);
 
-	char *edited = replace(old, n, "\nimport os\n", "\nimport os  # mine\n", &m);
+	char *edited = replace(old, n, "\nABI_VERSION = ", "\n# mine\nABI_VERSION = ", &m);
 	oeap_binding_state st;
 	assert_int_equal(oeap_binding_classify(def, edited, m, &st), 0);
 	assert_int_equal(st.kind, OEAP_BINDING_UNKNOWN);
