@@ -10,9 +10,9 @@
  *  - in a graph: a graph of L launches replayed, median over R replays of
  *    (replay time / L): the per-layer cost inside SGLang's decode graphs.
  * The floor is the same two measurements of an empty <<<1, 256>>> kernel.
- * Each launch works on its own copy of ids and weights (a rerouted row holds
- * fillers, i.e. duplicate ids, and would be skipped by the next call); the
- * copies are restored between replays outside the timed region.
+ * Each launch works on its own copy of ids and weights (a rerouted row is no
+ * longer the framework's routing: a second call on it would time another
+ * problem); the copies are restored between replays outside the timed region.
  * Shapes: softmax (Qwen3-30B-A3B style) and sigmoid + bias with 8 groups
  * (DeepSeek-V3 style), E in {64, 128, 256, 512}, n in {1 .. 1024}, K = 8,
  * k0 = 4, fp32 logits, int32 ids.

@@ -114,7 +114,21 @@ def oea_route_torch(logits, ids, weights, k0, num_shared=0, scoring="softmax", b
     bad = (den == 0) | ~torch.isfinite(den)
     f = torch.where(bad, torch.ones_like(den), num / torch.where(bad, torch.ones_like(den), den))
     new_w = torch.where(ok, sc * f[:, None], torch.zeros_like(sc))
-    new_ids = torch.where(ok, sel, p1[:, :1].expand_as(sel))
+    # Fillers (spec 3, rule 5): distinct experts not in the row, first those
+    # of U, then those outside U, each by index. The slots without a
+    # candidate are the row's last R - cnt; filler t goes to slot cnt + t.
+    # (Slots without a candidate scatter into a spare column E.)
+    in_row = torch.zeros(n, E + 1, dtype=torch.bool, device=dev).scatter_(
+        1, torch.where(ok, sel, torch.full_like(sel, E)), True)[:, :E]
+    e_idx = torch.arange(E, device=dev)
+    tier = torch.where(U, e_idx, e_idx + E)[None, :].expand(n, E)
+    tier = torch.where(in_row, torch.full_like(tier, 2 * E), tier)
+    fill = torch.sort(tier, dim=1).indices[:, :R]
+    if fill.shape[1] < R:  # E < R: no row is processed, the fillers are unused
+        fill = torch.cat([fill, fill.new_zeros(n, R - fill.shape[1])], 1)
+    cnt = ok.sum(1, keepdim=True)
+    t = (torch.arange(R, device=dev)[None, :] - cnt).clamp(min=0)
+    new_ids = torch.where(ok, sel, fill.gather(1, t))
 
     out_ids, out_w = ids.clone(), weights.clone()
     out_ids[:, :R] = torch.where(valid[:, None], new_ids.to(ids.dtype), ids[:, :R])

@@ -10,7 +10,7 @@
 #include "oea_internal.h"
 
 #ifndef OEA_VERSION_STRING
-#define OEA_VERSION_STRING "2.0.0"
+#define OEA_VERSION_STRING "2.1.0"
 #endif
 
 /* Strides beyond this would overflow size arithmetic for n <= OEA_MAX_ROWS. */

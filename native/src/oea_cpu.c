@@ -154,8 +154,10 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 		key[pos] = k;
 		score[pos] = sc;
 	}
-	oea_row_finish(c, id, key, score, R, p->renormalize, id[0], col[0], score[0], irow,
-		       p->ids_dtype, wrow);
+	/* id[0] is the best phase-1 expert (phase 1 is in key order); the
+	 * fillers need the whole batch's U (spec version 3, rule 5). */
+	oea_row_finish(c, id, key, score, R, p->renormalize, col[0], score[0], u, p->num_experts,
+		       irow, p->ids_dtype, wrow);
 }
 
 static int route_host(const oea_problem *caller)
@@ -221,7 +223,15 @@ static int route_host(const oea_problem *caller)
 	gated = p->min_valid_rows > 0 && st.valid_rows < (uint32_t)p->min_valid_rows;
 	st.gated = (uint32_t)gated;
 	st.t_before = (uint32_t)oea_popcount(tb);
-	st.t_after = p->k0 >= R || gated ? st.t_before : (uint32_t)oea_popcount(u);
+	/* T after counts the rewritten rows' distinct ids: all of U (every
+	 * member is some row's phase-1 expert), plus the R - |U| fillers from
+	 * outside U that every row takes when |U| < R (spec version 3). */
+	if (p->k0 >= R || gated || st.valid_rows == 0) {
+		st.t_after = st.t_before;
+	} else {
+		int tu = oea_popcount(u);
+		st.t_after = (uint32_t)(tu < R ? R : tu);
+	}
 
 	/* Phase 2: every row sees the complete U. */
 	if (p->k0 < R && !gated)

@@ -296,6 +296,23 @@ __device__ __forceinline__ void oea_u_segments(const oea_kargs &a, oea_smem &sm,
 
 /* ---- a row on a warp ---------------------------------------------------- */
 
+/* The position of the (t+1)-th set bit of m (t < popcount(m)), by halving:
+ * five popcounts, no loop over the bits. */
+__device__ __forceinline__ int oea_nth_bit(uint32_t m, int t)
+{
+	int pos = 0;
+#pragma unroll
+	for (int width = 16; width > 0; width >>= 1) {
+		const int low = __popc(m & ((1u << width) - 1u));
+		if (t >= low) {
+			t -= low;
+			m >>= width;
+			pos += width;
+		}
+	}
+	return pos;
+}
+
 /*
  * Classifies row i on the warp (lane c < R holds column c): returns
  * OEA_ROW_VALID / PADDING / INVALID, the same on every lane.
@@ -510,12 +527,39 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 		score = softmax ? oea_ddiv(oea_dexp(le - m), s) : oea_dsigmoid(le);
 	}
 	/* The best phase-1 expert: selected 0 (P sorted by rank), lane 0. */
-	const int best_e = __shfl_sync(OEA_FULL, e, 0);
 	const float best_score = __shfl_sync(OEA_FULL, score, 0);
 	__syncwarp();
-	if (lane < cnt)
+	/* pmask grows from P_i to the row's whole selection S, which the
+	 * fillers below must avoid (S is a subset of U). */
+	if (lane < cnt) {
 		ws.sc[pos] = score;
+		atomicOr(&ws.pmask[e >> 5], 1u << (e & 31));
+	}
 	__syncwarp();
+
+	/* Fillers (spec version 3, rule 5; oea_row_fillers on the CPU): lane
+	 * cnt + t takes the t-th expert, in index order, of first U \ S, then
+	 * the complement of U, both below E, by popcounts over the 32-bit words
+	 * of the masks. Only rows with fewer candidates than slots get here;
+	 * integer logic only, so the CPU's experts by construction. A processed
+	 * row has R distinct ids below E, so the two tiers hold R - cnt. */
+	int fe = 0;
+	if (lane >= cnt && lane < a.R) {
+		int t = lane - cnt;
+		const int words = (a.E + 31) >> 5;
+#pragma unroll 1
+		for (int x = 0; x < 2 * words; x++) {
+			const int w = x < words ? x : x - words;
+			const uint32_t below = a.E - 32 * w >= 32 ? OEA_FULL : (1u << (a.E - 32 * w)) - 1u;
+			const uint32_t m = (x < words ? sm.u[w] & ~ws.pmask[w] : ~sm.u[w]) & below;
+			const int pc = __popc(m);
+			if (t < pc) {
+				fe = 32 * w + oea_nth_bit(m, t);
+				break;
+			}
+			t -= pc;
+		}
+	}
 
 	/* The factor, as oea_row_factor: the same sequential sums on every
 	 * lane, read before any lane writes (ids/weights are in place). */
@@ -539,12 +583,12 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 	__syncwarp();
 
 	if (lane < a.R) {
-		/* Selected experts at their position; then fillers: the best
-		 * phase-1 expert, weight +0, so that no slot loads a new one. */
+		/* Selected experts at their position; then the fillers, weight
+		 * +0, in the order found above. */
 		const float w = score * f;
 		const int col = lane < cnt ? pos : lane;
 		wrow[col] = lane >= cnt ? 0.0f : oea_isnan(w) ? oea_f_from_bits(0x7fc00000u) : w;
-		oea_st_id(a, i, col, lane < cnt ? e : best_e);
+		oea_st_id(a, i, col, lane < cnt ? e : fe);
 	}
 	__syncwarp(); /* the next row reuses this warp's shared scratch */
 }
@@ -605,7 +649,10 @@ __global__ void __launch_bounds__(OEA_THREADS, 1) oea_kernel(oea_kargs a)
 			ta += __popc(sm.u[w]);
 		}
 		a.stats->t_before = tb;
-		a.stats->t_after = rewrite ? ta : tb;
+		/* The rewritten rows' distinct ids: U, plus the R - |U|
+		 * fillers outside U that every row takes when |U| < R (spec
+		 * version 3); no processed row: nothing was rewritten. */
+		a.stats->t_after = rewrite && valid > 0 ? (ta < (unsigned)a.R ? (unsigned)a.R : ta) : tb;
 		a.stats->valid_rows = valid;
 		a.stats->invalid_rows = sm.invalid;
 		a.stats->gated = gated;
@@ -739,7 +786,7 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 		const void *fn = (const void *)oea_kernels[q.logits_dtype][mode][bucket];
 		/* A cooperative grid may not exceed what the device keeps resident
 		 * (occupancy x SMs). One 256-thread block per SM fits every variant
-		 * shipped (at most 162 registers a thread, kernel-report.sh), but the
+		 * shipped (at most 166 registers a thread, kernel-report.sh), but the
 		 * check is the runtime's, not ours: asked once per variant and device
 		 * (host-only, allowed during capture), so a launch that would be
 		 * refused, which inside a capture would invalidate the graph, is

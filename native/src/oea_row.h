@@ -18,8 +18,9 @@
  * encodes the order as one 64-bit integer, see oea_pack in oea_cuda.cu).
  * The kernel uses the conversions, oea_exp, oea_score, oea_max2 and the
  * lane order from here; the selection and output helpers at the end
- * (oea_sel_sort, oea_row_factor, oea_row_finish) are the CPU's, and the
- * kernel computes the same values lane-parallel in the same order.
+ * (oea_sel_sort, oea_row_factor, oea_row_fillers, oea_row_finish) are the
+ * CPU's, and the kernel computes the same values lane-parallel in the same
+ * order.
  */
 #ifndef OEA_ROW_H
 #define OEA_ROW_H
@@ -417,20 +418,52 @@ OEA_HD float oea_row_factor(int renormalize, const float *w_row, int R, int c,
 }
 
 /*
+ * The fillers of a row (spec version 3, rule 5): the R - c slots without a
+ * candidate take experts not already in the row, so that every row's ids are
+ * distinct (a MoE runner may count an expert once per row and gather every
+ * slot: SGLang's torch-native MoE does). First the experts of the loaded set
+ * U outside the row (already loaded: in the grouped case, U members outside
+ * the row's groups), lowest index first; then the lowest-index experts
+ * outside U, which only a batch with |U| < R reaches (the same R - |U| for
+ * every row). Every selected expert is in U, so the two tiers are disjoint
+ * from the selection and there are always enough (a processed row has R
+ * distinct ids below E, so E >= R). Integer logic only: the kernel finds the
+ * same experts by popcounts over the same bit masks.
+ */
+OEA_HD void oea_row_fillers(int c, const int32_t *id, int R, const uint32_t *u, int E,
+			    int32_t *fill)
+{
+	uint32_t sel[OEA_MAX_EXPERTS / 32] = {0};
+	int j = c, tier, e;
+
+	for (e = 0; e < c; e++)
+		sel[id[e] >> 5] |= 1u << (id[e] & 31);
+	for (tier = 0; tier < 2; tier++)
+		for (e = 0; e < E && j < R; e++) {
+			int in_u = (u[e >> 5] >> (e & 31)) & 1u;
+			int in_s = (sel[e >> 5] >> (e & 31)) & 1u;
+			if (tier == 0 ? in_u && !in_s : !in_u)
+				fill[j++] = e;
+		}
+}
+
+/*
  * Sorts the selection, computes the weights and writes the R routed columns:
- * the c selected experts in key order, then fillers (the best phase-1 expert,
- * weight 0) so that no slot loads a new expert. A NaN weight is written as
- * the quiet NaN 0x7fc00000. The factor is computed before any write, as
- * ids/weights are rewritten in place.
+ * the c selected experts in key order, then the fillers of oea_row_fillers
+ * (u is the batch's loaded set, E the expert count) with weight +0. A NaN
+ * weight is written as the quiet NaN 0x7fc00000. The factor is computed
+ * before any write, as ids/weights are rewritten in place.
  */
 OEA_HD void oea_row_finish(int c, int32_t *id, float *key, float *score, int R,
-			   int renormalize, int32_t best_id, int best_col, float best_score,
-			   void *ids_row, int ids_dtype, float *w_row)
+			   int renormalize, int best_col, float best_score, const uint32_t *u,
+			   int E, void *ids_row, int ids_dtype, float *w_row)
 {
+	int32_t fill[OEA_MAX_TOPK];
 	float f;
 	int j;
 
 	oea_sel_sort(c, id, key, score);
+	oea_row_fillers(c, id, R, u, E, fill);
 	f = oea_row_factor(renormalize, w_row, R, c, score, best_col, best_score);
 	for (j = 0; j < R; j++) {
 		if (j < c) {
@@ -441,7 +474,7 @@ OEA_HD void oea_row_finish(int c, int32_t *id, float *key, float *score, int R,
 			oea_id_store(ids_row, ids_dtype, j, id[j]);
 			w_row[j] = oea_isnan(w) ? oea_f_from_bits(0x7fc00000u) : w;
 		} else {
-			oea_id_store(ids_row, ids_dtype, j, best_id);
+			oea_id_store(ids_row, ids_dtype, j, fill[j]);
 			w_row[j] = 0.0f;
 		}
 	}

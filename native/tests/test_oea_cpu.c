@@ -236,12 +236,10 @@ static int orc_route(const oea_problem *p)
 			for (k = 0; k < p->k0; k++)
 				inu[ent[k].id] = 1;
 		}
-		st.t_after = 0;
-		for (e = 0; e < E; e++)
-			st.t_after += inu[e];
 		for (i = 0; i < n; i++) {
 			orc_ent sel[OEA_MAX_TOPK];
 			unsigned char ing[OEA_MAX_EXPERTS];
+			int fill[OEA_MAX_TOPK], nfill = 0;
 			int nc = 0, ns, gs = p->num_expert_group ? E / p->num_expert_group : 0;
 			float num = 0.0f, den = 0.0f, f;
 			float *w = (float *)p->weights + (size_t)i * (size_t)p->weights_row_stride;
@@ -282,8 +280,18 @@ static int orc_route(const oea_problem *p)
 				den = ent[0].score;
 			}
 			f = (den == 0.0f || !isfinite(den)) ? 1.0f : num / den;
+			/* Fillers (spec 3): experts not in the row, those of U
+			 * by index, then those outside U by index. */
+			for (k = 0; k < 2 * E && ns + nfill < R; k++) {
+				int inrow = 0;
+				e = k < E ? k : k - E;
+				for (c = 0; c < ns; c++)
+					inrow |= sel[c].id == e;
+				if (!inrow && (k < E ? inu[e] : !inu[e]))
+					fill[nfill++] = e;
+			}
 			for (c = 0; c < R; c++) {
-				orc_set_id(p, p->ids, i, c, c < ns ? sel[c].id : ent[0].id);
+				orc_set_id(p, p->ids, i, c, c < ns ? sel[c].id : fill[c - ns]);
 				w[c] = c < ns ? sel[c].score * f : 0.0f;
 				if (isnan(w[c])) {
 					uint32_t qnan = 0x7fc00000u;
@@ -291,6 +299,15 @@ static int orc_route(const oea_problem *p)
 				}
 			}
 		}
+		/* T after, by its definition: the distinct ids of the rewritten
+		 * rows (none processed: 0, which is T before). */
+		memset(inb, 0, (size_t)E);
+		for (i = 0; i < n; i++)
+			for (c = 0; !kind[i] && c < R; c++)
+				inb[orc_id(p, p->ids, i, c)] = 1;
+		st.t_after = 0;
+		for (e = 0; e < E; e++)
+			st.t_after += inb[e];
 	}
 	if (p->stats)
 		*p->stats = st;
@@ -405,13 +422,23 @@ static void corner_case(int E, unsigned long seed)
 	tcase_free(&tc);
 }
 
+/* 1 when x is +0 exactly (a filler's weight): not -0, not a tiny number. */
+static int pos_zero(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, 4);
+	return b == 0;
+}
+
 /* A fixed, readable problem: checks the oracle itself against hand results. */
 static void test_oracle_by_hand(void **state)
 {
 	/* Two rows, E = 6, K = 3 (no shared), k0 = 1, softmax, renormalize.
 	 * Row 0 prefers 0 > 1 > 2, row 1 prefers 5 > 4 > 0. U = {0, 5}.
-	 * Row 0: P = {0}; candidates in U \ P = {5}; output 0, 5, filler 0.
-	 * Row 1: P = {5}; candidates {0}; output 5, 0 (logit 0.5 > 0), filler 5. */
+	 * Row 0: P = {0}; candidates in U \ P = {5}; output 0, 5, then a
+	 * filler: U is all in the row, so the lowest expert outside U, 1.
+	 * Row 1: P = {5}; candidates {0}; output 5, 0 (logit 0.5 > 0), filler 1.
+	 * T after = 3: |U| = 2 < R = 3 adds one expert for every row. */
 	float logits[2][6] = {{3, 2, 1, 0, 0, 0.5f}, {0.5f, 0, 0, 0, 2, 3}};
 	int32_t ids[2][3] = {{0, 1, 2}, {5, 4, 0}};
 	float w[2][3] = {{0.5f, 0.3f, 0.2f}, {0.6f, 0.3f, 0.1f}};
@@ -440,17 +467,121 @@ static void test_oracle_by_hand(void **state)
 	assert_int_equal(oea_route_host(&p), OEA_OK);
 	assert_int_equal(ids[0][0], 0);
 	assert_int_equal(ids[0][1], 5);
-	assert_int_equal(ids[0][2], 0);
+	assert_int_equal(ids[0][2], 1);
 	assert_int_equal(ids[1][0], 5);
 	assert_int_equal(ids[1][1], 0);
-	assert_int_equal(ids[1][2], 5);
-	assert_true(w[0][2] == 0.0f && w[1][2] == 0.0f);
+	assert_int_equal(ids[1][2], 1);
+	assert_true(pos_zero(w[0][2]) && pos_zero(w[1][2]));
 	sum = w[0][0] + w[0][1];
 	assert_true(fabsf(sum - 1.0f) < 1e-6f);
 	assert_true(w[0][0] > w[0][1]);
 	assert_int_equal(st.t_before, 5);
-	assert_int_equal(st.t_after, 2);
+	assert_int_equal(st.t_after, 3);
 	assert_int_equal(st.valid_rows, 2);
+}
+
+/* A hand problem: n rows of E experts, K = R routed columns, int32 ids,
+ * softmax, renormalize, groups of E / groups experts (0: none). */
+static void hand_problem(oea_problem *p, oea_stats *st, int n, int E, int K, int k0, int groups,
+			 float *logits, int32_t *ids, float *w)
+{
+	memset(p, 0, sizeof *p);
+	p->struct_size = sizeof *p;
+	p->n = n;
+	p->num_experts = E;
+	p->top_k = K;
+	p->k0 = k0;
+	p->renormalize = 1;
+	p->num_expert_group = groups;
+	p->topk_group = groups ? 1 : 0;
+	p->logits_dtype = OEA_DTYPE_F32;
+	p->logits_row_stride = E;
+	p->logits = logits;
+	p->ids_dtype = OEA_DTYPE_I32;
+	p->weights_dtype = OEA_DTYPE_F32;
+	p->ids_row_stride = K;
+	p->weights_row_stride = K;
+	p->ids = ids;
+	p->weights = w;
+	p->stats = st;
+}
+
+/*
+ * The fillers of spec version 3 (docs/oea-semantics.md, rule 5) by hand:
+ * distinct experts not in the row, those of U first, then those outside U,
+ * each by index, weight +0.
+ */
+static void test_fillers_by_hand(void **state)
+{
+	oea_problem p;
+	oea_stats st;
+
+	(void)state;
+	{
+		/* One row, E = 8, K = 4, k0 = 2: P = U = {3, 6} (logits 4 > 3),
+		 * no candidate; U is all in the row, so the fillers are the
+		 * lowest experts outside U, 0 and 1 (not the row's own 1, 4). */
+		float logits[8] = {0, 2, 0, 4, 1, 0, 3, 0};
+		int32_t ids[4] = {3, 6, 1, 4};
+		float w[4] = {0.4f, 0.3f, 0.2f, 0.1f};
+		const int32_t want[4] = {3, 6, 0, 1};
+		int c;
+
+		hand_problem(&p, &st, 1, 8, 4, 2, 0, logits, ids, w);
+		assert_int_equal(oea_route_host(&p), OEA_OK);
+		for (c = 0; c < 4; c++)
+			assert_int_equal(ids[c], want[c]);
+		assert_true(w[0] > w[1] && w[1] > 0.0f);
+		assert_true(fabsf(w[0] + w[1] - 1.0f) < 1e-6f); /* the routed mass */
+		assert_true(pos_zero(w[2]) && pos_zero(w[3]));
+		assert_int_equal(st.t_before, 4);
+		assert_int_equal(st.t_after, 4); /* max(|U| = 2, R = 4) */
+	}
+	{
+		/* Two rows, E = 8 in 2 groups of 4, K = 3, k0 = 2. Row 0 routes
+		 * to group 0 (P = {0, 1}), row 1 to group 1 (P = {4, 5});
+		 * U = {0, 1, 4, 5}. No row has a candidate in its own group, and
+		 * |U| = 4 >= R: U's members outside the row's groups fill,
+		 * lowest first (4 for row 0, 0 for row 1); nothing new loads. */
+		float logits[2][8] = {{3, 2, 1, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 3, 2, 1, 0}};
+		int32_t ids[2][3] = {{2, 0, 1}, {6, 5, 4}};
+		float w[2][3] = {{0.2f, 0.5f, 0.3f}, {0.2f, 0.3f, 0.5f}};
+		const int32_t want[2][3] = {{0, 1, 4}, {4, 5, 0}};
+		int i, c;
+
+		hand_problem(&p, &st, 2, 8, 3, 2, 2, &logits[0][0], &ids[0][0], &w[0][0]);
+		assert_int_equal(oea_route_host(&p), OEA_OK);
+		for (i = 0; i < 2; i++) {
+			for (c = 0; c < 3; c++)
+				assert_int_equal(ids[i][c], want[i][c]);
+			assert_true(w[i][0] > w[i][1] && w[i][1] > 0.0f);
+			assert_true(pos_zero(w[i][2]));
+		}
+		assert_int_equal(st.t_before, 6);
+		assert_int_equal(st.t_after, 4); /* |U| */
+	}
+	{
+		/* Two rows, E = 8 in 2 groups of 4, K = 4, k0 = 1: U = {2, 6},
+		 * one per group. Row 0 (group 0) takes 2, then U's 6 from the
+		 * other group, then 0 and 1 from outside U; row 1 likewise
+		 * 6, 2, 0, 1. Both tiers, in order. */
+		float logits[2][8] = {{1, 1, 3, 1, 0, 0, 0, 0}, {0, 0, 0, 0, 1, 1, 3, 1}};
+		int32_t ids[2][4] = {{3, 2, 1, 0}, {4, 5, 6, 7}};
+		float w[2][4] = {{0.1f, 0.4f, 0.2f, 0.3f}, {0.1f, 0.2f, 0.4f, 0.3f}};
+		const int32_t want[2][4] = {{2, 6, 0, 1}, {6, 2, 0, 1}};
+		int i, c;
+
+		hand_problem(&p, &st, 2, 8, 4, 1, 2, &logits[0][0], &ids[0][0], &w[0][0]);
+		assert_int_equal(oea_route_host(&p), OEA_OK);
+		for (i = 0; i < 2; i++) {
+			for (c = 0; c < 4; c++)
+				assert_int_equal(ids[i][c], want[i][c]);
+			assert_true(w[i][0] > 0.0f);
+			assert_true(pos_zero(w[i][1]) && pos_zero(w[i][2]) && pos_zero(w[i][3]));
+		}
+		assert_int_equal(st.t_before, 8);
+		assert_int_equal(st.t_after, 4); /* max(|U| = 2, R = 4) */
+	}
 }
 
 static void test_oracle_corners(void **state)
@@ -572,8 +703,10 @@ static void check_properties(const tcase *tc, unsigned long seed)
 	assert_int_equal(a.st.reserved[1], 0);
 	assert_int_equal(a.st.t_before, tb);
 	assert_true(a.st.t_after <= a.st.t_before);
+	/* Spec 3: the rewritten rows hold all of U, plus R - |U| fillers from
+	 * outside U when |U| < R; no processed row, nothing. */
 	if (p->k0 < R && !gated)
-		assert_int_equal(a.st.t_after, tu);
+		assert_int_equal(a.st.t_after, nproc == 0 ? 0 : tu < R ? R : tu);
 	else
 		assert_int_equal(a.st.t_after, tb);
 
@@ -587,7 +720,8 @@ static void check_properties(const tcase *tc, unsigned long seed)
 		int processed = i < nvr && orc_row_kind(p, tc->ids0, i, R) == 0 && p->k0 < R && !gated;
 		orc_ent ent[OEA_MAX_TOPK];
 		float sum0 = 0.0f, sum1 = 0.0f;
-		int fillers = 0, rep;
+		int ncand = 0, nsel, gs = p->num_expert_group ? E / p->num_expert_group : 0;
+		int tier, e, next;
 
 		/* Shared columns and stride gaps: untouched, always (the extra
 		 * row n is the guard row of the buffers). */
@@ -609,27 +743,45 @@ static void check_properties(const tcase *tc, unsigned long seed)
 				found |= case_id(tc, a.ids, i, c) == ent[k].id;
 			assert_true(found);
 		}
+		/* The selection: P_i and the best candidates of U \ P_i in the
+		 * row's groups, as many as there are, up to R in all. */
+		for (e = 0; e < E; e++) {
+			int inp = 0, ing = !gs;
+			for (k = 0; k < p->k0; k++)
+				inp |= ent[k].id == e;
+			for (k = 0; gs && k < R; k++)
+				ing |= ent[k].id / gs == e / gs;
+			ncand += inu[e] && !inp && ing;
+		}
+		nsel = p->k0 + ncand < R ? p->k0 + ncand : R;
 		for (c = 0; c < R; c++) {
 			int64_t id = case_id(tc, a.ids, i, c);
 			assert_true(id >= 0 && id < E);
-			assert_true(inu[id]); /* nothing outside U */
-			rep = 0;
+			/* Distinct in every row (spec 3: fillers never repeat). */
 			for (k = 0; k < c; k++)
-				rep |= case_id(tc, a.ids, i, k) == id;
-			if (rep) {
-				/* A repeated id is a filler: the best phase-1 expert,
-				 * weight +0, and only fillers follow it. */
-				uint32_t wb;
-				memcpy(&wb, &w[c], 4);
-				assert_int_equal(id, ent[0].id);
-				assert_int_equal(wb, 0);
-				fillers = 1;
-			} else {
-				assert_false(fillers);
-			}
+				assert_true(case_id(tc, a.ids, i, k) != id);
+			if (c < nsel)
+				assert_true(inu[id]); /* the selection is in U */
 			sum0 += w0[c];
 			sum1 += w[c];
 		}
+		/* Fillers: weight +0, the experts not in the row, those of U by
+		 * index, then those outside U by index, in this order. */
+		next = nsel;
+		for (tier = 0; tier < 2 && next < R; tier++)
+			for (e = 0; e < E && next < R; e++) {
+				int in_sel = 0;
+				uint32_t wb;
+				for (c = 0; c < nsel; c++)
+					in_sel |= case_id(tc, a.ids, i, c) == e;
+				if (in_sel || (tier == 0 ? !inu[e] : inu[e]))
+					continue;
+				memcpy(&wb, &w[next], 4);
+				assert_int_equal(case_id(tc, a.ids, i, next), e);
+				assert_int_equal(wb, 0);
+				next++;
+			}
+		assert_int_equal(next, R);
 		/* Renormalisation: the routed mass is kept. */
 		if (p->renormalize && isfinite(sum0) && isfinite(sum1)) {
 			float den = 0.0f;
@@ -885,8 +1037,11 @@ static void test_gate(void **state)
 			assert_memory_equal(w0, env.w, sizeof w0);
 		} else {
 			assert_int_equal(env.st.gated, 0);
-			/* k0 = 2 of 4 over 3 rows sharing {0,1,2,3}: U is smaller. */
-			assert_true(env.st.t_after < env.st.t_before);
+			/* k0 = 2 of 4 over 3 rows sharing {0,1,2,3}: U is smaller
+			 * than R = 4, so every row holds U and the lowest experts
+			 * outside it (spec 3): T after = R = T before. */
+			assert_int_equal(env.st.t_after, 4);
+			assert_int_equal(env.st.t_before, 4);
 			assert_memory_not_equal(ids0, env.ids, sizeof ids0);
 		}
 	}
@@ -938,7 +1093,7 @@ static void test_versions(void **state)
 {
 	(void)state;
 	assert_int_equal(oea_abi_version(), OEA_ABI_VERSION);
-	assert_string_equal(oea_version(), "2.0.0");
+	assert_string_equal(oea_version(), "2.1.0");
 	assert_true(oea_has_cuda() == 0 || oea_has_cuda() == 1);
 }
 
@@ -1049,6 +1204,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest oracle[] = {
 		cmocka_unit_test(test_oracle_by_hand),
+		cmocka_unit_test(test_fillers_by_hand),
 		cmocka_unit_test(test_oracle_random),
 		cmocka_unit_test(test_oracle_corners),
 		cmocka_unit_test(test_oracle_shapes),

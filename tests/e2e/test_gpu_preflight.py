@@ -13,8 +13,8 @@ Usage: /usr/bin/python3 tests/e2e/test_gpu_preflight.py --library PATH/liboea.so
     torch step) against liboea's host path, ids exact;
   - moe_bench.py --device cpu --smoke: the MoE step's whole code path with
     tiny layers, including its checks on OEA's ids; and those checks catch
-    a lost top-k0 expert (by OEA's key, not column order), a duplicate that is not a zero-weight filler
-    and stats that disagree with the ids.
+    a lost top-k0 expert (by OEA's key, not column order), a repeated id in a row (spec
+    version 3: fillers too are distinct) and stats that disagree with the ids.
 Prints one line per case and `N passed, M failed`; exit 1 on failure.
 """
 
@@ -105,18 +105,24 @@ def moe_checks_fail():
     for r, best in enumerate(([5, 6, 7], [1, 2, 3])):
         logits[r, best] = torch.tensor([3.0, 2.0, 1.0])
     ids = torch.tensor([[12, 5, 11, 6, 10, 7, 9, 8], [1, 2, 3, 4, 13, 14, 15, 16]])
-    good = torch.tensor([[5, 6, 7, 1, 2, 3, 5, 5], [1, 2, 3, 5, 6, 7, 1, 1]])
+    # U = {1, 2, 3, 5, 6, 7}: each row takes all of it, then (spec 3) two
+    # distinct fillers from outside U, lowest first: 0 and 4.
+    good = torch.tensor([[5, 6, 7, 1, 2, 3, 0, 4], [1, 2, 3, 5, 6, 7, 0, 4]])
     w = torch.tensor([[.3, .2, .1, .1, .1, .1, 0., 0.], [.3, .2, .1, .1, .1, .1, 0., 0.]])
-    check(moe_bench.check_oea_ids(m, logits, None, ids, good, w, 3, 16, 6) == [], "a valid result flagged: %s"
-          % moe_bench.check_oea_ids(m, logits, None, ids, good, w, 3, 16, 6))
+    check(moe_bench.check_oea_ids(m, logits, None, ids, good, w, 3, 16, 8) == [], "a valid result flagged: %s"
+          % moe_bench.check_oea_ids(m, logits, None, ids, good, w, 3, 16, 8))
     dropped = good.clone()
-    dropped[0, 2] = 4
-    check(any("lost" in p for p in moe_bench.check_oea_ids(m, logits, None, ids, dropped, w, 3, 16, 7)),
+    dropped[0, 2] = 9  # 7 is lost (and 9 is new: T after is 9)
+    check(any("lost" in p for p in moe_bench.check_oea_ids(m, logits, None, ids, dropped, w, 3, 16, 9)),
           "a dropped top-k0 expert passed")
     dup = good.clone()
-    dup[1, 4] = 2  # a repeat with a non-zero weight is a real duplicate
-    check(any("distinct" in p for p in moe_bench.check_oea_ids(m, logits, None, ids, dup, w, 3, 16, 6)),
+    dup[1, 4] = 2  # a repeat with a non-zero weight
+    check(any("distinct" in p for p in moe_bench.check_oea_ids(m, logits, None, ids, dup, w, 3, 16, 8)),
           "a duplicate expert passed")
+    old = good.clone()
+    old[:, 6:] = old[:, :1]  # spec 2's fillers: the best expert again, weight 0
+    check(any("distinct" in p for p in moe_bench.check_oea_ids(m, logits, None, ids, old, w, 3, 16, 6)),
+          "a zero-weight repeated filler passed")
     check(any("stats" in p for p in moe_bench.check_oea_ids(m, logits, None, ids, good, w, 3, 16, 5)),
           "stats that disagree with the ids passed")
 

@@ -17,7 +17,12 @@
  *                   the status equals the check's (or NONFINITE with the flag);
  *                   a refused call writes nothing; unprocessed rows, shared
  *                   columns and stride gaps are never written; processed rows
- *                   hold ids of U only, c distinct then fillers; the stats add up.
+ *                   hold distinct ids: their k0 best, c selected experts of U,
+ *                   then exactly the fillers of spec version 3 (U outside the
+ *                   row by index, then outside U by index, weight +0); the
+ *                   stats add up. U (phase 1) is recomputed here with
+ *                   oea_row.h's keys (the arithmetic is not what this checks;
+ *                   the selection and the fillers are, independently).
  */
 #include <math.h>
 #include <stdint.h>
@@ -26,6 +31,7 @@
 #include <string.h>
 
 #include "oea.h"
+#include "oea_row.h"
 
 #define CHECK(cond, ...)                                                 \
 	do {                                                                 \
@@ -194,6 +200,37 @@ static int row_class(const void *ids0, int dtype, int64_t stride, int i, int R, 
 	return cls;
 }
 
+/* Row i's k0 best routed ids (phase 1) by oea_better, into best[]:
+ * counted ranks, not the library's selection loop. */
+static void phase1(const oea_problem *p, const void *ids0, int i, int R, int *best)
+{
+	const void *lrow = (const char *)p->logits + (size_t)i * (size_t)p->logits_row_stride *
+						      (p->logits_dtype == OEA_DTYPE_F32 ? 4 : 2);
+	float m = 0.0f, s = 0.0f, v[OEA_LANES], key[OEA_MAX_TOPK];
+	int id[OEA_MAX_TOPK];
+
+	if (p->scoring == OEA_SCORING_SOFTMAX) {
+		for (int l = 0; l < OEA_LANES; l++)
+			v[l] = oea_lane_max(lrow, p->logits_dtype, p->num_experts, l);
+		m = oea_tree_max32(v);
+		for (int l = 0; l < OEA_LANES; l++)
+			v[l] = oea_lane_sum(lrow, p->logits_dtype, p->num_experts, l, m);
+		s = oea_tree_sum32(v);
+	}
+	for (int j = 0; j < R; j++) {
+		id[j] = (int)id_at(ids0, p->ids_dtype, p->ids_row_stride, i, j);
+		float l = oea_logit(lrow, p->logits_dtype, id[j]);
+		key[j] = oea_key(l, oea_score(l, p->scoring, m, s), p->scoring, p->correction_bias, id[j]);
+	}
+	for (int j = 0; j < R; j++) {
+		int rank = 0;
+		for (int k = 0; k < R; k++)
+			rank += oea_better(key[k], id[k], key[j], id[j]);
+		if (rank < p->k0)
+			best[rank] = id[j];
+	}
+}
+
 static void fuzz_route(input *in)
 {
 	uint8_t b[16];
@@ -313,6 +350,20 @@ static void fuzz_route(input *in)
 	for (int i = 0; i < limit; i++)
 		nproc += row_class(ids0, p.ids_dtype, p.ids_row_stride, i, R, E) == 0;
 	int gated = p.min_valid_rows > 0 && nproc < (uint32_t)p.min_valid_rows;
+	/* U: the union of the processed rows' phase 1 (when rows are rewritten). */
+	uint8_t in_u[OEA_MAX_EXPERTS] = {0};
+	int nu = 0;
+	if (p.k0 < R && !gated)
+		for (int i = 0; i < limit; i++) {
+			int best[OEA_MAX_TOPK];
+			if (row_class(ids0, p.ids_dtype, p.ids_row_stride, i, R, E))
+				continue;
+			phase1(&p, ids0, i, R, best);
+			for (int k = 0; k < p.k0; k++) {
+				nu += !in_u[best[k]];
+				in_u[best[k]] = 1;
+			}
+		}
 	for (int i = 0; i < n; i++) {
 		int cls = row_class(ids0, p.ids_dtype, p.ids_row_stride, i, R, E);
 		int processed = i < limit && cls == 0;
@@ -341,27 +392,50 @@ static void fuzz_route(input *in)
 			      "row %d: k0 >= R or gated but written", i);
 			continue;
 		}
-		/* c distinct ids in [0, E), then fillers: one of them again, weight +0. */
-		int64_t filler = -1;
-		int fillers = 0;
+		/* The selection: P_i, then candidates (U \ P_i in the row's
+		 * groups), as many as exist up to R: c of them, in [0, c). */
+		int best[OEA_MAX_TOPK], ncand = 0;
+		int gs = p.num_expert_group ? E / p.num_expert_group : 0;
+		phase1(&p, ids0, i, R, best);
+		for (int e = 0; e < E; e++) {
+			int inp = 0, ing = !gs;
+			for (int k = 0; k < p.k0; k++)
+				inp |= best[k] == e;
+			for (int j = 0; gs && j < R; j++)
+				ing |= id_at(ids0, p.ids_dtype, p.ids_row_stride, i, j) / gs == e / gs;
+			ncand += in_u[e] && !inp && ing;
+		}
+		int c = p.k0 + ncand < R ? p.k0 + ncand : R;
+		uint8_t in_row[OEA_MAX_EXPERTS] = {0};
 		for (int j = 0; j < R; j++) {
 			int64_t id = id_at(ids, p.ids_dtype, p.ids_row_stride, i, j);
 			CHECK(id >= 0 && id < E, "row %d col %d: id %lld out of range", i, j, (long long)id);
+			CHECK(!in_row[id], "row %d col %d: id %lld repeated (ids must be distinct)", i, j,
+			      (long long)id);
 			used_after[id] = 1;
-			int dup = 0;
-			for (int k = 0; k < j; k++)
-				dup |= id_at(ids, p.ids_dtype, p.ids_row_stride, i, k) == id;
-			if (dup) {
-				if (filler < 0)
-					filler = id;
-				CHECK(id == filler && w[(size_t)i * (size_t)p.weights_row_stride + j] == 0.0f,
-				      "row %d col %d: a repeated id that is not a zero-weight filler", i, j);
-				fillers++;
-			} else {
-				CHECK(!fillers, "row %d: a new id after the fillers", i);
+			if (j < c) {
+				CHECK(in_u[id], "row %d col %d: selected id %lld not in U", i, j, (long long)id);
+				in_row[id] = 1;
 			}
 		}
-		CHECK(R - fillers >= (p.k0 < R ? p.k0 : R), "row %d: fewer than k0 distinct ids", i);
+		for (int k = 0; k < p.k0; k++)
+			CHECK(in_row[best[k]], "row %d: phase-1 expert %d not in the selection", i, best[k]);
+		/* Fillers: the experts not in the selection, of U by index, then
+		 * outside U by index, each with weight +0 (the bits of +0). */
+		int next = c;
+		for (int tier = 0; tier < 2 && next < R; tier++)
+			for (int e = 0; e < E && next < R; e++) {
+				if (in_row[e] || (tier == 0 ? !in_u[e] : in_u[e]))
+					continue;
+				uint32_t wb;
+				memcpy(&wb, &w[(size_t)i * (size_t)p.weights_row_stride + next], 4);
+				CHECK(id_at(ids, p.ids_dtype, p.ids_row_stride, i, next) == e && wb == 0,
+				      "row %d col %d: filler %lld weight bits %08x, spec 3 wants %d with +0", i,
+				      next, (long long)id_at(ids, p.ids_dtype, p.ids_row_stride, i, next),
+				      (unsigned)wb, e);
+				next++;
+			}
+		CHECK(next == R, "row %d: %d fillers found for %d slots", i, next - c, R - c);
 	}
 	if (p.stats) {
 		uint32_t tb = 0, ta = 0;
@@ -375,6 +449,9 @@ static void fuzz_route(input *in)
 		CHECK(stats.t_after <= stats.t_before, "t_after %u > t_before %u", stats.t_after, stats.t_before);
 		CHECK(p.k0 >= R || gated ? stats.t_after == stats.t_before : stats.t_after == ta,
 		      "stats t_after %u, the rows use %u", stats.t_after, ta);
+		/* Spec 3: U, plus the R - |U| fillers from outside U when |U| < R. */
+		CHECK(p.k0 >= R || gated || valid == 0 || ta == (uint32_t)(nu < R ? R : nu),
+		      "the rows use %u experts, |U| = %d, R = %d", ta, nu, R);
 		CHECK(stats.nonfinite_rows <= stats.valid_rows, "nonfinite_rows > valid_rows");
 		CHECK(stats.gated == (uint32_t)gated, "stats gated %u, expected %d", stats.gated, gated);
 		CHECK(stats.reserved[0] == 0 && stats.reserved[1] == 0, "reserved not zeroed");
