@@ -399,8 +399,67 @@ def _batch_verdict(batch):
     return _mode_verdict(mode)
 
 
+# The path of the last walk that found a batch: (depth, code object of the frame
+# that held it, ((depth, code) of nearer frames that hold the name but held no
+# batch then)). Every MoE layer of a step comes through the same path, so the
+# next call looks at that one frame (sys._getframe(depth): one C call) instead of
+# walking; nearer holders are looked at again so that a batch appearing there
+# still wins, and a frame at that depth running other code means a walk.
+_path = None
+_getframe = sys._getframe
+
+
+def _walk(depth):
+    """_find_forward_batch from _getframe(depth) (counted from _stack_batch's
+    frame), remembering the path where a batch was found."""
+    global _path
+    frame = _getframe(depth + 1)
+    holders = []
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            break
+        code = frame.f_code
+        holds = _holds_batch.get(code)
+        if holds is None:
+            holds = _holds_batch[code] = _has_batch_name(code)
+        if holds:
+            batch = frame.f_locals.get("forward_batch")
+            if getattr(batch, "forward_mode", None) is not None:
+                _path = (depth, code, tuple(holders))
+                return batch
+            holders.append((depth, code))
+        frame = frame.f_back
+        depth += 1
+    return None
+
+
+def _stack_batch():
+    """The forward batch of the caller's model forward, or None. Frame 0 is
+    this function, 1 _verdict_from_stack, 2 route(), 3 select_experts."""
+    path = _path
+    if path is not None:
+        depth, code, holders = path
+        try:
+            frame = _getframe(depth)
+        except ValueError:  # a shallower stack than last time
+            frame = None
+        if frame is not None and frame.f_code is code:
+            for d, c in holders:
+                nearer = _getframe(d)
+                if nearer.f_code is not c or getattr(
+                        nearer.f_locals.get("forward_batch"), "forward_mode", None) is not None:
+                    return _walk(3)
+            batch = frame.f_locals.get("forward_batch")
+            if getattr(batch, "forward_mode", None) is not None:
+                return batch
+    return _walk(3)
+
+
 def _verdict_from_stack():
-    return _batch_verdict(_find_forward_batch(sys._getframe(2)))
+    """Eager calls: the verdict for the batch in scope, found on the stack.
+    Judged on each call (a few attribute reads): SGLang may change a batch's
+    fields between uses, so no verdict is kept for a batch object."""
+    return _batch_verdict(_stack_batch())
 
 
 def _verdict_deep():
@@ -506,10 +565,16 @@ def reset_stats():
         _skipped[key] = 0
 
 
-def stats_line():
+def _snapshot():
+    """Host counts and device sums read together (one host sync per device)."""
+    return dict(_counts), dict(_skipped), stats()
+
+
+def stats_line(snapshot=None):
     """The line logged every SGLANG_OEA_STATS_INTERVAL seconds."""
+    counts, skipped, devices = snapshot if snapshot is not None else _snapshot()
     parts = []
-    for key, row in sorted(stats().items()):
+    for key, row in sorted(devices.items()):
         calls = row["calls"]
         rerouted = max(calls - row["gated"], 0)
         if rerouted:
@@ -518,10 +583,10 @@ def stats_line():
                             row["t_after"] / rerouted, row["valid_rows"], row["gated"]))
         else:
             parts.append("%s: %d routed calls, %d gated" % (key, rerouted, row["gated"]))
-    skipped = ", ".join("%s=%d" % (k, v) for k, v in _skipped.items() if v) or "none"
+    skipped_text = ", ".join("%s=%d" % (k, v) for k, v in skipped.items() if v) or "none"
     return ("oeapatch: OEA stats (pid %d, since start): python calls=%d rows=%d; %s; "
-            "rows skipped: %s" % (os.getpid(), _counts["calls"], _counts["rows"],
-                                  "; ".join(parts) or "no routed call", skipped))
+            "rows skipped: %s" % (os.getpid(), counts["calls"], counts["rows"],
+                                  "; ".join(parts) or "no routed call", skipped_text))
 
 
 def _maybe_log_stats():
@@ -532,7 +597,110 @@ def _maybe_log_stats():
     torch = _torch
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         return  # reading device counters would synchronise inside a capture
-    logger.info("%s", stats_line())
+    snapshot = _snapshot()
+    logger.info("%s", stats_line(snapshot))
+    if _metrics is not False:
+        export_metrics(snapshot)
+
+
+# ------------------------------------------------------------ Prometheus export
+
+# SGLang's --enable-metrics (every release since topk.py exists) sets
+# PROMETHEUS_MULTIPROC_DIR before it starts its worker processes, and its
+# /metrics endpoint serves prometheus_client's MultiProcessCollector over that
+# directory: a counter created in any worker process appears there. So the
+# counters of the stats line are exported where that variable is set, at the
+# line's interval, from the same snapshot; prometheus_client is imported only
+# then. docs/runtime.md lists the names.
+METRICS_PREFIX = "sglang:oea_"
+_metrics = None  # None: not looked at yet; False: metrics off; else the counters
+_exported = {}  # (counter, labels) -> value exported so far
+
+
+def _metric_objects():
+    from prometheus_client import Counter
+
+    def counter(name, text, labels):
+        # registry=None: in multiprocess mode the values live in the directory's
+        # files, which SGLang's collector reads; registering in this process's
+        # default registry would only add a name clash with a second import.
+        return Counter(METRICS_PREFIX + name, text, labels, registry=None)
+
+    return {
+        "python_calls": counter("python_calls", "Calls of the OEA call site that ran "
+                                "Python (eager batches; CUDA-graph replays run none)",
+                                ("rank",)),
+        "python_rows": counter("python_rows", "Rows of those calls", ("rank",)),
+        "rows_skipped": counter("rows_skipped", "Rows OEA left alone, by reason",
+                                ("rank", "reason")),
+        "routed_calls": counter("routed_calls", "liboea calls that re-routed (not gated), "
+                                "graph replays included", ("rank", "device")),
+        "gated_calls": counter("gated_calls", "liboea calls left alone by its "
+                               "SGLANG_OEA_MIN_BATCH gate", ("rank", "device")),
+        "routed_rows": counter("routed_rows", "Valid rows of the re-routed calls",
+                               ("rank", "device")),
+        "experts_before": counter("experts_before", "Sum over re-routed calls of the "
+                                  "distinct experts before OEA (T before)",
+                                  ("rank", "device")),
+        "experts_after": counter("experts_after", "Sum over re-routed calls of the "
+                                 "distinct experts after OEA (T after)", ("rank", "device")),
+    }
+
+
+def _rank_label():
+    dist = getattr(_torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return str(dist.get_rank())
+    return ""
+
+
+def export_metrics(snapshot=None):
+    """Add what changed since the last export to the Prometheus counters, where
+    SGLang's metrics are on (PROMETHEUS_MULTIPROC_DIR set); returns False where
+    they are off. Called at the stats interval; device sums are read here only
+    through the snapshot the log line reads."""
+    global _metrics
+    if _metrics is None:
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            _metrics = False
+            return False
+        try:
+            _metrics = _metric_objects()
+        except ImportError as exc:
+            logger.warning("oeapatch: PROMETHEUS_MULTIPROC_DIR is set but prometheus_client "
+                           "cannot be imported (%s): OEA counters are not exported", exc)
+            _metrics = False
+            return False
+    if _metrics is False:
+        return False
+    counts, skipped, devices = snapshot if snapshot is not None else _snapshot()
+    rank = _rank_label()
+    values = [("python_calls", (rank,), counts["calls"]),
+              ("python_rows", (rank,), counts["rows"])]
+    values += [("rows_skipped", (rank, reason), v) for reason, v in skipped.items()]
+    for device, row in devices.items():
+        labels = (rank, device)
+        values += [("routed_calls", labels, max(row["calls"] - row["gated"], 0)),
+                   ("gated_calls", labels, row["gated"]),
+                   ("routed_rows", labels, row["valid_rows"]),
+                   ("experts_before", labels, row["t_before"]),
+                   ("experts_after", labels, row["t_after"])]
+    try:
+        for name, labels, value in values:
+            before = _exported.get((name, labels))
+            # Counters only grow: after reset_stats() the new count is all new. A
+            # series is created at its first export, zero included, so that a
+            # rate has a start.
+            delta = value if before is None or value < before else value - before
+            if delta or before is None:
+                _metrics[name].labels(*labels).inc(delta)
+            _exported[(name, labels)] = value
+    except OSError as exc:  # the folder's files (gone, full disk): routing goes on
+        logger.warning("oeapatch: exporting OEA counters to %s failed (%s); not exported "
+                       "any more", os.environ.get("PROMETHEUS_MULTIPROC_DIR"), exc)
+        _metrics = False
+        return False
+    return True
 
 
 def _accumulate(device):
@@ -551,7 +719,15 @@ def _skip(reason, rows):
 
 _torch = None
 _ctypes = None
+_Tensor = None
+_int32 = None
 _is_compiling = None
+
+
+def _not_compiling():
+    return False
+
+
 _LOGITS_DTYPES = {}
 _IDS_DTYPES = {}
 _op = None
@@ -594,13 +770,28 @@ class _Plan:
     """One layer configuration: what liboea gets besides pointers and rows."""
 
     __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias", "bias_source",
-                 "checked", "renormalize", "launch", "owners", "index", "scratch")
+                 "checked", "renormalize", "launch", "owners", "index", "scratch", "fast",
+                 "dirty", "valid_set", "cuda_index", "widths")
 
     def __init__(self):
         self.skip = None
         self.problem = None
         self.checked = False
         self.bias_source = None
+        self.fast = False  # the tensors' dtypes are liboea's: route()'s fast path
+        self.dirty = False  # _launch wrote strides or a dtype of its own
+        self.valid_set = False  # num_valid_rows points at a caller's tensor
+        self.cuda_index = None
+
+    def reset_strides(self):
+        """The fields route()'s fast path relies on: contiguous rows of the
+        plan's widths, logits of the plan's dtype."""
+        p = self.problem
+        p.logits_dtype, num_experts, num_columns = self.widths
+        p.logits_row_stride = num_experts
+        p.ids_row_stride = num_columns
+        p.weights_row_stride = num_columns
+        self.dirty = False
 
 
 def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormalize,
@@ -664,6 +855,11 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormaliz
             groups, group_pick = 0, 0
 
     device = topk_ids.device
+    if router_logits.device != device or topk_weights.device != device:
+        _warn_once("devices", "router_logits on %s, topk_ids on %s, topk_weights on %s",
+                   router_logits.device, device, topk_weights.device)
+        plan.skip = "shape"
+        return plan
     if device.type == "cuda" and not _has_cuda:
         # The first CUDA batch is met during SGLang's start (warm-up, graph
         # capture), so under strict settings this stops the server at start
@@ -727,6 +923,14 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, cfg, top_k, renormaliz
     plan.renormalize = renorm
     plan.launch = (_lib.oea_route_cuda if device.type == "cuda" else _lib.oea_route_host,
                    ctypes.addressof(p))
+    if device.type == "cuda":
+        plan.cuda_index = device.index if device.index is not None else \
+            _torch.cuda.current_device()
+    logits_dtype = _LOGITS_DTYPES.get(router_logits.dtype)
+    plan.fast = logits_dtype is not None and topk_weights.dtype == torch.float32
+    plan.widths = (logits_dtype if logits_dtype is not None else _DTYPE_F32, num_experts,
+                   num_columns)
+    plan.reset_strides()
     # The custom op names its plan by index: registered here, in eager code, since
     # torch.compile defers a traced function's list mutations past the graph.
     plan.index = len(_plan_ids)
@@ -760,12 +964,21 @@ def _init_torch():
 
     import torch
 
-    global _op, _torch, _ctypes, _is_compiling, _verdict_compiled
+    global _op, _torch, _ctypes, _is_compiling, _verdict_compiled, _Tensor, _int32
+    global _current_stream
     _torch, _ctypes = torch, ctypes
+    _Tensor, _int32 = torch.Tensor, torch.int32
     compiler = getattr(torch, "compiler", None)
     _is_compiling = getattr(compiler, "is_compiling", None)
     if _is_compiling is None:  # torch 2.0 - 2.2
         _is_compiling = getattr(getattr(torch, "_dynamo", None), "is_compiling", None)
+    if _is_compiling is None:
+        _is_compiling = _not_compiling
+    # The raw stream getter torch's own compiled code uses (an int, no Stream
+    # object); torch.cuda.current_stream where a build lacks it.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        _current_stream = raw
     acr = getattr(compiler, "assume_constant_result", None)
     if acr is None:
         acr = getattr(getattr(torch, "_dynamo", None), "assume_constant_result", None)
@@ -826,15 +1039,12 @@ def _register_op():
 _plan_ids = []
 
 
-if ENABLED:
-    _init_torch()
-
-
 # ------------------------------------------------------------------- launch
 
 
 def _launch(plan, logits, ids, weights, num_valid, rows):
-    """One liboea call: pointers, rows and strides into the prepared block."""
+    """One liboea call from the custom op, or for tensors off the fast path of
+    route(): dtype, strides and pointers into the prepared block."""
     p = plan.problem
     p.n = rows
     p.logits_dtype = _LOGITS_DTYPES[logits.dtype]
@@ -845,23 +1055,32 @@ def _launch(plan, logits, ids, weights, num_valid, rows):
     p.ids = ids.data_ptr()
     p.weights = weights.data_ptr()
     p.num_valid_rows = num_valid.data_ptr() if num_valid is not None else None
+    plan.valid_set = num_valid is not None
+    plan.dirty = True  # route()'s fast path sets its own strides and dtype again
+    _call(plan, ids)
+
+
+def _call(plan, ids):
     if plan.bias_source is not None:
         plan.bias.copy_(plan.bias_source.reshape(-1))
     fn, address = plan.launch
-    if ids.is_cuda:
-        # The caller's stream, read now: a stream cached earlier would put
-        # the launch outside the CUDA graph being captured.
-        torch = _torch
-        if ids.device.index is not None and ids.device.index != torch.cuda.current_device():
-            with torch.cuda.device(ids.device):
-                status = fn(address, torch.cuda.current_stream(ids.device).cuda_stream)
-        else:
-            status = fn(address, torch.cuda.current_stream().cuda_stream)
+    if plan.cuda_index is not None:
+        # The caller's stream, read now: a stream cached earlier would put the
+        # launch outside the CUDA graph being captured.
+        status = fn(address, _current_stream(plan.cuda_index))
     else:
         status = fn(address)
     if status != OEA_OK:
         raise RuntimeError("oeapatch: liboea failed (status %d): %s"
                            % (status, _message(_lib, status)))
+
+
+def _current_stream_fallback(index):
+    torch = _torch
+    return torch.cuda.current_stream(torch.device("cuda", index)).cuda_stream
+
+
+_current_stream = _current_stream_fallback
 
 
 def _row_ok(t, width):
@@ -873,8 +1092,36 @@ def _row_ok(t, width):
     return (t.shape[1] <= 1 or t.stride(1) == 1) and t.stride(0) >= width
 
 
-_RANKS_WAIT_S = 120.0  # how long a silent rank is waited for before a warning
-_ranks = {}  # the check's state: keys, mine, deadline, next poll; "done" when over
+def _normalise(logits, ids, weights):
+    """Tensors liboea can take, for calls off the fast path: returns (logits,
+    ids, weights, dtype to cast the weights back to or None)."""
+    if logits.dtype not in _LOGITS_DTYPES:
+        logits = logits.float()
+    if not _row_ok(logits, logits.shape[1]):
+        logits = logits.contiguous()
+    num_columns = ids.shape[1]
+    if not _row_ok(ids, num_columns):
+        ids = ids.contiguous() if not ids.is_contiguous() else ids.clone()
+    cast_back = None
+    if weights.dtype != _torch.float32:
+        cast_back = weights.dtype
+        weights = weights.float()
+    if not _row_ok(weights, num_columns):
+        weights = weights.contiguous() if not weights.is_contiguous() else weights.clone()
+    return logits, ids, weights, cast_back
+
+
+# How long a silent rank is waited for before a warning. A module constant, not
+# a setting: the multi-process test (tests/sglang/release_check.py, phase ranks)
+# sets it to a few seconds before the first call.
+_RANKS_WAIT_S = 120.0
+_ranks = {}  # the check's state: keys, mine, deadline, next poll
+_ranks_done = False  # the check is over (compared, warned, or no torch.distributed)
+
+
+def _ranks_over():
+    global _ranks_done
+    _ranks_done = True
 
 
 def check_ranks():
@@ -885,18 +1132,20 @@ def check_ranks():
     the ranks. Never blocks: a rank may reach its first MoE layer late or never
     (a pipeline stage without one, an idle DP-attention rank), so the store is
     polled without waiting, at most once a second, and ranks still silent after
-    120 s get one warning naming them. Returns this rank's settings string when
-    the comparison was made, else None."""
-    if _ranks.get("done"):
+    _RANKS_WAIT_S (120 s) get one warning naming them. Returns this rank's
+    settings string when the comparison was made, else None."""
+    if _ranks_done:
+        return None
+    now = time.monotonic()
+    if now < _ranks.get("next", now):
         return None
     torch = _torch
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
-        _ranks["done"] = True
+        _ranks_over()
         return None
     from torch.distributed import distributed_c10d
 
-    now = time.monotonic()
     store = distributed_c10d._get_default_store()
     if "keys" not in _ranks:
         rank, world = dist.get_rank(), dist.get_world_size()
@@ -905,21 +1154,19 @@ def check_ranks():
         prefix = "oeapatch/%s/%d/" % (_PATCH, _PATCH_VERSION)
         store.set(prefix + str(rank), mine)
         _ranks.update(rank=rank, mine=mine, keys=[prefix + str(r) for r in range(world)],
-                      deadline=now + _RANKS_WAIT_S, next=now)
-    if now < _ranks["next"]:
-        return None
+                      deadline=now + _RANKS_WAIT_S)
     _ranks["next"] = now + 1.0
     keys, rank, mine = _ranks["keys"], _ranks["rank"], _ranks["mine"]
     if not store.check(keys):
         if now >= _ranks["deadline"]:
-            _ranks["done"] = True
+            _ranks_over()
             silent = [r for r, k in enumerate(keys) if not store.check([k])]
             logger.warning("oeapatch: rank %d runs OEA (%s); ranks %s reported no OEA settings "
                            "within %d s (started with SGLANG_OEA_K0=0, or no MoE layer on "
                            "them?): set the same SGLANG_OEA_* on every rank", rank, mine,
                            silent, int(_RANKS_WAIT_S))
         return None
-    _ranks["done"] = True
+    _ranks_over()
     theirs = {r: store.get(k).decode() for r, k in enumerate(keys)}
     differ = sorted(r for r, v in theirs.items() if v != mine)
     if differ:
@@ -927,10 +1174,6 @@ def check_ranks():
                            % (rank, mine, "; ".join("rank %d has %s" % (r, theirs[r])
                                                     for r in differ)))
     return mine
-
-
-def _compiling():
-    return bool(_is_compiling()) if _is_compiling is not None else False
 
 
 def route(
@@ -958,16 +1201,22 @@ def route(
     Inputs come back unchanged whenever a gate says no (docs/runtime.md lists
     them; with SGLANG_OEA_STATS on each is counted). A liboea error is a bug
     and raises RuntimeError.
+
+    This runs once per MoE layer per step, so its eager path is kept to a few
+    attribute reads (docs/performance.md, host overhead): the gate reads shapes
+    only, the plan is found by one tuple, the decode verdict comes from one
+    frame (_stack_mode), and the launch writes rows and three pointers into the
+    prepared block.
     """
-    unchanged = (topk_weights, topk_ids)
     if not ENABLED:
-        return unchanged
-    compiling = _compiling()
-    if not compiling and not _ranks.get("done"):
+        return topk_weights, topk_ids
+    compiling = _is_compiling()
+    if not _ranks_done and not compiling:
         check_ranks()
     if _lib is None:
-        return unchanged
-    n = topk_ids.shape[0] if topk_ids.dim() == 2 else 0
+        return topk_weights, topk_ids
+    ids_shape = topk_ids.shape
+    n = ids_shape[0] if len(ids_shape) == 2 else 0
     counted = 0
     if STATS and not compiling:
         counted = n
@@ -975,41 +1224,42 @@ def route(
         _counts["rows"] += n
         _maybe_log_stats()
 
-    # ---- gate: cheap checks first, no tensor work
+    # ---- gate: shapes and arguments, no tensor work
     if expert_location_dispatch_info is not None:
         _skip("eplb", counted)  # ids may be physical ids, which no longer index the logits
-        return unchanged
-    if _setting(custom_routing_function, topk_config, "custom_routing_function") is not None:
+        return topk_weights, topk_ids
+    custom = custom_routing_function
+    if custom is _MISSING:
+        custom = getattr(topk_config, "custom_routing_function", None)
+    if custom is not None:
         _skip("custom_routing", counted)
-        return unchanged
+        return topk_weights, topk_ids
     if n < MIN_BATCH:
         _skip("small_batch", counted)
-        return unchanged
+        return topk_weights, topk_ids
     if n > MAX_TOKENS:
         _skip("large_batch", counted)
-        return unchanged
-    if router_logits.dim() != 2 or topk_weights.dim() != 2 or \
-            tuple(topk_weights.shape) != tuple(topk_ids.shape) or \
-            router_logits.shape[0] != n or router_logits.device != topk_ids.device or \
-            topk_weights.device != topk_ids.device:
-        _warn_once("shape", "router_logits %s %s, topk_ids %s %s, topk_weights %s %s",
-                   tuple(router_logits.shape), router_logits.device, tuple(topk_ids.shape),
-                   topk_ids.device, tuple(topk_weights.shape), topk_weights.device)
+        return topk_weights, topk_ids
+    logits_shape = router_logits.shape
+    if len(logits_shape) != 2 or logits_shape[0] != n or topk_weights.shape != ids_shape:
+        _warn_once("shape", "router_logits %s, topk_ids %s, topk_weights %s",
+                   tuple(logits_shape), tuple(ids_shape), tuple(topk_weights.shape))
         _skip("shape", counted)
-        return unchanged
+        return topk_weights, topk_ids
 
     # ---- prepare: once per configuration (extend batches prepare too, so the
-    # decode graphs captured later find their layer ready)
-    if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
-        # SGLang of March 2025 named the fused shared-expert count so.
-        num_fused_shared_experts = unknown["n_share_experts_fusion"] or 0
+    # decode graphs captured later find their layer ready). One key: the
+    # layer's settings, then what the prepared block depends on in the tensors.
     if topk_config is not None:
-        key = (id(topk_config), layer_id)
+        settings = (id(topk_config), layer_id)
     else:
-        key = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
-               id(correction_bias), scoring_func, num_fused_shared_experts)
-    key = key + (router_logits.shape[1], topk_ids.shape[1], topk_ids.dtype,
-                 topk_ids.device)
+        if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
+            # SGLang of March 2025 named the fused shared-expert count so.
+            num_fused_shared_experts = unknown["n_share_experts_fusion"] or 0
+        settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
+                    id(correction_bias), scoring_func, num_fused_shared_experts)
+    key = (settings, logits_shape[1], ids_shape[1], router_logits.dtype, topk_ids.dtype,
+           topk_weights.dtype, router_logits.device, topk_ids.device, topk_weights.device)
     plan = _plans.get(key)
     if plan is None:
         plan = _plan_for(key, router_logits, topk_ids, topk_weights, topk_config, top_k,
@@ -1017,24 +1267,11 @@ def route(
                          correction_bias, scoring_func, num_fused_shared_experts)
     if plan.skip is not None:
         _skip(plan.skip, counted)
-        return unchanged
-    if not plan.checked:
-        torch = _torch
-        if compiling or (topk_ids.is_cuda and torch.cuda.is_current_stream_capturing()):
-            _skip("weights", counted)  # not judged yet: never approximate
-            return unchanged
-        ok = _weights_reproducible(plan, router_logits, topk_ids, topk_weights)
-        if ok is None:
-            _skip("weights", counted)
-            return unchanged
-        plan.checked = True
-        if not ok:
-            logger.warning("oeapatch: OEA skipped on a layer whose routing path returns "
-                           "weights that are not %s scores times one factor per row "
-                           "(not reproducible)", plan.scoring)
-            plan.skip = "weights"
-            _skip("weights", counted)
-            return unchanged
+        return topk_weights, topk_ids
+    if not plan.checked and not _check_weights(plan, router_logits, topk_ids, topk_weights,
+                                               compiling):
+        _skip(plan.skip or "weights", counted)
+        return topk_weights, topk_ids
 
     if compiling and _op is not None:
         verdict = None  # the custom op decides each time it runs
@@ -1044,52 +1281,81 @@ def route(
         verdict = _verdict_from_stack()
     if verdict is not None:
         _skip(verdict, counted)
-        return unchanged
+        return topk_weights, topk_ids
 
     # ---- launch
-    logits = router_logits
-    if logits.dtype not in _LOGITS_DTYPES:
-        logits = logits.float()
-    if not _row_ok(logits, logits.shape[1]):
-        logits = logits.contiguous()
-    num_columns = topk_ids.shape[1]
-    ids = topk_ids
-    if not _row_ok(ids, num_columns):
-        ids = ids.contiguous() if not ids.is_contiguous() else ids.clone()
-    weights = topk_weights
-    cast_back = None
-    if weights.dtype != _torch.float32:
-        cast_back = weights.dtype
-        weights = weights.float()
-    if not _row_ok(weights, num_columns):
-        weights = weights.contiguous() if not weights.is_contiguous() else weights.clone()
-
-    num_valid = None
     rows = n
+    num_valid = None
     if num_token_non_padded is not None:
-        torch = _torch
-        if isinstance(num_token_non_padded, torch.Tensor):
-            num_valid = num_token_non_padded.reshape(-1)[:1]
-            if num_valid.device != ids.device or num_valid.dtype != torch.int32:
-                num_valid = num_valid.to(device=ids.device, dtype=torch.int32)
+        if isinstance(num_token_non_padded, _Tensor):
             # On the device, liboea's min_valid_rows gate (ABI 2) counts the
             # valid rows where they are: graph-safe, no host read.
+            num_valid = num_token_non_padded
+            if num_valid.dtype != _int32 or num_valid.device != topk_ids.device or \
+                    num_valid.dim() != 1 or compiling:
+                num_valid = num_valid.reshape(-1)[:1].to(device=topk_ids.device,
+                                                          dtype=_int32)
         else:
             rows = max(0, min(n, int(num_token_non_padded)))
             if rows < MIN_BATCH:
                 _skip("small_batch", counted)
-                return unchanged
+                return topk_weights, topk_ids
 
-    if _op is not None and compiling:
-        _op(logits, ids, weights, num_valid, plan.scratch, plan.index)
+    if compiling or not plan.fast or not (router_logits.is_contiguous() and
+                                          topk_ids.is_contiguous() and
+                                          topk_weights.is_contiguous()):
+        logits, ids, weights, cast_back = _normalise(router_logits, topk_ids, topk_weights)
+        if _op is not None and compiling:
+            _op(logits, ids, weights, num_valid, plan.scratch, plan.index)
+        else:
+            _launch(plan, logits, ids, weights, num_valid, rows)
+            if STATS:
+                _accumulate(ids.device)
+        if cast_back is not None:
+            weights = weights.to(cast_back)
     else:
-        _launch(plan, logits, ids, weights, num_valid, rows)
+        # The fast path: contiguous tensors of the plan's dtypes, whose row
+        # strides are the widths the block was prepared with.
+        ids, weights = topk_ids, topk_weights
+        p = plan.problem
+        if plan.dirty:
+            plan.reset_strides()
+        p.n = rows
+        p.logits = router_logits.data_ptr()
+        p.ids = ids.data_ptr()
+        p.weights = weights.data_ptr()
+        if num_valid is not None:
+            p.num_valid_rows = num_valid.data_ptr()
+            plan.valid_set = True
+        elif plan.valid_set:
+            p.num_valid_rows = None
+            plan.valid_set = False
+        _call(plan, ids)
         if STATS:
             _accumulate(ids.device)
-
-    if cast_back is not None:
-        weights = weights.to(cast_back)
     return weights, ids
+
+
+def _check_weights(plan, router_logits, topk_ids, topk_weights, compiling):
+    """Once per plan, on an eager call outside CUDA-graph capture: are the
+    routing path's weights reproducible by liboea? False: skip this call."""
+    if compiling or (topk_ids.is_cuda and _torch.cuda.is_current_stream_capturing()):
+        return False  # not judged yet: never approximate
+    ok = _weights_reproducible(plan, router_logits, topk_ids, topk_weights)
+    if ok is None:
+        return False
+    plan.checked = True
+    if not ok:
+        logger.warning("oeapatch: OEA skipped on a layer whose routing path returns "
+                       "weights that are not %s scores times one factor per row "
+                       "(not reproducible)", plan.scoring)
+        plan.skip = "weights"
+        return False
+    return True
+
+
+if ENABLED:
+    _init_torch()
 
 
 def _startup_line():

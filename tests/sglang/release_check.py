@@ -336,6 +336,12 @@ def phase_on(out_dir, oracle_library):
         check("mean T" in line and "extend=%d" % (ROWS * len(MODELS)) in line, line)
         return line
 
+    @run_case("K0=3, stats on, SGLang's metrics off: prometheus_client never imported")
+    def _():
+        check("PROMETHEUS_MULTIPROC_DIR" not in os.environ, "the phase runs with metrics on")
+        check(binding.export_metrics() is False, "export_metrics did not say metrics are off")
+        check("prometheus_client" not in sys.modules, "prometheus_client was imported")
+
     @run_case("K0=3, torch.compile(fullgraph=True) through the custom op and its fake")
     def _():
         if not hasattr(torch.library, "custom_op"):
@@ -380,50 +386,354 @@ def phase_on(out_dir, oracle_library):
         return "torch %s" % torch.__version__
 
 
-def phase_bench(out_dir, oracle_library, iterations=2000):
-    """Host overhead of the binding per call in eager mode, beside the routing time.
+def parse_stats_line(line):
+    """The numbers of a stats line: python calls/rows, per device (routed calls,
+    mean T before, after, rows, gated), skipped rows per reason."""
+    import re
+
+    out = {"devices": {}, "skipped": {}}
+    m = re.search(r"python calls=(\d+) rows=(\d+);", line)
+    out["calls"], out["rows"] = int(m.group(1)), int(m.group(2))
+    for m in re.finditer(r"(\S+): (\d+) routed calls, mean T ([\d.]+) -> ([\d.]+), "
+                         r"(\d+) rows, (\d+) gated", line):
+        out["devices"][m.group(1)] = (int(m.group(2)), float(m.group(3)),
+                                      float(m.group(4)), int(m.group(5)), int(m.group(6)))
+    skipped = line.split("rows skipped: ", 1)[1]
+    if skipped != "none":
+        for part in skipped.split(", "):
+            k, v = part.split("=")
+            out["skipped"][k] = int(v)
+    return out
+
+
+def scrape(directory):
+    """/metrics as SGLang serves it (add_prometheus_middleware: a fresh
+    CollectorRegistry with prometheus_client's MultiProcessCollector over
+    PROMETHEUS_MULTIPROC_DIR, exposed by generate_latest), in another process
+    like SGLang's HTTP server; returns {(name, labels): value}."""
+    import subprocess
+
+    code = ("import sys\n"
+            "from prometheus_client import CollectorRegistry, generate_latest, multiprocess\n"
+            "registry = CollectorRegistry()\n"
+            "multiprocess.MultiProcessCollector(registry)\n"
+            "sys.stdout.write(generate_latest(registry).decode())\n")
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=directory)
+    text = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                          capture_output=True, text=True).stdout
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out, text
+
+
+def phase_metrics(out_dir):
+    """SGLANG_OEA_STATS on, SGLang's metrics on (PROMETHEUS_MULTIPROC_DIR set as
+    its --enable-metrics sets it): the counters on /metrics equal the stats
+    line's numbers, at two successive intervals."""
+    import logging
+    import time
+
+    topk, binding = patched_module()
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    check(directory and os.path.isdir(directory), "PROMETHEUS_MULTIPROC_DIR is not a folder")
+    check(binding.STATS and binding.STATS_INTERVAL == 1, "run with SGLANG_OEA_STATS=true and "
+          "SGLANG_OEA_STATS_INTERVAL=1")
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            text = record.getMessage()
+            if "OEA stats" in text:
+                lines.append(text)
+
+    logging.getLogger(binding.__name__).addHandler(Keep())
+    logging.getLogger(binding.__name__).setLevel(logging.INFO)
+    prefix = binding.METRICS_PREFIX
+
+    def interval(batches):
+        """Calls, then one more after the interval: the line and the export."""
+        for mode in batches:
+            run_all(topk, mode)
+        time.sleep(1.05)
+        before = len(lines)
+        hidden, logits, bias = inputs("qwen3-30b-a3b")
+        call_select_experts(topk, "qwen3-30b-a3b", hidden, logits, bias)  # no batch
+        check(len(lines) == before + 1, "no stats line after the interval")
+        return parse_stats_line(lines[-1])
+
+    def compare(want):
+        got, text = scrape(directory)
+
+        def value(name, **labels):
+            key = (prefix + name + "_total", tuple(sorted(dict(rank="", **labels).items())))
+            check(key in got, "%s%s missing from /metrics:\n%s" % (name, labels, text))
+            return got[key]
+
+        check(value("python_calls") == want["calls"], "python_calls %s, line %s"
+              % (value("python_calls"), want["calls"]))
+        check(value("python_rows") == want["rows"], "python_rows")
+        for reason, rows in want["skipped"].items():
+            check(value("rows_skipped", reason=reason) == rows,
+                  "rows_skipped{reason=%s} %s, line %s"
+                  % (reason, value("rows_skipped", reason=reason), rows))
+        for reason in binding.SKIP_REASONS:
+            if reason not in want["skipped"]:
+                check(value("rows_skipped", reason=reason) == 0, "%s is not 0" % reason)
+        check(want["devices"], "no routed call in the line")
+        for device, (calls, t_before, t_after, rows, gated) in want["devices"].items():
+            got_calls = value("routed_calls", device=device)
+            check(got_calls == calls, "routed_calls %s, line %s" % (got_calls, calls))
+            check(value("gated_calls", device=device) == gated, "gated_calls")
+            check(value("routed_rows", device=device) == rows, "routed_rows")
+            # What the PromQL of docs/runtime.md computes: a ratio of two counters.
+            mean_before = value("experts_before", device=device) / got_calls
+            mean_after = value("experts_after", device=device) / got_calls
+            check("%.1f" % mean_before == "%.1f" % t_before and
+                  "%.1f" % mean_after == "%.1f" % t_after,
+                  "mean T %.3f -> %.3f on /metrics, %s -> %s in the line"
+                  % (mean_before, mean_after, t_before, t_after))
+        return text
+
+    @run_case("metrics on: the first interval's counters on /metrics equal the stats line")
+    def _():
+        want = interval(["DECODE", "EXTEND"])
+        compare(want)
+        return lines[-1]
+
+    @run_case("metrics on: the next interval adds up (counters equal the new line)")
+    def _():
+        want = interval(["DECODE", "DECODE", "MIXED"])
+        text = compare(want)
+        return "%d %s series on /metrics" % (
+            sum(1 for l in text.splitlines() if l.startswith(prefix)), prefix + "*")
+
+    @run_case("metrics on: the counters are prometheus_client's multiprocess files")
+    def _():
+        files = sorted(f for f in os.listdir(directory) if f.endswith(".db"))
+        check(files == ["counter_%d.db" % os.getpid()], "files %s" % files)
+        return ", ".join(files)
+
+
+def rank_worker(rank, port, cases):
+    """One rank of phase ranks: for each case, a fresh TCP store and process
+    group, the binding imported afresh under the case's settings and put where
+    topk.py's call site finds it, and select_experts called in DECODE batches
+    until the rank check is over (or 20 s)."""
+    import importlib.util
+    import logging
+    import time
+
+    import torch.distributed as dist
+
+    topk, binding = patched_module()
+    name = binding.__name__
+    warnings = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    logging.getLogger(name).addHandler(Keep())
+    results = []
+    for i, case in enumerate(cases):
+        settings = case[rank]
+        for k in [k for k in os.environ if k.startswith("SGLANG_OEA_")]:
+            del os.environ[k]
+        os.environ.update(settings)
+        spec = importlib.util.spec_from_file_location(name, binding.__file__)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        module._RANKS_WAIT_S = 3.0  # the 120 s wait, shortened for the test
+        topk._oeapatch_oea = module
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % (port + i),
+                                rank=rank, world_size=2)
+        del warnings[:]
+        error, changed, started = None, False, time.monotonic()
+        ref = load_reference(os.environ["OEA_TEST_OUT"])["DECODE"]["qwen3-30b-a3b"]
+        while time.monotonic() - started < 20:
+            try:
+                w, ids, _ = model_forward(topk, "qwen3-30b-a3b", forward_batch("DECODE"))
+            except RuntimeError as exc:
+                error = str(exc)
+                break
+            changed = changed or not torch.equal(ids, ref[1])
+            if not module.ENABLED or module._ranks_done:
+                break
+            time.sleep(0.05)
+        results.append(dict(enabled=module.ENABLED, done=module._ranks_done if module.ENABLED
+                            else None, error=error, rerouted=changed,
+                            warnings=list(warnings), seconds=time.monotonic() - started))
+        dist.barrier()  # rank 0 holds the store: both stay until both are through
+        dist.destroy_process_group()
+    print("RANKRESULT " + json.dumps(results))
+
+
+RANK_CASES = [
+    ("same settings", {"SGLANG_OEA_K0": "3"}, {"SGLANG_OEA_K0": "3"}),
+    ("K0 differs", {"SGLANG_OEA_K0": "3"}, {"SGLANG_OEA_K0": "2"}),
+    ("MIN_BATCH differs", {"SGLANG_OEA_K0": "3"},
+     {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MIN_BATCH": "4"}),
+    ("rank 1 with K0=0", {"SGLANG_OEA_K0": "3"}, {"SGLANG_OEA_K0": "0"}),
+]
+
+
+def phase_ranks(out_dir):
+    """Two real processes (torch.distributed, gloo on the CPU, a TCP store on
+    127.0.0.1) run the patched select_experts: check_ranks lets equal settings
+    through, stops both ranks when the settings differ (each naming the other's),
+    and warns about a rank that never publishes (K0=0)."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as sock:  # a free block of ports, one per case
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # and the next ones, one per case
+    cases = json.dumps([[a, b] for _, a, b in RANK_CASES])
+    env = dict(os.environ, OEA_TEST_OUT=out_dir, OEA_TEST_CASES=cases)
+    started = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "rank-worker", out_dir,
+                               str(rank), str(port)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    seconds = time.monotonic() - started
+    results = []
+    for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
+        line = [l for l in out.splitlines() if l.startswith("RANKRESULT ")]
+        check(p.returncode == 0 and line, "rank %d exited %d: %s" % (rank, p.returncode,
+                                                                     err[-3000:]))
+        results.append(json.loads(line[0][len("RANKRESULT "):]))
+    by_case = {name: (results[0][i], results[1][i]) for i, (name, _, _) in
+               enumerate(RANK_CASES)}
+
+    @run_case("2 ranks, same settings: both pass the check and re-route")
+    def _():
+        for rank, r in enumerate(by_case["same settings"]):
+            check(r["enabled"] and r["done"] and r["error"] is None and not r["warnings"],
+                  "rank %d: %s" % (rank, r))
+            check(r["rerouted"], "rank %d did not re-route" % rank)
+        return "%.1f s" % max(r["seconds"] for r in by_case["same settings"])
+
+    for name, key, theirs in (("K0 differs", "k0", ("k0=2", "k0=3")),
+                              ("MIN_BATCH differs", "min_batch",
+                               ("min_batch=4", "min_batch=2"))):
+        @run_case("2 ranks, %s: each rank raises RuntimeError naming the other's" % name)
+        def _(name=name, theirs=theirs):
+            for rank, r in enumerate(by_case[name]):
+                other = 1 - rank
+                text = r["error"] or ""
+                check("settings differ between ranks" in text and
+                      ("rank %d has k0=" % other) in text and theirs[rank] in
+                      text.split("rank %d has" % other, 1)[-1],
+                      "rank %d: %s" % (rank, r))
+                check(r["seconds"] < 5, "rank %d took %.1f s" % (rank, r["seconds"]))
+            return by_case[name][0]["error"]
+
+    @run_case("2 ranks, rank 1 with K0=0: rank 0 warns naming rank 1 after the wait")
+    def _():
+        r0, r1 = by_case["rank 1 with K0=0"]
+        check(not r1["enabled"], "rank 1 enabled: %s" % r1)
+        check(r0["enabled"] and r0["done"] and r0["error"] is None, "rank 0: %s" % r0)
+        hits = [w for w in r0["warnings"] if "ranks [1] reported no OEA settings" in w]
+        check(len(hits) == 1, "rank 0 warnings: %s" % r0["warnings"])
+        check(3.0 <= r0["seconds"] < 8, "warned after %.1f s (wait 3 s)" % r0["seconds"])
+        return hits[0]
+
+    print("ranks phase: %.1f s for %d cases" % (seconds, len(RANK_CASES)))
+
+
+def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
+    """Host overhead of the binding per call in eager mode, beside the routing
+    time, at 1, 16, 64 and 256 tokens (Qwen3-30B-A3B's layer, CPU tensors, run
+    with SGLANG_OEA_MIN_BATCH=1 so one token takes the whole path too).
 
     routing   select_experts as the release runs it (an EXTEND batch: routed, and
               the binding's gate says no)
-    route()   the binding's route() on that routing output in a DECODE batch
-    native    liboea alone: the prepared call with the same pointers
-    overhead  route() - native: what the binding adds on the host
+    liboea    oea_route_host re-routing that batch (the CPU reference; on a GPU
+              the launch is asynchronous and this time is the kernel's)
+    route()   the binding's route() in a DECODE batch, every row padding (ids -1):
+              the whole Python path, and a liboea call that finds no row to
+              process, so its time is the host's
+    call      that prepared liboea call alone, same block and pointers: the floor
+    overhead  route() - call: what the binding adds on the host
+    Each figure is the median of `repeats` runs of `iterations` calls, the
+    variants interleaved.
     """
-    import timeit
+    import statistics
+    import time
 
     topk, binding = patched_module()
+    check(binding.MIN_BATCH == 1, "run with SGLANG_OEA_MIN_BATCH=1")
     name = "qwen3-30b-a3b"
-    hidden, logits, bias = inputs(name)
-    w0, i0, _ = call_select_experts(topk, name, hidden, logits, bias)
-    cfg_kwargs = dict(top_k=MODELS[name]["top_k"], renormalize=True)
+    spec = MODELS[name]
+    cfg = dict(top_k=spec["top_k"], renormalize=True)
+    clock = time.perf_counter_ns
 
-    def routing(forward_batch):
-        for _ in range(iterations):
-            call_select_experts(topk, name, hidden, logits, bias)
+    def per_call(fn):
+        start = clock()
+        fn()
+        return (clock() - start) / iterations / 1000.0
 
-    def routed(forward_batch):
-        for _ in range(iterations):
-            binding.route(router_logits=logits, topk_weights=w, topk_ids=i, **cfg_kwargs)
+    lines = []
+    for rows in (1, 16, 64, 256):
+        gen = torch.Generator().manual_seed(rows)
+        logits = torch.randn(rows, spec["E"], generator=gen) * 2.0
+        hidden = torch.zeros(rows, 64)
+        kwargs, _ = select_kwargs(topk, name, None)
+        w0, i0 = topk.select_experts(hidden_states=hidden, router_logits=logits, **kwargs)[:2]
 
-    w, i = w0.clone(), i0.clone()
-    routed(forward_batch("DECODE"))  # prepares the plan
-    plan = next(p for p in binding._plans.values() if p.problem is not None)
-    fn, address = plan.launch
+        def routing(forward_batch):
+            for _ in range(iterations):
+                topk.select_experts(hidden_states=hidden, router_logits=logits, **kwargs)
 
-    def native():
-        for _ in range(iterations):
-            fn(address)
+        w = w0.clone()
+        valid, padded = i0.clone(), torch.full_like(i0, -1)
 
-    best = {}
-    for label, thunk in (("routing", lambda: routing(forward_batch("EXTEND"))),
-                         ("route()", lambda: routed(forward_batch("DECODE"))),
-                         ("native", native)):
-        best[label] = min(timeit.repeat(thunk, number=1, repeat=5)) / iterations * 1e6
-    overhead = best["route()"] - best["native"]
-    print("BENCH sglang %s, %s, %d rows, torch %s: routing %.1f us/call, route() %.1f "
-          "us/call, liboea %.1f us/call, host overhead %.1f us/call"
-          % (__import__("sglang").__version__, name, ROWS, torch.__version__,
-             best["routing"], best["route()"], best["native"], overhead))
+        def routed(ids):
+            def run(forward_batch):
+                for _ in range(iterations):
+                    binding.route(router_logits=logits, topk_weights=w, topk_ids=ids, **cfg)
+            return run
+
+        def point_at(ids):
+            """One route() call: the prepared block now holds these pointers."""
+            (lambda forward_batch: binding.route(router_logits=logits, topk_weights=w,
+                                                 topk_ids=ids, **cfg))(forward_batch("DECODE"))
+
+        point_at(valid)  # prepares this plan and judges its weights
+        key = next(k for k in binding._plans if k[0][:2] == (spec["top_k"], True))
+        plan = binding._plans[key]
+        check(plan.problem is not None and plan.checked, "plan not prepared: %r" % plan.skip)
+        check(plan.problem.n == rows and plan.problem.ids == valid.data_ptr(), "not launched")
+        fn, address = plan.launch
+
+        def native():
+            for _ in range(iterations):
+                fn(address)
+
+        live = {"routing": [], "liboea": [], "route()": [], "call": []}
+        for _ in range(repeats):
+            live["routing"].append(per_call(lambda: routing(forward_batch("EXTEND"))))
+            point_at(valid)
+            live["liboea"].append(per_call(native))
+            live["route()"].append(per_call(lambda: routed(padded)(forward_batch("DECODE"))))
+            check(plan.problem.ids == padded.data_ptr(), "route() did not launch")
+            live["call"].append(per_call(native))
+        med = {k: statistics.median(v) for k, v in live.items()}
+        lines.append("BENCH sglang %s, %s, %d tokens, torch %s, python %s: routing %.1f us, "
+                     "liboea %.1f us; route() %.2f us, bare call %.2f us, host overhead "
+                     "%.2f us/call"
+                     % (__import__("sglang").__version__, name, rows, torch.__version__,
+                        sys.version.split()[0], med["routing"], med["liboea"],
+                        med["route()"], med["call"], med["route()"] - med["call"]))
+    for line in lines:
+        print(line)
     RESULTS.append(True)
 
 
@@ -437,6 +747,13 @@ def main():
         phase_on(out_dir, sys.argv[3])
     elif phase == "bench":
         phase_bench(out_dir, sys.argv[3])
+    elif phase == "metrics":
+        phase_metrics(out_dir)
+    elif phase == "ranks":
+        phase_ranks(out_dir)
+    elif phase == "rank-worker":
+        rank_worker(int(sys.argv[3]), int(sys.argv[4]), json.loads(os.environ["OEA_TEST_CASES"]))
+        return 0
     else:
         raise SystemExit("unknown phase %s" % phase)
     return summary()

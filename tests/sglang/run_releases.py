@@ -6,7 +6,9 @@ ones named on the command line), in its cached environment (make_env.sh):
      installed topk.py must match the sha256 in the wheel's RECORD;
   2. unpatched outputs of select_experts recorded (release_check.py unpatched);
   3. `oeapatch apply` on the installed package, `oeapatch verify`;
-  4. release_check.py off (K0=0) and on (K0=3, stats on);
+  4. release_check.py off (K0=0), on (K0=3, stats on) and metrics (stats and
+     SGLang's Prometheus multiprocess folder on); on the last release named,
+     ranks (two processes with torch.distributed) and bench;
   5. `oeapatch revert`: topk.py matches RECORD again, the binding module is gone.
 
 Environment: OEAPATCH (the CLI), OEA_LIBRARY (liboea), both set by ctest.
@@ -92,7 +94,8 @@ def one_release(version, cli, library, bench=False):
     checkout = os.path.join(env_dir, "checkout")
     site = os.path.join(checkout, "python")
     topk = os.path.join(site, TARGET)
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_OEA_")}
+    base_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("SGLANG_OEA_") and k != "PROMETHEUS_MULTIPROC_DIR"}
     base_env["PYTHONPATH"] = STUBS
     rc, out, err = run([python, "-c", "import sys, sglang.srt.layers.moe.topk, "
                         "sglang.srt.model_executor.forward_batch_info; "
@@ -113,7 +116,7 @@ def one_release(version, cli, library, bench=False):
         rc, out, err = run([python, os.path.join(HERE, "release_check.py"), name, work]
                            + list(args), env=env)
         for line in out.splitlines():
-            if line.startswith("BENCH "):
+            if line.startswith(("BENCH ", "ranks phase:")):
                 print(line, flush=True)
             if line.startswith(("PASS ", "FAIL ")):
                 say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
@@ -131,8 +134,18 @@ def one_release(version, cli, library, bench=False):
         say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
         phase("off", {"SGLANG_OEA_K0": "0"})
         phase("on", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true"}, library)
+        # SGLang's --enable-metrics sets PROMETHEUS_MULTIPROC_DIR to a fresh folder
+        # before it starts its workers; the phase scrapes it as /metrics does.
+        metrics_dir = os.path.join(work, "prometheus")
+        os.makedirs(metrics_dir)
+        phase("metrics", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
+                          "SGLANG_OEA_STATS_INTERVAL": "1",
+                          "PROMETHEUS_MULTIPROC_DIR": metrics_dir})
         if bench:
-            phase("bench", {"SGLANG_OEA_K0": "3"}, library)
+            # Two processes with torch.distributed: the rank agreement check.
+            phase("ranks", {})
+            # MIN_BATCH=1: a batch of one token takes the whole path too.
+            phase("bench", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MIN_BATCH": "1"}, library)
     rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
     binding = os.path.join(os.path.dirname(topk), "_oeapatch_sglang_oea.py")
     say(rc == 0 and file_hash(topk) == expected and not os.path.exists(binding),
