@@ -965,7 +965,7 @@ def _init_torch():
     import torch
 
     global _op, _torch, _ctypes, _is_compiling, _verdict_compiled, _Tensor, _int32
-    global _current_stream
+    global _current_stream, _cuda_device
     _torch, _ctypes = torch, ctypes
     _Tensor, _int32 = torch.Tensor, torch.int32
     compiler = getattr(torch, "compiler", None)
@@ -979,6 +979,9 @@ def _init_torch():
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
         _current_stream = raw
+    # Likewise the current device (torch.cuda.current_device without its
+    # initialisation check: a CUDA tensor exists when this is asked).
+    _cuda_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
     acr = getattr(compiler, "assume_constant_result", None)
     if acr is None:
         acr = getattr(getattr(torch, "_dynamo", None), "assume_constant_result", None)
@@ -1064,12 +1067,17 @@ def _call(plan, ids):
     if plan.bias_source is not None:
         plan.bias.copy_(plan.bias_source.reshape(-1))
     fn, address = plan.launch
-    if plan.cuda_index is not None:
+    index = plan.cuda_index
+    if index is None:
+        status = fn(address)
+    elif _cuda_device() == index:
         # The caller's stream, read now: a stream cached earlier would put the
         # launch outside the CUDA graph being captured.
-        status = fn(address, _current_stream(plan.cuda_index))
+        status = fn(address, _current_stream(index))
     else:
-        status = fn(address)
+        # liboea launches on the current device: make it the tensors' one.
+        with _torch.cuda.device(index):
+            status = fn(address, _current_stream(index))
     if status != OEA_OK:
         raise RuntimeError("oeapatch: liboea failed (status %d): %s"
                            % (status, _message(_lib, status)))
@@ -1081,6 +1089,7 @@ def _current_stream_fallback(index):
 
 
 _current_stream = _current_stream_fallback
+_cuda_device = None  # torch._C._cuda_getDevice, or torch.cuda.current_device
 
 
 def _row_ok(t, width):
