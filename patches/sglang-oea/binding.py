@@ -732,7 +732,13 @@ _LOGITS_DTYPES = {}
 _IDS_DTYPES = {}
 _op = None
 _plans = {}
-_MISSING = object()
+
+
+class _MISSING:
+    """An argument the call site did not pass. A class, not an object(): plan keys
+    hold it, and torch 2.5's dynamo can hash a class in a dict key, not an object."""
+
+
 _warned = set()
 
 
@@ -1265,8 +1271,11 @@ def route(
         if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
             # SGLang of March 2025 named the fused shared-expert count so.
             num_fused_shared_experts = unknown["n_share_experts_fusion"] or 0
+        # No id() of None or _MISSING (both mean no bias here): torch 2.5's dynamo
+        # cannot trace it (fullgraph failed in the releases of Dec 2024 - Jul 2025).
         settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
-                    id(correction_bias), scoring_func, num_fused_shared_experts)
+                    None if correction_bias is None or correction_bias is _MISSING
+                    else id(correction_bias), scoring_func, num_fused_shared_experts)
     key = (settings, logits_shape[1], ids_shape[1], router_logits.dtype, topk_ids.dtype,
            topk_weights.dtype, router_logits.device, topk_ids.device, topk_weights.device)
     plan = _plans.get(key)

@@ -34,6 +34,7 @@ nodeps=$(echo "$line" | cut -d' ' -f3-)
 [ "$nodeps" != "$line" ] || nodeps=""
 with_torch=$(awk -v t="$torch_version" '$1 == "torch" && $2 == t { $1 = ""; $2 = ""; print }' "$list")
 allow=$(sed -n 's/^deps *= *//p' "$list")
+chain_allow=$(sed -n 's/^chain *= *//p' "$list")
 
 mkdir -p "$cache"
 exec 9>"$cache/.lock-torch-$torch_version"
@@ -88,11 +89,38 @@ EOF
     > "$env/constraints.txt"
   # shellcheck disable=SC2086
   pipq "$env/bin/pip" install -c "$env/constraints.txt" $reqs >&2
+  chain=""
   if [ -n "$nodeps" ]; then
     # shellcheck disable=SC2086
     pipq "$env/bin/pip" install --no-deps $nodeps >&2
+    # What those packages require in turn (vLLM, for the releases whose chain
+    # imports it): only names of releases.txt's `chain` line that are still missing, each at that
+    # package's own pin, with the resolver held to the shared torch as above.
+    # shellcheck disable=SC2086
+    chain=$("$env/bin/python" - "$chain_allow" $nodeps <<'PY'
+import importlib.metadata as md, sys
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.utils import canonicalize_name
+allowed = {canonicalize_name(a) for a in sys.argv[1].split()}
+installed = {canonicalize_name(d.metadata["Name"]) for d in md.distributions()}
+seen = {}
+for pkg in sys.argv[2:]:
+    for text in md.requires(Requirement(pkg).name) or []:
+        req = Requirement(text)
+        key = canonicalize_name(req.name)
+        if req.marker and not req.marker.evaluate({"extra": ""}):
+            continue
+        if key in allowed and key not in installed and key not in seen:
+            seen[key] = str(req).split(";")[0].replace(" ", "")
+print(" ".join(seen.values()))
+PY
+)
+    if [ -n "$chain" ]; then
+      # shellcheck disable=SC2086
+      pipq "$env/bin/pip" install -c "$env/constraints.txt" $chain >&2
+    fi
   fi
-  echo "$reqs --no-deps: $nodeps" > "$env/deps.txt"
+  echo "$reqs --no-deps: $nodeps --their requirements: $chain" > "$env/deps.txt"
   PYTHONPATH="$here/stubs" "$env/bin/python" -c \
     'import sglang.srt.layers.moe.topk, sglang.srt.model_executor.forward_batch_info' >&2
   touch "$env/ok"

@@ -110,7 +110,20 @@ def inputs(name):
     return hidden, logits, bias
 
 
+def server_fusion_args(topk):
+    """The server-wide settings dict where releases of about Apr - Jun 2025 keep the
+    fused shared-expert count (n_share_experts_fusion, read inside select_experts
+    from global_server_args_dict, which the model runner fills from ServerArgs);
+    None in the other releases."""
+    args = getattr(topk, "global_server_args_dict", None)
+    if isinstance(args, dict) and "n_share_experts_fusion" in args:
+        return args
+    return None
+
+
 def supports_fused_shared(topk):
+    if server_fusion_args(topk) is not None:
+        return True
     sig = inspect.signature(topk.select_experts).parameters
     if "topk_config" in sig:
         return "num_fused_shared_experts" in {f.name for f in
@@ -151,7 +164,19 @@ def select_kwargs(topk, name, bias):
 
 def call_select_experts(topk, name, hidden, logits, bias):
     kwargs, fused = select_kwargs(topk, name, bias)
-    out = topk.select_experts(hidden_states=hidden, router_logits=logits, **kwargs)
+    server = server_fusion_args(topk)
+    if server is None:
+        out = topk.select_experts(hidden_states=hidden, router_logits=logits, **kwargs)
+        return out[0], out[1], fused
+    # Set as the model runner does from --n-share-experts-fusion: the number of
+    # shared-expert replicas (DeepSeek-V3 picks the TP size: 1 here). The model
+    # then asks for top_k + min(n, 1) columns, the last one the shared expert's.
+    saved = server["n_share_experts_fusion"]
+    server["n_share_experts_fusion"] = fused
+    try:
+        out = topk.select_experts(hidden_states=hidden, router_logits=logits, **kwargs)
+    finally:
+        server["n_share_experts_fusion"] = saved
     return out[0], out[1], fused
 
 
@@ -181,9 +206,19 @@ def phase_unpatched(out_dir):
     for mode in modes():
         res = run_all(topk, mode)
         record[mode] = {k: (w, i, f) for k, (w, i, f) in res.items()}
+    fused_models = []
+    for name, (w, i, fused) in record["DECODE"].items():
+        if fused:
+            # The release's own fusion ran: the shared expert's id (E and up) is
+            # in the last column of every row.
+            check(bool((i[:, -fused:] >= MODELS[name]["E"]).all()) and
+                  bool((i[:, :-fused] < MODELS[name]["E"]).all()),
+                  "%s: no fused shared-expert column in %s" % (name, i[0].tolist()))
+            fused_models.append(name)
     torch.save(record, os.path.join(out_dir, "unpatched.pt"))
-    print("PASS unpatched: %s recorded for %s (modes %s)"
-          % (", ".join(MODELS), topk.__file__, ", ".join(modes())))
+    print("PASS unpatched: %s recorded for %s (modes %s; fused shared expert: %s)"
+          % (", ".join(MODELS), topk.__file__, ", ".join(modes()),
+             ", ".join(fused_models) or "none in this release"))
     RESULTS.append(True)
 
 

@@ -46,7 +46,7 @@ def releases():
     with open(os.path.join(HERE, "releases.txt")) as f:
         for line in f:
             line = line.split("#", 1)[0].strip()
-            if line and not line.startswith(("torch ", "deps ")):
+            if line and not line.startswith(("torch ", "deps ", "chain ")):
                 out.append(line.split()[0])
     return out
 
@@ -99,9 +99,14 @@ def one_release(version, cli, library, bench=False):
     base_env["PYTHONPATH"] = STUBS
     rc, out, err = run([python, "-c", "import sys, sglang.srt.layers.moe.topk, "
                         "sglang.srt.model_executor.forward_batch_info; "
-                        "print(' '.join(sorted(m for m in sys.modules if m in %r)))"
+                        "print('STUBS', *sorted(m for m in sys.modules if m in %r))"
                         % (tuple(STUB_REASONS),)], env=base_env)
-    for name in out.split():
+    # The chain may log on stdout (vLLM's INFO lines): only the marked line counts.
+    stubs = [line.split()[1:] for line in out.splitlines() if line.startswith("STUBS")]
+    if rc != 0 or not stubs:
+        say(False, "%s: the import chain does not load: %s" % (version, (out + err)[-2000:]))
+        return
+    for name in stubs[-1]:
         print("STUB %s: %s: %s" % (version, name, STUB_REASONS[name]), flush=True)
 
     rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
