@@ -11,7 +11,9 @@
 #                        of releases.txt's `deps` line that this release requires
 #                        (at the release's own pins), installed with pip's resolver
 #                        under a constraint that keeps torch at $TORCH and pulls no
-#                        other torch, GPU kernel or model-serving package
+#                        other torch, GPU kernel or model-serving package; then the
+#                        packages of its release line with --no-deps, and what those
+#                        require of releases.txt's `chain` line (vLLM's own needs)
 #     checkout/python/   sglang itself, installed with --no-deps --target here so that
 #                        checkout/ has upstream's layout (python/sglang/...) and
 #                        `oeapatch -C checkout` patches the installed files in place

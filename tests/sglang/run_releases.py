@@ -95,18 +95,30 @@ def one_release(version, cli, library, bench=False):
     site = os.path.join(checkout, "python")
     topk = os.path.join(site, TARGET)
     base_env = {k: v for k, v in os.environ.items()
-                if not k.startswith("SGLANG_OEA_") and k != "PROMETHEUS_MULTIPROC_DIR"}
-    base_env["PYTHONPATH"] = STUBS
-    rc, out, err = run([python, "-c", "import sys, sglang.srt.layers.moe.topk, "
-                        "sglang.srt.model_executor.forward_batch_info; "
-                        "print('STUBS', *sorted(m for m in sys.modules if m in %r))"
-                        % (tuple(STUB_REASONS),)], env=base_env)
-    # The chain may log on stdout (vLLM's INFO lines): only the marked line counts.
-    stubs = [line.split()[1:] for line in out.splitlines() if line.startswith("STUBS")]
-    if rc != 0 or not stubs:
-        say(False, "%s: the import chain does not load: %s" % (version, (out + err)[-2000:]))
+                if not k.startswith("SGLANG_OEA_")
+                and k not in ("PROMETHEUS_MULTIPROC_DIR", "PYTHONPATH")}
+
+    def chain_stubs(env):
+        """The stubs the import chain loads with `env` (None: it does not load)."""
+        rc, out, err = run([python, "-c", "import sys, sglang.srt.layers.moe.topk, "
+                            "sglang.srt.model_executor.forward_batch_info; "
+                            "print('STUBS', *sorted(m for m in sys.modules if m in %r))"
+                            % (tuple(STUB_REASONS),)], env=env)
+        # The chain may log on stdout (vLLM's INFO lines): only the marked line counts.
+        marked = [line.split()[1:] for line in out.splitlines() if line.startswith("STUBS")]
+        return (marked[-1] if rc == 0 and marked else None), out + err
+
+    # A stub goes on the path only where the real chain cannot load without it
+    # (0.4.9 tries `import sgl_kernel` and carries on without it: no stub there).
+    stubs, log = chain_stubs(dict(base_env, PYTHONPATH=STUBS))
+    if stubs is None:
+        say(False, "%s: the import chain does not load: %s" % (version, log[-2000:]))
         return
-    for name in stubs[-1]:
+    if stubs and chain_stubs(base_env)[0] is not None:
+        stubs = []
+    if stubs:
+        base_env["PYTHONPATH"] = STUBS
+    for name in stubs:
         print("STUB %s: %s: %s" % (version, name, STUB_REASONS[name]), flush=True)
 
     rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
