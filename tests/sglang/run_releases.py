@@ -25,12 +25,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
-# Stubs of compiled GPU-only packages, first on PYTHONPATH in every phase; one is
-# used only where the release imports it and the package is not installed (never).
+# Stubs of compiled GPU-only packages, on PYTHONPATH in every phase of a release
+# whose import chain does not load without them (checked per release).
 STUBS = os.path.join(HERE, "stubs")
 STUB_REASONS = {
-    "sgl_kernel": "SGLang's compiled CUDA kernels (needs libcuda); 0.5.x imports "
-                  "sgl_kernel.kvcacheio at module level on every platform",
+    "sgl_kernel": "SGLang's compiled CUDA kernels (needs libcuda); this release's "
+                  "chain does not load without it (0.5.x: sgl_kernel.kvcacheio is "
+                  "imported at module level on every platform)",
 }
 
 results = []
