@@ -1269,8 +1269,11 @@ def route(
         settings = (id(topk_config), layer_id)
     else:
         if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
-            # SGLang of March 2025 named the fused shared-expert count so.
-            num_fused_shared_experts = unknown["n_share_experts_fusion"] or 0
+            # SGLang of about Apr - Jun 2025: n_share_experts_fusion counts the
+            # shared expert's replicas (DeepSeek-V3 defaults it to the TP size),
+            # and the routing overwrites ONE column (topk_ids[:, -1]) with one of
+            # them: one fused column whatever the count.
+            num_fused_shared_experts = 1 if unknown["n_share_experts_fusion"] else 0
         # No id() of None or _MISSING (both mean no bias here): torch 2.5's dynamo
         # cannot trace it (fullgraph failed in the releases of Dec 2024 - Jul 2025).
         settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,

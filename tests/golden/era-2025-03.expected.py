@@ -247,7 +247,7 @@ def select_experts(
             topk=top_k,
             renormalize=renormalize,
         )
-    # >>> oeapatch sglang-oea/2 callsite sha256:076e3abc498a7685 >>>
+    # >>> oeapatch sglang-oea/2 callsite sha256:e858617b8ff6ce5c >>>
     if _oeapatch_oea.ENABLED:
         topk_weights, topk_ids = _oeapatch_oea.route(
             router_logits=router_logits,
@@ -261,7 +261,7 @@ def select_experts(
             correction_bias=correction_bias,
             custom_routing_function=custom_routing_function,
             routed_scaling_factor=routed_scaling_factor,
-            num_fused_shared_experts=n_share_experts_fusion,
+            n_share_experts_fusion=n_share_experts_fusion,
             num_token_non_padded=num_token_non_padded,
         )
     # <<< oeapatch sglang-oea/2 callsite <<<

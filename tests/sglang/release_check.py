@@ -110,6 +110,11 @@ def inputs(name):
     return hidden, logits, bias
 
 
+# Shared-expert replicas a server of the n_share_experts_fusion era runs with
+# (its TP size by default): 1 unless a case says otherwise.
+REPLICAS = [1]
+
+
 def server_fusion_args(topk):
     """The server-wide settings dict where releases of about Apr - Jun 2025 keep the
     fused shared-expert count (n_share_experts_fusion, read inside select_experts
@@ -172,7 +177,7 @@ def call_select_experts(topk, name, hidden, logits, bias):
     # shared-expert replicas (DeepSeek-V3 picks the TP size: 1 here). The model
     # then asks for top_k + min(n, 1) columns, the last one the shared expert's.
     saved = server["n_share_experts_fusion"]
-    server["n_share_experts_fusion"] = fused
+    server["n_share_experts_fusion"] = fused * REPLICAS[0]
     try:
         out = topk.select_experts(hidden_states=hidden, router_logits=logits, **kwargs)
     finally:
@@ -346,6 +351,35 @@ def phase_on(out_dir, oracle_library):
             expect_unchanged(run_all(topk, "DECODE", **{counts_field: [8, 8]}),
                              "under DP attention without a rank-consistent mode")
             return "%s recorded, no is_extend_in_batch" % counts_field
+
+    if server_fusion_args(topk) is not None:
+        @run_case("K0=3, DeepSeek-V3 on a TP-4 server of the n_share_experts_fusion era "
+                  "(4 replicas, one shared column): equals liboea's reference")
+        def _():
+            name = "deepseek-v3"
+            hidden, logits, bias = inputs(name)
+            REPLICAS[0] = 4
+            try:
+                # The unpatched outputs of this call: the call site is skipped while
+                # the binding is off; the same seed gives the same random replica.
+                binding.ENABLED = False
+                torch.manual_seed(7)
+                (rw, ri, fused), = [call_select_experts(topk, name, hidden, logits, bias)]
+                binding.ENABLED = True
+                torch.manual_seed(7)
+                w, i, _ = (lambda forward_batch: call_select_experts(
+                    topk, name, hidden, logits, bias))(forward_batch("DECODE"))
+            finally:
+                binding.ENABLED = True
+                REPLICAS[0] = 1
+            check(fused == 1 and bool((ri[:, -1] >= MODELS[name]["E"]).all()) and
+                  bool((ri[:, -1] < MODELS[name]["E"] + 4).all()),
+                  "the release did not put one of 4 replicas in the last column: %s"
+                  % ri[:2].tolist())
+            ew, ei, _ = oracle_expectation(oracle, name, (rw, ri, 1), bias)
+            check(same(i.to(ei.dtype), ei) and torch.equal(w.float(), ew),
+                  "re-routed ids differ from the reference with one shared column")
+            check(not torch.equal(i, ri), "nothing was re-routed")
 
     @run_case("K0=3, a call outside any forward batch is left alone")
     def _():
@@ -742,10 +776,15 @@ def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
                                                  topk_ids=ids, **cfg))(forward_batch("DECODE"))
 
         point_at(valid)  # prepares this plan and judges its weights
-        key = next(k for k in binding._plans if k[0][:2] == (spec["top_k"], True))
-        plan = binding._plans[key]
-        check(plan.problem is not None and plan.checked, "plan not prepared: %r" % plan.skip)
-        check(plan.problem.n == rows and plan.problem.ids == valid.data_ptr(), "not launched")
+        # The plan this call prepared (the release's own select_experts calls
+        # above prepared others, under keys with the same first settings).
+        plans = [p for k, p in binding._plans.items() if k[0][:2] == (spec["top_k"], True)
+                 and p.problem is not None and p.problem.ids == valid.data_ptr()]
+        check(len(plans) == 1, "%d plans hold this call's ids (of %d)"
+              % (len(plans), len(binding._plans)))
+        plan = plans[0]
+        check(plan.checked, "plan not judged: %r" % plan.skip)
+        check(plan.problem.n == rows, "not launched")
         fn, address = plan.launch
 
         def native():
