@@ -328,9 +328,15 @@ def _has_batch_name(code):
             or "forward_batch" in code.co_freevars)
 
 
-def _find_forward_batch(frame, max_frames=_MAX_FRAMES):
-    depth = 0
-    while frame is not None and depth < max_frames:
+def _find_forward_batch(frame, max_frames=_MAX_FRAMES, depth=None):
+    """The nearest ForwardBatch from `frame` up, or None. With `depth` (the
+    frame's depth below _stack_batch's), the path to it is remembered (_path)."""
+    global _path
+    holders = []
+    d = depth or 0
+    for _ in range(max_frames):
+        if frame is None:
+            break
         code = frame.f_code
         holds = _holds_batch.get(code)
         if holds is None:
@@ -338,9 +344,12 @@ def _find_forward_batch(frame, max_frames=_MAX_FRAMES):
         if holds:
             batch = frame.f_locals.get("forward_batch")
             if getattr(batch, "forward_mode", None) is not None:
+                if depth is not None:
+                    _path = (d, code, tuple(holders))
                 return batch
+            holders.append((d, code))
         frame = frame.f_back
-        depth += 1
+        d += 1
     return None
 
 
@@ -412,25 +421,7 @@ _getframe = sys._getframe
 def _walk(depth):
     """_find_forward_batch from _getframe(depth) (counted from _stack_batch's
     frame), remembering the path where a batch was found."""
-    global _path
-    frame = _getframe(depth + 1)
-    holders = []
-    for _ in range(_MAX_FRAMES):
-        if frame is None:
-            break
-        code = frame.f_code
-        holds = _holds_batch.get(code)
-        if holds is None:
-            holds = _holds_batch[code] = _has_batch_name(code)
-        if holds:
-            batch = frame.f_locals.get("forward_batch")
-            if getattr(batch, "forward_mode", None) is not None:
-                _path = (depth, code, tuple(holders))
-                return batch
-            holders.append((depth, code))
-        frame = frame.f_back
-        depth += 1
-    return None
+    return _find_forward_batch(_getframe(depth + 1), _MAX_FRAMES, depth)
 
 
 def _stack_batch():

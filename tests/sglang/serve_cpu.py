@@ -35,8 +35,6 @@ Run inside the environment, with a first argument `model DIR` or
 the Engine.
 """
 
-import base64
-import hashlib
 import json
 import os
 import re
@@ -46,6 +44,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_releases import file_hash, record_hash  # noqa: E402  (the wheel's RECORD)
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 STUBS = os.path.join(HERE, "stubs")
 # Different lengths, started together: one prefill batch, then decode batches of 4.
@@ -109,23 +109,6 @@ results = []
 def say(ok, text):
     results.append(bool(ok))
     print("%s %s" % ("PASS" if ok else "FAIL", text), flush=True)
-
-
-def record_hash(site, rel):
-    for entry in os.listdir(site):
-        if entry.startswith("sglang-") and entry.endswith(".dist-info"):
-            with open(os.path.join(site, entry, "RECORD")) as f:
-                for line in f:
-                    path, digest, _ = line.rstrip("\n").rsplit(",", 2)
-                    if path == rel.replace(os.sep, "/"):
-                        return digest
-    return None
-
-
-def file_hash(path):
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).digest()
-    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def run(cmd, env=None, timeout=600):
