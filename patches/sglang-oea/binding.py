@@ -330,8 +330,8 @@ def _has_batch_name(code):
 
 def _find_forward_batch(frame, max_frames=_MAX_FRAMES, depth=None):
     """The nearest ForwardBatch from `frame` up, or None. With `depth` (the
-    frame's depth below _stack_batch's), the path to it is remembered (_path)."""
-    global _path
+    frame's depth below _stack_batch's), the path to it is remembered (_batch_path)."""
+    global _batch_path
     holders = []
     d = depth or 0
     for _ in range(max_frames):
@@ -345,7 +345,7 @@ def _find_forward_batch(frame, max_frames=_MAX_FRAMES, depth=None):
             batch = frame.f_locals.get("forward_batch")
             if getattr(batch, "forward_mode", None) is not None:
                 if depth is not None:
-                    _path = (d, code, tuple(holders))
+                    _batch_path = (d, code, tuple(holders))
                 return batch
             holders.append((d, code))
         frame = frame.f_back
@@ -414,7 +414,7 @@ def _batch_verdict(batch):
 # next call looks at that one frame (sys._getframe(depth): one C call) instead of
 # walking; nearer holders are looked at again so that a batch appearing there
 # still wins, and a frame at that depth running other code means a walk.
-_path = None
+_batch_path = None
 _getframe = sys._getframe
 
 
@@ -427,7 +427,7 @@ def _walk(depth):
 def _stack_batch():
     """The forward batch of the caller's model forward, or None. Frame 0 is
     this function, 1 _verdict_from_stack, 2 route(), 3 select_experts."""
-    path = _path
+    path = _batch_path
     if path is not None:
         depth, code, holders = path
         try:
