@@ -554,6 +554,9 @@ def reset_stats():
         _counts[key] = 0
     for key in _skipped:
         _skipped[key] = 0
+    # Exported counters only grow: after a reset, the next export adds the new
+    # counts in full.
+    _exported.clear()
 
 
 def _snapshot():
@@ -1013,6 +1016,7 @@ def _register_op():
         num_valid_rows: Optional[torch.Tensor],
         stats: torch.Tensor,
         plan_id: int,
+        rows: int,
     ) -> None:
         # Decided here, each time the compiled code runs (or is captured into
         # a CUDA graph), not when it was traced: a decision traced into the
@@ -1022,15 +1026,17 @@ def _register_op():
         verdict = _verdict_deep()
         if verdict is not None:
             if STATS:
-                _skip(verdict, topk_ids.shape[0])
+                _skip(verdict, rows)
             return
+        # rows: all of them, or a host-side num_token_non_padded (a tensor
+        # count travels in num_valid_rows and is read on the device).
         _launch(_plan_ids[plan_id], router_logits, topk_ids, topk_weights,
-                num_valid_rows, topk_ids.shape[0])
+                num_valid_rows, rows)
         if STATS:
             _accumulate(topk_ids.device)
 
     @oea_route_op.register_fake
-    def _(router_logits, topk_ids, topk_weights, num_valid_rows, stats, plan_id):
+    def _(router_logits, topk_ids, topk_weights, num_valid_rows, stats, plan_id, rows):
         return None
 
     return oea_route_op
@@ -1274,9 +1280,15 @@ def route(
            topk_weights.dtype, router_logits.device, topk_ids.device, topk_weights.device)
     plan = _plans.get(key)
     if plan is None:
-        plan = _plan_for(key, router_logits, topk_ids, topk_weights, topk_config, top_k,
-                         renormalize, use_grouped_topk, num_expert_group, topk_group,
-                         correction_bias, scoring_func, num_fused_shared_experts)
+        try:
+            plan = _plan_for(key, router_logits, topk_ids, topk_weights, topk_config, top_k,
+                             renormalize, use_grouped_topk, num_expert_group, topk_group,
+                             correction_bias, scoring_func, num_fused_shared_experts)
+        except BaseException:
+            # Not kept half-built: a later call prepares again and meets the
+            # same error (strict settings, a bias that cannot be converted).
+            _plans.pop(key, None)
+            raise
     if plan.skip is not None:
         _skip(plan.skip, counted)
         return topk_weights, topk_ids
@@ -1318,7 +1330,7 @@ def route(
                                           topk_weights.is_contiguous()):
         logits, ids, weights, cast_back = _normalise(router_logits, topk_ids, topk_weights)
         if _op is not None and compiling:
-            _op(logits, ids, weights, num_valid, plan.scratch, plan.index)
+            _op(logits, ids, weights, num_valid, plan.scratch, plan.index, rows)
         else:
             _launch(plan, logits, ids, weights, num_valid, rows)
             if STATS:
