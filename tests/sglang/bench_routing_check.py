@@ -30,18 +30,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 sys.path.insert(0, os.path.join(ROOT, "native", "bench"))
 
 
-def newest_release():
-    last = None
-    with open(os.path.join(HERE, "releases.txt")) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line and not line.startswith(("torch ", "deps ")):
-                last = line.split()[0]
-    return last
-
-
 if os.environ.get("OEAPATCH_BENCH_ROUTING_CHILD") != "1":
-    version = sys.argv[1] if len(sys.argv) > 1 else newest_release()
+    sys.path.insert(0, HERE)
+    from run_releases import releases  # releases.txt, read one way
+
+    version = sys.argv[1] if len(sys.argv) > 1 else releases()[-1]
     made = subprocess.run([os.path.join(HERE, "make_env.sh"), version], capture_output=True,
                           text=True)
     if made.returncode != 0:

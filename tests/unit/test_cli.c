@@ -182,21 +182,10 @@ static void apply_hint_names_the_root_or_the_interpreter(void **state)
 /* A definition copy whose patch.ini has `installed_target = VALUE` (NULL: the line removed). */
 static char *def_copy(const fixture *f, const char *name, const char *value)
 {
-	static const char *files[] = {"binding.py",          "anchors/select_experts.scm", "anchors/routing_chain.scm",
-	                              "anchors/binds_pair.scm", "anchors/imports.scm",        "templates/callsite.py",
-	                              "templates/import.py"};
 	char *dir = malloc(PATH_MAX);
 	assert_non_null(dir);
 	snprintf(dir, PATH_MAX, "%s/defs/%s", f->dir, name);
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		char rel[PATH_MAX], dst[PATH_MAX * 2];
-		size_t len;
-		snprintf(rel, sizeof(rel), "patches/sglang-oea/%s", files[i]);
-		char *data = tu_read(rel, &len);
-		snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
-		tu_write(dst, data, len);
-		free(data);
-	}
+	tu_copy_definition(dir); /* patch.ini is written again below */
 	size_t len;
 	char *ini = tu_read("patches/sglang-oea/patch.ini", &len), *out = malloc(len + 512);
 	assert_non_null(out);

@@ -71,19 +71,8 @@ static void test_real_rules(void **state)
 /* A copy of the real definition whose patch.ini gets `extra` appended (new sections) or one edit. */
 static char *copy_definition(void)
 {
-	static const char *files[] = {"patch.ini", "binding.py", "anchors/select_experts.scm",
-	                              "anchors/routing_chain.scm", "anchors/binds_pair.scm", "anchors/imports.scm",
-	                              "templates/callsite.py", "templates/import.py"};
 	char *dir = tu_tmpdir();
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		char rel[PATH_MAX], dst[PATH_MAX + 64];
-		size_t len;
-		snprintf(rel, sizeof(rel), "patches/sglang-oea/%s", files[i]);
-		char *data = tu_read(rel, &len);
-		snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
-		tu_write(dst, data, len);
-		free(data);
-	}
+	tu_copy_definition(dir);
 	return dir;
 }
 

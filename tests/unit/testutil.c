@@ -53,6 +53,22 @@ char *tu_tmpdir(void)
 	return strdup(d);
 }
 
+void tu_copy_definition(const char *dir)
+{
+	static const char *files[] = {"patch.ini", "binding.py", "anchors/select_experts.scm",
+	                              "anchors/routing_chain.scm", "anchors/binds_pair.scm", "anchors/imports.scm",
+	                              "templates/callsite.py", "templates/import.py"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char rel[PATH_MAX], dst[PATH_MAX * 2];
+		size_t len;
+		snprintf(rel, sizeof(rel), "patches/sglang-oea/%s", files[i]);
+		char *data = tu_read(rel, &len);
+		snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
+		tu_write(dst, data, len);
+		free(data);
+	}
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;

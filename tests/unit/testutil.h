@@ -27,6 +27,10 @@ oeap_patchdef *tu_def(void);
 
 /* A fresh temporary directory (removed by tu_rmtree). Caller frees the string. */
 char *tu_tmpdir(void);
+
+/* Copies every file of patches/sglang-oea (patch.ini, the binding, anchors,
+ * templates) into DIR, so that a test can edit one of them. */
+void tu_copy_definition(const char *dir);
 void tu_rmtree(const char *dir);
 
 /* Writes a file (creating parent directories). */
