@@ -197,7 +197,9 @@ static void names_intersect(oeap_names *a, oeap_names *b)
  * that may not run, `with` blocks whose manager may swallow an exception,
  * `match`, walrus operators) it counts nothing: an optional argument is then
  * left out (the binding reads its default), a required one refuses the plan,
- * and neither runs code that can fail.
+ * and neither runs code that can fail. Unbinding is the other way round:
+ * whatever such a statement may unbind anywhere inside it (`del`, an
+ * `except E as NAME` handler) is unbound after it.
  */
 typedef struct flow {
 	oeap_names bound;   /* bound on every path through the statements so far */
@@ -265,27 +267,121 @@ static int flow_assignment(flow *f, const pysource *src, TSNode as)
 	}
 }
 
+/* Unbinds one name: it leaves `bound` and joins `deleted` (for the joins
+ * of enclosing statements, whose names bound before it may include it). */
+static int flow_unbind(flow *f, const char *name)
+{
+	names_remove(&f->bound, name);
+	return names_push(&f->deleted, name, strlen(name));
+}
+
+static int flow_unbind_node(flow *f, const pysource *src, TSNode id)
+{
+	char *n = pysource_text(src, id);
+	if (!n)
+		return -1;
+	int rc = flow_unbind(f, n);
+	free(n);
+	return rc;
+}
+
+/* Collects the names a `del` target unbinds: a, (a), a, b, (a, b), [a, [b]];
+ * an attribute or an item (`del a.x`, `del a[0]`) unbinds no name. */
+static int visit_deleted(TSNode t, void *user)
+{
+	oeap_names *out = ((void **)user)[0];
+	const pysource *src = ((void **)user)[1];
+	if (!ts_node_is_named(t))
+		return PYSOURCE_WALK_SKIP;
+	const char *type = ts_node_type(t);
+	if (strcmp(type, "identifier") == 0)
+		return names_add(out, src, t) ? -1 : PYSOURCE_WALK_SKIP;
+	return strcmp(type, "delete_statement") == 0 || strcmp(type, "expression_list") == 0 ||
+	               strcmp(type, "tuple") == 0 || strcmp(type, "list") == 0 ||
+	               strcmp(type, "parenthesized_expression") == 0
+	           ? PYSOURCE_WALK_DESCEND
+	           : PYSOURCE_WALK_SKIP;
+}
+
+static int deleted_names(const pysource *src, TSNode del, oeap_names *out)
+{
+	void *ctx[2] = {out, (void *)src};
+	return pysource_walk(del, visit_deleted, ctx) < 0 ? -1 : 0;
+}
+
 static int flow_delete(flow *f, const pysource *src, TSNode st)
 {
-	for (uint32_t i = 0; i < ts_node_named_child_count(st); i++) {
-		TSNode t = ts_node_named_child(st, i);
-		if (strcmp(ts_node_type(t), "expression_list") == 0) {
-			if (flow_delete(f, src, t))
-				return -1;
+	oeap_names gone = {0};
+	int rc = deleted_names(src, st, &gone);
+	for (size_t i = 0; !rc && i < gone.n; i++)
+		rc = flow_unbind(f, gone.items[i]);
+	oeap_names_free(&gone);
+	return rc;
+}
+
+/* The NAME of `except E as NAME:` / `except* E as NAME:` (a null node when
+ * the handler names none). Python binds it for the handler and deletes it
+ * when the handler ends, even when it was bound before the `try`. */
+static TSNode handler_name(TSNode clause)
+{
+	for (uint32_t i = 0; i < ts_node_named_child_count(clause); i++) {
+		TSNode c = ts_node_named_child(clause, i);
+		if (strcmp(ts_node_type(c), "as_pattern") != 0)
 			continue;
-		}
-		if (strcmp(ts_node_type(t), "identifier") != 0)
-			continue;
-		char *n = pysource_text(src, t);
-		if (!n)
-			return -1;
-		names_remove(&f->bound, n);
-		int rc = names_push(&f->deleted, n, strlen(n));
-		free(n);
-		if (rc)
-			return -1;
+		TSNode t = ts_node_child_by_field_name(c, "alias", 5);
+		if (!ts_node_is_null(t) && strcmp(ts_node_type(t), "as_pattern_target") == 0 &&
+		    ts_node_named_child_count(t))
+			t = ts_node_named_child(t, 0);
+		if (!ts_node_is_null(t) && strcmp(ts_node_type(t), "identifier") == 0)
+			return t;
+		break;
 	}
-	return 0;
+	return (TSNode){0};
+}
+
+/* Every name the statements inside a node may unbind, wherever they are:
+ * `del` targets and handlers' `as` names. Only statements can unbind, so
+ * the walk enters blocks, statements and clauses, not expressions, and not
+ * nested functions or classes (what they delete is their own). */
+static int visit_may_delete(TSNode n, void *user)
+{
+	oeap_names *out = ((void **)user)[0];
+	const pysource *src = ((void **)user)[1];
+	if (!ts_node_is_named(n))
+		return PYSOURCE_WALK_SKIP;
+	const char *type = ts_node_type(n);
+	size_t len = strlen(type);
+	if (strcmp(type, "delete_statement") == 0)
+		return deleted_names(src, n, out) ? -1 : PYSOURCE_WALK_SKIP;
+	if (strcmp(type, "except_clause") == 0 || strcmp(type, "except_group_clause") == 0) {
+		TSNode as = handler_name(n);
+		if (!ts_node_is_null(as) && names_add(out, src, as))
+			return -1;
+		return PYSOURCE_WALK_DESCEND;
+	}
+	return strcmp(type, "block") == 0 || (len > 10 && strcmp(type + len - 10, "_statement") == 0) ||
+	               (len > 7 && strcmp(type + len - 7, "_clause") == 0)
+	           ? PYSOURCE_WALK_DESCEND
+	           : PYSOURCE_WALK_SKIP;
+}
+
+static int may_delete(const pysource *src, TSNode node, oeap_names *out)
+{
+	void *ctx[2] = {out, (void *)src};
+	return ts_node_is_null(node) ? 0 : pysource_walk(node, visit_may_delete, ctx) < 0 ? -1 : 0;
+}
+
+/* A statement whose paths are not followed (a loop, `with`, `match`, past
+ * the depth we follow): it binds nothing for sure, and every name it may
+ * unbind anywhere inside is unbound after it. */
+static int flow_unfollowed(flow *f, const pysource *src, TSNode st)
+{
+	oeap_names gone = {0};
+	int rc = may_delete(src, st, &gone);
+	for (size_t i = 0; !rc && i < gone.n; i++)
+		rc = flow_unbind(f, gone.items[i]);
+	oeap_names_free(&gone);
+	return rc;
 }
 
 /* `import a.b` binds a; `import a.b as c` and `from m import x as c` bind c. */
@@ -311,8 +407,11 @@ static int flow_import(flow *f, const pysource *src, TSNode st)
 
 /*
  * Joins the paths that leave a branching statement normally: a name is bound
- * after it when every such path binds it; `del` on any path may unbind.
- * `paths[i].ends` paths do not reach what follows and do not count.
+ * after it when every such path binds it; `del` on any such path may unbind.
+ * `paths[i].ends` paths do not reach what follows and do not count, neither
+ * what they bind nor what they delete (they return or raise; a handler that
+ * catches the raise is a path of its own, which starts from everything its
+ * `try` body may have deleted: flow_handler()).
  */
 static int flow_join(flow *f, flow *paths, size_t n)
 {
@@ -335,7 +434,7 @@ static int flow_join(flow *f, flow *paths, size_t n)
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < paths[i].deleted.n; k++) {
+		for (size_t k = 0; !paths[i].ends && k < paths[i].deleted.n; k++) {
 			names_remove(&common, paths[i].deleted.items[k]);
 			names_remove(&f->bound, paths[i].deleted.items[k]);
 			if (names_push(&f->deleted, paths[i].deleted.items[k], strlen(paths[i].deleted.items[k])))
@@ -364,7 +463,7 @@ static int flow_if(flow *f, const pysource *src, TSNode st, int depth)
 {
 	flow paths[64];
 	size_t n = 0;
-	int has_else = 0, rc = 0;
+	int has_else = 0, rc = 0, unfollowed = 0;
 	memset(paths, 0, sizeof(paths));
 	rc = flow_block(src, ts_node_child_by_field_name(st, "consequence", 11), SIZE_MAX, depth + 1, &paths[n++]);
 	for (uint32_t i = 0; !rc && i < ts_node_named_child_count(st); i++) {
@@ -380,6 +479,7 @@ static int flow_if(flow *f, const pysource *src, TSNode st, int depth)
 			memset(paths, 0, sizeof(paths));
 			n = 1;
 			has_else = 0;
+			unfollowed = 1;
 			break;
 		}
 		has_else |= is_else;
@@ -389,9 +489,32 @@ static int flow_if(flow *f, const pysource *src, TSNode st, int depth)
 		n++; /* the implicit empty else: binds nothing, falls through */
 	if (!rc)
 		rc = flow_join(f, paths, n);
+	if (!rc && unfollowed)
+		rc = flow_unfollowed(f, src, st);
 	for (size_t k = 0; k < n; k++)
 		flow_free(&paths[k]);
 	return rc;
+}
+
+/*
+ * One handler of a `try`, as a path of its own. It may start after any
+ * statement of the body, so it binds only what it binds itself, and every
+ * name the body may delete anywhere (`maybe`, even one the body binds again
+ * later) may be unbound in it. `except E as NAME` binds NAME for the handler
+ * and deletes it when the handler ends (Python does, so that the traceback
+ * does not keep the frame alive), even when NAME was bound before the `try`.
+ */
+static int flow_handler(const pysource *src, TSNode clause, const oeap_names *maybe, int depth, flow *p)
+{
+	for (size_t i = 0; i < maybe->n; i++)
+		if (names_push(&p->deleted, maybe->items[i], strlen(maybe->items[i])))
+			return -1;
+	TSNode as = handler_name(clause);
+	if (!ts_node_is_null(as) && bind_targets(p, src, as))
+		return -1;
+	if (flow_block(src, clause_block(clause), SIZE_MAX, depth + 1, p))
+		return -1;
+	return ts_node_is_null(as) ? 0 : flow_unbind_node(p, src, as);
 }
 
 /* try: the body (then `else`) or any handler leaves it; `finally` runs on every way out. */
@@ -400,10 +523,13 @@ static int flow_try(flow *f, const pysource *src, TSNode st, int depth)
 	flow paths[64], fin;
 	size_t n = 0;
 	int rc = 0;
-	TSNode fin_block = {0};
+	TSNode fin_block = {0}, body = ts_node_child_by_field_name(st, "body", 4);
+	oeap_names maybe = {0}; /* what the body may have deleted when a handler starts */
 	memset(paths, 0, sizeof(paths));
 	memset(&fin, 0, sizeof(fin));
-	rc = flow_block(src, ts_node_child_by_field_name(st, "body", 4), SIZE_MAX, depth + 1, &paths[n++]);
+	rc = flow_block(src, body, SIZE_MAX, depth + 1, &paths[n++]);
+	if (!rc)
+		rc = may_delete(src, body, &maybe);
 	for (uint32_t i = 0; !rc && i < ts_node_named_child_count(st); i++) {
 		TSNode c = ts_node_named_child(st, i);
 		const char *type = ts_node_type(c);
@@ -417,11 +543,11 @@ static int flow_try(flow *f, const pysource *src, TSNode st, int depth)
 				rc = 1; /* more handlers than we track: count nothing */
 				break;
 			}
-			rc = flow_block(src, clause_block(c), SIZE_MAX, depth + 1, &paths[n++]);
+			rc = flow_handler(src, c, &maybe, depth, &paths[n++]);
 		}
 	}
 	if (rc > 0) {
-		rc = 0;
+		rc = flow_unfollowed(f, src, st);
 	} else if (!rc) {
 		rc = flow_join(f, paths, n);
 		if (!rc && !ts_node_is_null(fin_block)) {
@@ -433,6 +559,7 @@ static int flow_try(flow *f, const pysource *src, TSNode st, int depth)
 	for (size_t k = 0; k < n; k++)
 		flow_free(&paths[k]);
 	flow_free(&fin);
+	oeap_names_free(&maybe);
 	return rc;
 }
 
@@ -482,7 +609,7 @@ static int flow_statement(const pysource *src, TSNode st, int depth, flow *f)
 	if (strcmp(type, "delete_statement") == 0)
 		return flow_delete(f, src, st);
 	if (depth >= FLOW_MAX_DEPTH)
-		return 0;
+		return flow_unfollowed(f, src, st);
 	if (strcmp(type, "if_statement") == 0) {
 		if (flow_if(f, src, st, depth))
 			return -1;
@@ -498,8 +625,9 @@ static int flow_statement(const pysource *src, TSNode st, int depth, flow *f)
 		return 0;
 	}
 	/* for, while (may not run), with (its manager may swallow an exception
-	 * of the body), match, global/nonlocal: nothing is bound for sure. */
-	return 0;
+	 * of the body), match, global/nonlocal: nothing is bound for sure, and
+	 * what they may delete is unbound. */
+	return flow_unfollowed(f, src, st);
 }
 
 /* The statements of `block` that start before `before`, in order, into `f`. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "anchor.h"
+#include "buf.h"
 #include "edit.h"
 
 typedef struct loaded {
@@ -442,6 +443,146 @@ static void test_scope_names_nested(void **state)
 	pysource_free(src);
 }
 
+/*
+ * The names bound where "    # here" stands in `select_experts(a, b, g, E)`
+ * whose body is `body`: each word of `present` must be among them, none of
+ * `absent`; `dead` is what oeap_scope_names() must say about reaching it.
+ */
+static void names_case(const char *what, const char *body, const char *present, const char *absent, int dead)
+{
+	static const char head[] = "def select_experts(a, b, g, E):\n";
+	static const char tail[] = "    # here\n    return a\n";
+	size_t len = strlen(head) + strlen(body) + strlen(tail);
+	char *text = malloc(len + 1);
+	assert_non_null(text);
+	snprintf(text, len + 1, "%s%s%s", head, body, tail);
+	pysource *src = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (pysource_parse(text, len, "case.py", &src, &err))
+		fail_msg("%s: does not parse: line %ld: %s", what, err.line, err.message);
+	TSNode fn = ts_node_named_child(pysource_root(src), 0);
+	assert_string_equal(ts_node_type(fn), "function_definition");
+	oeap_names names;
+	assert_int_equal(oeap_scope_names(src, fn, (size_t)(strstr(text, "    # here") - text), &names), 0);
+	char *words = strdup(present);
+	assert_non_null(words);
+	for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+		if (!has(&names, w))
+			fail_msg("%s: '%s' is bound on every path, but not among the names", what, w);
+	free(words);
+	words = strdup(absent);
+	assert_non_null(words);
+	for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+		if (has(&names, w))
+			fail_msg("%s: '%s' may be unbound there (UnboundLocalError), but is among the names", what, w);
+	free(words);
+	if (names.dead != dead)
+		fail_msg("%s: dead is %d, expected %d", what, names.dead, dead);
+	oeap_names_free(&names);
+	pysource_free(src);
+	free(text);
+}
+
+/* `del` in the straight line of the body, not inside a branch. */
+static void test_scope_names_del(void **state)
+{
+	(void)state;
+	names_case("del", "    x = 1\n    y = 2\n    del x\n", "y a b", "x", 0);
+	names_case("del of a parameter", "    del a\n", "b g", "a", 0);
+	names_case("del of several", "    x = y = z = 1\n    del x, y\n", "z", "x y", 0);
+	names_case("del in brackets", "    x = y = z = 1\n    del (x), [y]\n    del (a, b)\n", "z g", "x y a b", 0);
+	names_case("bound again after del", "    x = 1\n    del x\n    x = 2\n", "x", "", 0);
+	names_case("del of an attribute or item", "    del a.b, b[0]\n", "a b", "", 0);
+	names_case("del in one branch", "    x = 1\n    if a:\n        del x\n", "a", "x", 0);
+	names_case("del in a branch that returns", "    x = 1\n    if a:\n        del x\n        return 0\n", "x", "", 0);
+}
+
+/* Handlers are paths: the body may stop at any statement before a handler
+ * runs, `except E as NAME` deletes NAME when the handler ends, `else` runs
+ * only after the body, `finally` on every way out. */
+static void test_scope_names_try(void **state)
+{
+	(void)state;
+	names_case("body only", "    try:\n        t = g()\n    except E:\n        pass\n", "a", "t", 0);
+	names_case("body and handler",
+	           "    try:\n        t = g()\n        u = 1\n    except E:\n        t = 0\n        h = 1\n", "t", "u h", 0);
+	names_case("every handler", "    try:\n        t = g()\n    except E:\n        t = 0\n    except:\n        pass\n",
+	           "", "t", 0);
+	names_case("handler that raises", "    try:\n        t = g()\n    except E:\n        raise\n", "t", "", 0);
+	names_case("handler that returns", "    try:\n        t = g()\n    except E:\n        return None\n", "t", "", 0);
+	names_case("body that returns", "    try:\n        return g()\n    except E:\n        t = 0\n", "t", "", 0);
+	names_case("every path returns or raises", "    try:\n        return g()\n    except E:\n        raise\n", "", "", 1);
+	names_case("else", "    try:\n        g()\n    except E:\n        t = 0\n    else:\n        t = 1\n        u = 1\n",
+	           "t", "u", 0);
+	names_case("del in else", "    x = 1\n    try:\n        g()\n    except E:\n        pass\n    else:\n        del x\n", "",
+	           "x", 0);
+	names_case("finally", "    try:\n        t = g()\n    finally:\n        f = 1\n", "t f", "", 0);
+	names_case("del in finally", "    x = 1\n    try:\n        t = g()\n    except E:\n        t = 0\n    finally:\n        del x\n",
+	           "t", "x", 0);
+	names_case("del in a handler", "    x = 1\n    try:\n        g()\n    except E:\n        del x\n", "", "x", 0);
+	names_case("del in a handler that raises", "    x = 1\n    try:\n        g()\n    except E:\n        del x\n        raise\n",
+	           "x", "", 0);
+
+	/* The body may have unbound a name by the time a handler runs, even
+	 * when it binds the name again later. */
+	names_case("body deletes then binds again",
+	           "    x = 1\n    try:\n        del x\n        x = g()\n    except E:\n        pass\n", "", "x", 0);
+	names_case("body deletes, handler binds again",
+	           "    x = 1\n    try:\n        del x\n        x = g()\n    except E:\n        x = 0\n", "x", "", 0);
+	names_case("body deletes in a branch that raises",
+	           "    x = 1\n    try:\n        if a:\n            del x\n            raise ValueError\n    except ValueError:\n"
+	           "        pass\n",
+	           "", "x", 0);
+
+	/* `except E as NAME` unbinds NAME after the handler. */
+	names_case("as name bound before",
+	           "    x = 1\n    try:\n        t = g()\n    except E as x:\n        t = 0\n", "t", "x", 0);
+	names_case("as name bound in the body and the handler",
+	           "    try:\n        x = g()\n    except E as x:\n        x = 0\n", "", "x", 0);
+	names_case("as name is a parameter", "    try:\n        g()\n    except E as b:\n        pass\n", "a", "b", 0);
+	names_case("as name, handler raises", "    x = 1\n    try:\n        g()\n    except E as x:\n        raise\n", "x", "", 0);
+	names_case("as name of except*", "    x = 1\n    try:\n        g()\n    except* E as x:\n        pass\n", "", "x", 0);
+	names_case("as name of a handler that does not run here",
+	           "    x = 1\n    try:\n        g()\n    except E as e:\n        pass\n", "x", "e", 0);
+
+	/* Nested: the outer handler may run after the inner one deleted its name. */
+	names_case("nested try",
+	           "    x = 1\n    try:\n        try:\n            g()\n        except E as x:\n            pass\n        x = 2\n"
+	           "    except ValueError:\n        pass\n",
+	           "", "x", 0);
+	names_case("nested try, outer handler binds",
+	           "    x = 1\n    try:\n        try:\n            g()\n        except E as x:\n            pass\n        x = 2\n"
+	           "    except ValueError:\n        x = 3\n",
+	           "x", "", 0);
+}
+
+/* Statements whose paths are not followed bind nothing for sure, and what
+ * they may delete is unbound after them. */
+static void test_scope_names_unfollowed(void **state)
+{
+	(void)state;
+	names_case("del in a loop", "    x = 1\n    for i in g():\n        del x\n", "", "x i", 0);
+	names_case("del in a while's else", "    x = 1\n    while a:\n        pass\n    else:\n        del x\n", "", "x", 0);
+	names_case("del in with", "    x = 1\n    with g() as w:\n        del x\n", "", "x w", 0);
+	names_case("handler in a loop",
+	           "    x = 1\n    for i in g():\n        try:\n            pass\n        except E as x:\n            pass\n", "", "x",
+	           0);
+	names_case("del in match", "    x = 1\n    match a:\n        case 1:\n            del x\n        case _:\n            pass\n",
+	           "", "x", 0);
+	names_case("del in a nested function is its own", "    x = 1\n    def h():\n        x = 2\n        del x\n", "x h", "", 0);
+	names_case("loop that deletes nothing", "    x = 1\n    for i in g():\n        y = i\n", "x", "y i", 0);
+
+	/* A chain longer than the analysis follows counts nothing, and unbinds what it deletes. */
+	oeap_buf body = OEAP_BUF_INIT;
+	assert_int_equal(oeap_buf_printf(&body, "    x = 1\n    if a == 0:\n        del x\n"), 0);
+	for (int i = 1; i < 80; i++)
+		assert_int_equal(oeap_buf_printf(&body, "    elif a == %d:\n        y = 1\n", i), 0);
+	assert_int_equal(oeap_buf_printf(&body, "    else:\n        y = 1\n"), 0);
+	names_case("long chain", body.data, "a", "x y", 0);
+	oeap_buf_free(&body);
+}
+
 static void check_unit(const char *rel, const char *want)
 {
 	loaded l = load(rel);
@@ -501,6 +642,9 @@ int main(void)
 		cmocka_unit_test(test_two_chains),
 		cmocka_unit_test(test_scope_names_eras),
 		cmocka_unit_test(test_scope_names_nested),
+		cmocka_unit_test(test_scope_names_del),
+		cmocka_unit_test(test_scope_names_try),
+		cmocka_unit_test(test_scope_names_unfollowed),
 		cmocka_unit_test(test_indent_unit),
 		cmocka_unit_test(test_indent_unit_inline),
 	};

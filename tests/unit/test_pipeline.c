@@ -452,6 +452,51 @@ static void test_name_bound_on_one_path_only(void **state)
 	free(in0);
 }
 
+/* `except E as NAME` deletes NAME when the handler ends, even when the try's
+ * body (or anything before it) bound it: passing it raises UnboundLocalError. */
+static void test_handler_name_is_unbound_after_it(void **state)
+{
+	(void)state;
+	size_t n;
+	char *in0 = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
+	size_t at = (size_t)(find_line(in0, "    num_routed_topk = top_k - num_fused_shared_experts") - in0);
+	static const char plain[] = "    try:\n"
+	                            "        layer_id = hidden_states.layer_id\n"
+	                            "    except AttributeError:\n"
+	                            "        layer_id = 0\n";
+	static const char as_name[] = "    try:\n"
+	                              "        layer_id = hidden_states.layer_id\n"
+	                              "    except AttributeError as layer_id:\n"
+	                              "        layer_id = 0\n";
+	size_t n1 = n, n2 = n;
+	char *bound = insert_at(in0, &n1, at, plain);
+	char *unbound = insert_at(in0, &n2, at, as_name);
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	if (oeap_apply_bytes(def, unbound, n2, "topk.py", &o, &err))
+		fail_msg("apply: %s", err.message);
+	assert_null(strstr(o.out, "layer_id=layer_id"));
+	oeap_outcome_free(&o);
+	if (oeap_apply_bytes(def, bound, n1, "topk.py", &o, &err))
+		fail_msg("apply: %s", err.message);
+	assert_non_null(strstr(o.out, "layer_id=layer_id"));
+
+	/* The same call site once upstream names the exception layer_id: verify names it. */
+	char *p = strstr(o.out, plain);
+	assert_non_null(p);
+	size_t off = (size_t)(p - o.out), vn = o.out_len;
+	memmove(p, p + strlen(plain), o.out_len - off - strlen(plain));
+	vn -= strlen(plain);
+	char *renamed = insert_at(o.out, &vn, off, as_name);
+	verify_expect(renamed, vn, "names:callsite", "layer_id");
+	free(renamed);
+	oeap_outcome_free(&o);
+	free(bound);
+	free(unbound);
+	free(in0);
+}
+
 /* A chain all of whose branches return: a call site after it never runs. */
 static void test_chain_that_always_returns(void **state)
 {
@@ -610,6 +655,7 @@ int main(void)
 		cmocka_unit_test(test_marker_lines_in_strings_are_text),
 		cmocka_unit_test(test_crlf_and_lf_are_the_same_region),
 		cmocka_unit_test(test_name_bound_on_one_path_only),
+		cmocka_unit_test(test_handler_name_is_unbound_after_it),
 		cmocka_unit_test(test_chain_that_always_returns),
 		cmocka_unit_test(test_literals_are_not_unbound_names),
 		cmocka_unit_test(test_revert_not_applied_is_noop),
