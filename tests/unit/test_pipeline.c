@@ -200,6 +200,157 @@ static void test_moved_callsite(void **state)
 	free(buf);
 }
 
+static char *insert_at(const char *buf, size_t *n, size_t at, const char *ins);
+
+/* apply refuses a file whose patch no longer holds, naming the failed check;
+ * --refresh puts back exactly `want` (what a first apply writes). */
+static void apply_refuses_then_refresh(const char *buf, size_t n, const char *check, const char *want,
+                                       size_t want_len)
+{
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, buf, n, "topk.py", &o, &err), -1);
+	assert_null(o.out);
+	if (err.kind != OEAP_ERR_REGION || !strstr(err.message, check) || !strstr(err.message, "--refresh"))
+		fail_msg("apply: expected a refusal naming %s and --refresh, got %d: %s", check, err.kind, err.message);
+	oeap_error_clear(&err);
+	if (oeap_apply_bytes_flags(def, buf, n, "topk.py", OEAP_APPLY_REFRESH, &o, &err))
+		fail_msg("apply --refresh: %s", err.message);
+	assert_int_equal(o.out_len, want_len);
+	assert_memory_equal(o.out, want, want_len);
+	oeap_outcome_free(&o);
+}
+
+/* The named check of verify holds on `buf` (so that another one failing is
+ * that one's doing). */
+static void verify_holds(const char *buf, size_t len, const char *check)
+{
+	oeap_report rep;
+	assert_int_equal(oeap_verify_bytes(def, buf, len, "topk.py", &rep), 0);
+	int found = 0;
+	for (size_t i = 0; i < rep.n; i++)
+		if (strcmp(rep.checks[i].name, check) == 0) {
+			found = 1;
+			if (!rep.checks[i].ok)
+				fail_msg("check %s fails: %s", check, rep.checks[i].detail);
+		}
+	if (!found)
+		fail_msg("check %s did not run", check);
+	oeap_report_free(&rep);
+}
+
+/* Moves the call-site region below its anchor: past the aiter block that
+ * appends the shared experts' ids, which the call site would then re-route. */
+static void test_callsite_moved_below(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-08_topk_config.py", &n);
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/2 callsite");
+	char *end = strchr(find_line(buf, "# <<< oeapatch sglang-oea/2 callsite"), '\n') + 1;
+	char *to = find_line(buf, "    get_global_expert_distribution_recorder().on_select_experts(");
+	assert_true(to > end);
+	size_t rlen = (size_t)(end - begin);
+	/* moved = [..begin) + [end..to) + region + [to..] */
+	char *moved = malloc(n + 1);
+	assert_non_null(moved);
+	size_t at = (size_t)(begin - buf);
+	memcpy(moved, buf, at);
+	memcpy(moved + at, end, (size_t)(to - end));
+	at += (size_t)(to - end);
+	memcpy(moved + at, begin, rlen);
+	at += rlen;
+	memcpy(moved + at, to, n - (size_t)(to - buf));
+	moved[n] = '\0';
+	verify_holds(moved, n, "integrity:callsite");
+	verify_expect(moved, n, "placement:callsite", "demands it directly after");
+	apply_refuses_then_refresh(moved, n, "placement:callsite", buf, n);
+	free(moved);
+	free(buf);
+}
+
+/* Re-records the hash in the begin marker of region `name` for its body as it is now. */
+static void rehash(char *buf, const char *name)
+{
+	char marker[96], endm[96];
+	snprintf(marker, sizeof(marker), "# >>> oeapatch sglang-oea/2 %s sha256:", name);
+	snprintf(endm, sizeof(endm), "# <<< oeapatch sglang-oea/2 %s", name);
+	char *m = strstr(buf, marker);
+	assert_non_null(m);
+	char *body = strchr(m, '\n') + 1, *body_end = find_line(buf, endm);
+	char hex[OEAP_HASH_HEX + 1];
+	assert_int_equal(oeap_region_hash(body, (size_t)(body_end - body), hex), 0);
+	memcpy(m + strlen(marker), hex, OEAP_HASH_HEX);
+}
+
+/* The call site with its two results swapped: the same length, a hash that
+ * matches (re-recorded), every name bound, in its place; the server would
+ * route with the weights as ids. Only the content check can tell. */
+static void test_callsite_swapped_same_length(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-08_topk_config.py", &n);
+	char *swapped = strdup(buf);
+	assert_non_null(swapped);
+	char *region = strstr(swapped, "# >>> oeapatch sglang-oea/2 callsite");
+	char *w = strstr(region, "            topk_weights=topk_weights,\n");
+	char *i = strstr(region, "            topk_ids=topk_ids,\n");
+	assert_non_null(w);
+	assert_true(i == w + strlen("            topk_weights=topk_weights,\n"));
+	static const char repl[] = "            topk_weights=topk_ids,\n            topk_ids=topk_weights,\n";
+	memcpy(w, repl, strlen(repl));
+	rehash(swapped, "callsite");
+	assert_int_equal(strlen(swapped), n);
+	verify_holds(swapped, n, "integrity:callsite");
+	verify_holds(swapped, n, "placement:callsite");
+	verify_holds(swapped, n, "names:callsite");
+	verify_expect(swapped, n, "content:callsite", "found `            topk_weights=topk_ids,`");
+	apply_refuses_then_refresh(swapped, n, "content:callsite", buf, n);
+	free(swapped);
+	free(buf);
+}
+
+/* A region of our patch that the definition does not have, intact (its hash
+ * matches): verify refuses it by name, apply does not take it for applied. */
+static void test_unknown_region_of_ours(void **state)
+{
+	(void)state;
+	size_t n;
+	char *buf = patched("eras/2025-03_recorder.py", &n);
+	oeap_buf extra = OEAP_BUF_INIT;
+	static const char body[] = "_oeapatch_extra = 1\n";
+	assert_int_equal(oeap_region_render(&extra, "sglang-oea", 2, "foo", "", "\n", body, strlen(body)), 0);
+	char *after = strchr(find_line(buf, "# <<< oeapatch sglang-oea/2 import"), '\n') + 1;
+	size_t k = n;
+	char *three = insert_at(buf, &k, (size_t)(after - buf), extra.data);
+	verify_holds(three, k, "integrity:foo");
+	verify_expect(three, k, "regions", "unknown: foo");
+	apply_refuses_then_refresh(three, k, "regions", buf, n);
+	free(three);
+
+	/* The import region again, under an older version: a duplicate all the same. */
+	char *begin = find_line(buf, "# >>> oeapatch sglang-oea/2 import");
+	size_t rlen = (size_t)(after - begin);
+	char *old = strndup(begin, rlen);
+	assert_non_null(old);
+	for (char *p = old; (p = strstr(p, "sglang-oea/2 ")) != NULL; p++)
+		p[11] = '1';
+	k = n;
+	char *dup = insert_at(buf, &k, (size_t)(after - buf), old);
+	verify_expect(dup, k, "markers", "appears twice");
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, dup, k, "topk.py", &o, &err), -1);
+	assert_null(o.out);
+	free(dup);
+	free(old);
+	oeap_buf_free(&extra);
+	free(buf);
+}
+
 static void test_older_version_is_upgraded(void **state)
 {
 	(void)state;
@@ -647,6 +798,9 @@ int main(void)
 		cmocka_unit_test(test_verify_not_applied),
 		cmocka_unit_test(test_edited_region),
 		cmocka_unit_test(test_moved_callsite),
+		cmocka_unit_test(test_callsite_moved_below),
+		cmocka_unit_test(test_callsite_swapped_same_length),
+		cmocka_unit_test(test_unknown_region_of_ours),
 		cmocka_unit_test(test_older_version_is_upgraded),
 		cmocka_unit_test(test_newer_version_is_not_downgraded),
 		cmocka_unit_test(test_unbound_name_in_callsite),
