@@ -548,11 +548,11 @@ static void test_scope_names_try(void **state)
 
 	/* Nested: the outer handler may run after the inner one deleted its name. */
 	names_case("nested try",
-	           "    x = 1\n    try:\n        try:\n            g()\n        except E as x:\n            pass\n        x = 2\n"
+	           "    x = 1\n    try:\n        try:\n            g()\n        except E as x:\n            pass\n        x = g()\n"
 	           "    except ValueError:\n        pass\n",
 	           "", "x", 0);
 	names_case("nested try, outer handler binds",
-	           "    x = 1\n    try:\n        try:\n            g()\n        except E as x:\n            pass\n        x = 2\n"
+	           "    x = 1\n    try:\n        try:\n            g()\n        except E as x:\n            pass\n        x = g()\n"
 	           "    except ValueError:\n        x = 3\n",
 	           "x", "", 0);
 }
