@@ -320,8 +320,10 @@ def sweep(work, lib):
                 rc, doc, err = run(placed)
                 check(rc == want, "%r: exit %d, wanted %d: %r" % (placed, rc, want, err[:300]))
                 if rc == 2:
-                    check(isinstance(doc.get("error"), dict) and doc["error"].get("kind"),
-                          "%r: no error in %r" % (placed, doc))
+                    error = doc.get("error")
+                    check(isinstance(error, dict) and all(isinstance(error.get(k), str)
+                                                          for k in ("kind", "where", "message")),
+                          "%r: no error with kind, where and message in %r" % (placed, doc))
                 runs += 1
             rc, doc, _ = run(["--json", "--quiet"] + args)
             check(rc == want, "%r with --quiet: exit %d" % (args, rc))
