@@ -76,7 +76,7 @@ static int cmd_version(int argc, char **argv)
 {
 	oeap_cli cli;
 	int first = 0;
-	int p = oeap_cli_parse(&cli, "version", "", "Print the version.", top_options, argc, argv, NULL, NULL, &first);
+	int p = oeap_cli_parse(&cli, "version", "[--json]", "Print the version.", top_options, argc, argv, NULL, NULL, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
@@ -89,7 +89,7 @@ static int cmd_help(int argc, char **argv)
 {
 	oeap_cli cli;
 	int first = 0;
-	int p = oeap_cli_parse(&cli, "help", "[COMMAND]",
+	int p = oeap_cli_parse(&cli, "help", "[COMMAND] [--json]",
 	                       "Describe oeapatch, or a command (the same as oeapatch COMMAND --help).", top_options,
 	                       argc, argv, NULL, NULL, &first);
 	if (p)
