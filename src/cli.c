@@ -21,6 +21,17 @@ typedef struct {
 
 static common_opts globals;
 
+/* --json anywhere on the line: a parse that stopped early (an error, --help)
+ * has not seen what follows, and a script that asked for JSON still gets
+ * its one document. */
+static int json_on_line(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--json") == 0)
+			return 1;
+	return 0;
+}
+
 /* A relative -C is taken relative to the one before it, as git does. */
 static char composed_dir[2][8192];
 static int composed_which;
@@ -146,6 +157,7 @@ int oeap_cli_globals(int argc, char **argv, void (*main_usage)(FILE *f), const c
 	struct option lopts[64];
 	char shorts[64];
 	oeap_error err;
+	oeap_cli top;
 	oeap_error_clear(&err);
 	getopt_tables(global_options, lopts, shorts, 1);
 	optind = 0;
@@ -160,10 +172,11 @@ int oeap_cli_globals(int argc, char **argv, void (*main_usage)(FILE *f), const c
 			continue;
 		switch (c) {
 		case 'h':
-			main_usage(stdout);
-			return -2;
+			oeap_cli_top(&top, "help", argc, argv);
+			return oeap_cli_help(&top, main_usage) ? -1 : -2;
 		case 'V':
-			printf("oeapatch %s\n", version);
+			oeap_cli_top(&top, "version", argc, argv);
+			oeap_cli_version(&top, version);
 			return -2;
 		default:
 			unknown_option(&err, NULL, argc, argv);
@@ -172,7 +185,8 @@ int oeap_cli_globals(int argc, char **argv, void (*main_usage)(FILE *f), const c
 	}
 	return optind;
 usage_error:
-	oeap_print_error(&err);
+	oeap_cli_top(&top, NULL, argc, argv);
+	oeap_cli_error(&top, &err);
 	return -1;
 }
 
@@ -188,6 +202,62 @@ static void take_common(oeap_cli *cli, const common_opts *o)
 	cli->patch = o->patch ? o->patch : "sglang-oea";
 	cli->json = o->json;
 	cli->quiet = o->quiet;
+}
+
+void oeap_cli_top(oeap_cli *cli, const char *command, int argc, char **argv)
+{
+	memset(cli, 0, sizeof(*cli));
+	take_common(cli, &globals);
+	cli->command = command;
+	cli->json |= json_on_line(argc, argv);
+}
+
+/* `text` as the "help" of the command's document. */
+static int emit_help(const oeap_cli *cli, char *text, size_t len)
+{
+	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
+	json_object_set_new(j, "help", oeap_json_strn(text, len));
+	free(text);
+	return oeap_json_emit(j) ? OEAP_EXIT_TROUBLE : OEAP_EXIT_OK;
+}
+
+/* A stream that collects a usage text for --json; NULL (said) when memory ran out. */
+static FILE *help_stream(const oeap_cli *cli, char **text, size_t *len)
+{
+	FILE *f = open_memstream(text, len);
+	if (!f) {
+		oeap_error err;
+		oeap_fail(&err, OEAP_ERR_INTERNAL, "--help", 0, "out of memory");
+		oeap_cli_error(cli, &err);
+	}
+	return f;
+}
+
+int oeap_cli_help(const oeap_cli *cli, void (*print)(FILE *f))
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	if (!cli->json) {
+		print(stdout);
+		return OEAP_EXIT_OK;
+	}
+	if (!(f = help_stream(cli, &text, &len)))
+		return OEAP_EXIT_TROUBLE;
+	print(f);
+	fclose(f);
+	return emit_help(cli, text, len);
+}
+
+int oeap_cli_version(const oeap_cli *cli, const char *version)
+{
+	if (!cli->json) {
+		printf("oeapatch %s\n", version);
+		return OEAP_EXIT_OK;
+	}
+	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
+	json_object_set_new(j, "version", oeap_json_str(version));
+	return oeap_json_emit(j) ? OEAP_EXIT_TROUBLE : OEAP_EXIT_OK;
 }
 
 int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, const char *summary,
@@ -219,16 +289,31 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 			continue;
 		}
 		switch (c) {
-		case 'h':
-			usage(command, synopsis, summary, opts, stdout);
-			return 1;
+		case 'h': {
+			char *text = NULL;
+			size_t len = 0;
+			FILE *f;
+			cli->json |= json_on_line(argc, argv);
+			if (!cli->json) {
+				usage(command, synopsis, summary, opts, stdout);
+				return 1;
+			}
+			if (!(f = help_stream(cli, &text, &len)))
+				return -1;
+			usage(command, synopsis, summary, opts, f);
+			fclose(f);
+			return emit_help(cli, text, len) ? -1 : 1;
+		}
 		case '?':
 		case ':':
 			unknown_option(&err, command, argc, argv);
 			goto usage_error;
 		default:
-			if (!on_option || on_option(c, optarg, user))
-				return -1;
+			if (!on_option || on_option(c, optarg, user)) {
+				oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "%s is not an option of %s",
+				          argv[optind - 1 < argc ? optind - 1 : argc - 1], command);
+				goto usage_error;
+			}
 		}
 	}
 	if (cli->dir && cli->python) {
@@ -247,10 +332,7 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 	*first_arg = optind;
 	return 0;
 usage_error:
-	/* A script that asked for JSON gets its one document, even now. */
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--json") == 0)
-			cli->json = 1;
+	cli->json |= json_on_line(argc, argv);
 	oeap_cli_error(cli, &err);
 	return -1;
 }
@@ -515,7 +597,7 @@ void oeap_cli_close(oeap_cli *cli)
 json_t *oeap_cli_json_head(const oeap_cli *cli, int exit_code)
 {
 	json_t *j = json_object();
-	json_object_set_new(j, "command", json_string(cli->command));
+	json_object_set_new(j, "command", oeap_json_str(cli->command));
 	json_object_set_new(j, "ok", json_boolean(exit_code == OEAP_EXIT_OK));
 	return j;
 }
@@ -527,8 +609,8 @@ const char *oeap_cli_layout_name(const oeap_cli *cli)
 
 void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 {
-	json_object_set_new(j, "file", json_string(oeap_cli_target_rel(cli)));
-	json_object_set_new(j, "root", json_string(cli->root));
+	json_object_set_new(j, "file", oeap_json_str(oeap_cli_target_rel(cli)));
+	json_object_set_new(j, "root", oeap_json_str(cli->root));
 	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
 }
 

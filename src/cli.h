@@ -60,9 +60,26 @@ typedef struct oeap_cli {
  * main.c: parses the options before the command into the defaults every
  * command starts from. Returns the index of the command in argv (argc when
  * there is none), -1 on a usage error (printed), or -2 when --help or
- * --version was handled (exit 0).
+ * --version was handled (exit 0). With --json each of those printed one
+ * document, as every command does.
  */
 int oeap_cli_globals(int argc, char **argv, void (*usage)(FILE *f), const char *version);
+
+/*
+ * For what main handles without a command of the table (no command, a name
+ * that is none, help, version): `cli` gets the global options and `command`
+ * (NULL when none was named), and --json also when it comes later on the
+ * line, so that oeap_cli_error() and the printers below keep the promise of
+ * one document. Nothing to close.
+ */
+void oeap_cli_top(oeap_cli *cli, const char *command, int argc, char **argv);
+
+/* Prints what `print` writes (a usage text) on stdout, or with --json the
+ * command's document with that text as "help". Returns the exit code. */
+int oeap_cli_help(const oeap_cli *cli, void (*print)(FILE *f));
+
+/* Prints "oeapatch VERSION", or with --json {"command", "ok", "version"}. */
+int oeap_cli_version(const oeap_cli *cli, const char *version);
 
 /* Frees what oeap_cli_globals() kept (a composed -C path). */
 void oeap_cli_globals_free(void);
@@ -70,9 +87,12 @@ void oeap_cli_globals_free(void);
 /*
  * Parses argv with `opts` (which must start with OEAP_COMMON_OPTIONS and
  * end with a zeroed entry). Common options fill `cli`; every other option is
- * handed to `on_option(val, optarg, user)`, which returns 0 or -1 for a bad
- * value. Returns -1 on a usage error (already printed), 1 when help was
- * printed, else 0; *first_arg is the index of the first operand.
+ * handed to `on_option(val, optarg, user)`, which returns 0, or -1 for an
+ * option it does not take (a bad value is the command's to report after
+ * the parse, with oeap_cli_error, so that --json gets its document).
+ * Returns -1 on a usage error (already printed), 1 when help was printed
+ * (as JSON with --json anywhere on the line), else 0; *first_arg is the
+ * index of the first operand.
  */
 int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, const char *summary,
                    const oeap_option *opts, int argc, char **argv,

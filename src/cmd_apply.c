@@ -245,22 +245,23 @@ static void print_json(const oeap_cli *cli, const apply_opts *o, const apply_res
 	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
 	json_object_set_new(j, "mode", json_string(o->check ? "check" : o->diff ? "diff" : "write"));
 	oeap_cli_json_target(cli, j);
-	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+	json_object_set_new(j, "patch", oeap_json_patch(cli->def));
 	json_object_set_new(j, "before", json_string(oeap_file_state_name(r->out.before)));
 	json_object_set_new(j, "changed", json_boolean(r->out.changed));
 	if (r->out.from_version)
 		json_object_set_new(j, "from_version", json_integer(r->out.from_version));
 	json_object_set_new(j, "insertions",
 	                    oeap_json_insertions(&r->out.plan, oeap_cli_target_rel(cli), r->out.out, r->out.out_len));
-	json_t *bind = json_pack("{s:s,s:s,s:b}", "path", r->bp.path, "library", r->library, "changed", r->bp.needed);
+	json_t *bind = json_pack("{s:o,s:o,s:b}", "path", oeap_json_str(r->bp.path), "library", oeap_json_str(r->library),
+	                         "changed", r->bp.needed);
 	/* Another oeapatch's module replaced (or, with --check/--diff, to be). */
 	if (r->bp.old && r->bp.state.kind == OEAP_BINDING_OTHER)
-		json_object_set_new(bind, "updated_from", json_string(r->bp.state.writer));
+		json_object_set_new(bind, "updated_from", oeap_json_str(r->bp.state.writer));
 	if (r->bp.refused) /* --diff only: otherwise apply failed */
 		json_object_set_new(bind, "overwrite_refused", json_true());
 	json_object_set_new(j, "binding", bind);
 	if (o->diff)
-		json_object_set_new(j, "diff", json_stringn(r->diff.data ? r->diff.data : "", r->diff.len));
+		json_object_set_new(j, "diff", oeap_json_strn(r->diff.data ? r->diff.data : "", r->diff.len));
 	oeap_json_emit(j);
 }
 

@@ -15,11 +15,13 @@
 #include "cli.h"
 #include "fsio.h"
 #include "pipeline.h"
+#include "quote.h"
 
 enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY, OPT_SKIP_BINDING, OPT_ALL };
 
 typedef struct check_opts {
 	const char *junit;
+	const char *bad_max; /* a -n that is no positive number: reported after the parse, as JSON with --json */
 	size_t max;
 	int allow_empty;
 	int skip_binding;
@@ -54,11 +56,10 @@ static int on_option(int val, const char *arg, void *user)
 	case 'n': {
 		errno = 0;
 		long n = strtol(arg, &end, 10);
-		if (errno || !end || *end || n < 1) {
-			oeap_msg("check: --max-count: '%s' is not a positive number", arg);
-			return -1;
-		}
-		o->max = (size_t)n;
+		if (errno || !end || *end || n < 1)
+			o->bad_max = arg;
+		else
+			o->max = (size_t)n;
 		return 0;
 	}
 	}
@@ -124,9 +125,16 @@ static void describe(const oeap_patchdef *def, const oeap_rev *r, const oeap_che
 	}
 }
 
+/* `s` as XML text or attribute value. What XML 1.0 cannot carry (bytes
+ * that are not UTF-8, most control characters) makes the whole string go
+ * in its quoted form, the rule --json follows too (quote.h): a commit
+ * subject in Latin-1 must neither break the report nor lose its bytes. */
 static int xml_escape(oeap_buf *b, const char *s)
 {
 	int rc = 0;
+	char *q = NULL;
+	if (oeap_quote_needed(s, strlen(s), OEAP_QUOTE_XML) && !(s = q = oeap_quote(s, strlen(s))))
+		return -1;
 	for (; *s && !rc; s++) {
 		unsigned char c = (unsigned char)*s;
 		switch (c) {
@@ -135,14 +143,14 @@ static int xml_escape(oeap_buf *b, const char *s)
 		case '>': rc = oeap_buf_puts(b, "&gt;"); break;
 		case '"': rc = oeap_buf_puts(b, "&quot;"); break;
 		case '\'': rc = oeap_buf_puts(b, "&apos;"); break;
-		default:
-			/* XML 1.0 has no place for other control characters. */
-			if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
-				rc = oeap_buf_puts(b, "?");
-			else
-				rc = oeap_buf_put(b, s, 1);
+		/* As references: a parser turns literal ones in an attribute into spaces. */
+		case '\t': rc = oeap_buf_puts(b, "&#9;"); break;
+		case '\n': rc = oeap_buf_puts(b, "&#10;"); break;
+		case '\r': rc = oeap_buf_puts(b, "&#13;"); break;
+		default: rc = oeap_buf_put(b, s, 1);
 		}
 	}
+	free(q);
 	return rc;
 }
 
@@ -322,12 +330,13 @@ static void print_json(const oeap_cli *cli, const check_opts *o, const check_res
 		git_oid_tostr(full, sizeof(full), &rev->commit);
 		git_oid_tostr(blob, sizeof(blob), &rev->blob);
 		describe(cli->def, rev, res, detail, sizeof(detail));
-		json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b}", "commit", full, "short", rev->short_id, "date",
-		                      rev->date, "subject", rev->subject, "path", rev->path, "status",
-		                      oeap_land_name(res->land), "detail", detail, "ok", !failed(res));
+		json_t *e = json_pack("{s:s,s:s,s:s,s:o,s:o,s:s,s:o,s:b}", "commit", full, "short", rev->short_id, "date",
+		                      rev->date, "subject", oeap_json_str(rev->subject), "path", oeap_json_str(rev->path),
+		                      "status", oeap_land_name(res->land), "detail", oeap_json_str(detail), "ok",
+		                      !failed(res));
 		json_object_set_new(e, "named", json_boolean(rev->kind == OEAP_REV_NAMED));
 		json_object_set_new(e, "blob", rev->has_blob ? json_string(blob) : json_null());
-		json_object_set_new(e, "renamed_from", rev->renamed_from ? json_string(rev->renamed_from) : json_null());
+		json_object_set_new(e, "renamed_from", oeap_json_str(rev->renamed_from));
 		if (res->land == OEAP_LAND_LANDS || res->land == OEAP_LAND_APPLIED)
 			json_object_set_new(e, "before", json_string(oeap_file_state_name(res->before)));
 		if (res->land == OEAP_LAND_FAILS)
@@ -336,14 +345,14 @@ static void print_json(const oeap_cli *cli, const check_opts *o, const check_res
 	}
 	json_t *ea = json_array();
 	for (size_t i = 0; i < r->nempty; i++)
-		json_array_append_new(ea, json_pack("{s:s,s:s,s:b}", "range", r->empty[i].spec, "detail", r->empty[i].why,
-		                                    "ok", o->allow_empty));
-	json_object_set_new(j, "file", json_string(r->path));
-	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+		json_array_append_new(ea, json_pack("{s:o,s:o,s:b}", "range", oeap_json_str(r->empty[i].spec), "detail",
+		                                    oeap_json_str(r->empty[i].why), "ok", o->allow_empty));
+	json_object_set_new(j, "file", oeap_json_str(r->path));
+	json_object_set_new(j, "patch", oeap_json_patch(cli->def));
 	json_object_set_new(j, "revisions", arr);
 	json_object_set_new(j, "empty_ranges", ea);
 	json_object_set_new(j, "first_revision",
-	                    cli->def->first_revision && !o->all ? json_string(cli->def->first_revision) : json_null());
+	                    cli->def->first_revision && !o->all ? oeap_json_str(cli->def->first_revision) : json_null());
 	json_object_set_new(j, "not_checked_before_first_revision", json_integer((json_int_t)r->unsupported));
 	json_object_set_new(j, "summary",
 	                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "revisions", (json_int_t)r->revs.n, "lands",
@@ -409,7 +418,7 @@ int cmd_check(int argc, char **argv)
 {
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
-	check_opts o = {NULL, 0, 0, 0, 0};
+	check_opts o = {NULL, NULL, 0, 0, 0, 0};
 	oeap_error err;
 	check_result r;
 	memset(&r, 0, sizeof(r));
@@ -428,6 +437,10 @@ int cmd_check(int argc, char **argv)
 	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
+	if (o.bad_max) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "--max-count", 0, "'%s' is not a positive number", o.bad_max);
+		return oeap_cli_error(&cli, &err);
+	}
 	/* The report file before the printing: a failure to write it is then
 	 * the command's one error, not a second JSON document after the results. */
 	if (oeap_cli_open(&cli, 0, &err) || compute(&cli, &o, argc, argv, first, &r, &err) ||

@@ -310,11 +310,12 @@ static void print_json(const oeap_cli *cli, hook_action_kind action, const hook_
 	json_t *j = oeap_cli_json_head(cli, r->exit_code), *arr = json_array();
 	for (size_t i = 0; i < r->nrows; i++) {
 		const hook_row *row = &r->rows[i];
-		json_t *e = json_pack("{s:s,s:s}", "hook", row->name, "state", oeap_hook_state_name(row->info.state));
+		json_t *e = json_pack("{s:o,s:s}", "hook", oeap_json_str(row->name), "state",
+		                      oeap_hook_state_name(row->info.state));
 		if (action != HOOK_STATUS)
 			json_object_set_new(e, "action", json_string(oeap_hook_action_name(row->did)));
 		if (row->ours) {
-			json_object_set_new(e, "oeapatch", json_string(row->info.oeapatch));
+			json_object_set_new(e, "oeapatch", oeap_json_str(row->info.oeapatch));
 			json_object_set_new(e, "runs", json_boolean(row->runs));
 			json_object_set_new(e, "reapply", json_boolean(row->info.reapply));
 		}
@@ -322,7 +323,7 @@ static void print_json(const oeap_cli *cli, hook_action_kind action, const hook_
 		json_object_set_new(e, "edited", json_boolean(row->ours && row->info.edited));
 		json_array_append_new(arr, e);
 	}
-	json_object_set_new(j, "hooks_dir", json_string(r->dir));
+	json_object_set_new(j, "hooks_dir", oeap_json_str(r->dir));
 	json_object_set_new(j, "from_core_hooks_path", json_boolean(r->from_config));
 	json_object_set_new(j, "bare", json_boolean(r->bare));
 	json_object_set_new(j, "hooks", arr);

@@ -131,7 +131,7 @@ static void print_json(const oeap_cli *cli, const revert_opts *o, const revert_r
 	json_object_set_new(j, "changed", json_boolean(r->out.changed));
 	json_object_set_new(j, "binding_removed", json_boolean(r->bind_ours));
 	if (o->diff)
-		json_object_set_new(j, "diff", json_stringn(r->diff.data ? r->diff.data : "", r->diff.len));
+		json_object_set_new(j, "diff", oeap_json_strn(r->diff.data ? r->diff.data : "", r->diff.len));
 	oeap_json_emit(j);
 }
 

@@ -98,23 +98,23 @@ static void print_json(const oeap_cli *cli, const status_result *r)
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
 	oeap_cli_json_target(cli, j);
 	json_object_set_new(j, "state", json_string(state_name(r)));
-	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+	json_object_set_new(j, "patch", oeap_json_patch(cli->def));
 	json_object_set_new(j, "applied_version", r->rep.applied ? json_integer(r->rep.version) : json_null());
-	json_object_set_new(j, "binding", r->bind_text ? json_string(r->bind_path) : json_null());
+	json_object_set_new(j, "binding", r->bind_text ? oeap_json_str(r->bind_path) : json_null());
 	if (r->bind_text)
-		json_object_set_new(j, "binding_module", json_pack("{s:s,s:s}", "state", bind_kind_name(r->bind.kind),
-		                                                   "written_by", r->bind.writer));
-	json_object_set_new(j, "library", r->library ? json_pack("{s:s,s:b,s:s}", "path", r->library, "loads",
-	                                                         r->lib_ok, "detail", r->lib_detail)
+		json_object_set_new(j, "binding_module", json_pack("{s:s,s:o}", "state", bind_kind_name(r->bind.kind),
+		                                                   "written_by", oeap_json_str(r->bind.writer)));
+	json_object_set_new(j, "library", r->library ? json_pack("{s:o,s:b,s:o}", "path", oeap_json_str(r->library), "loads",
+	                                                         r->lib_ok, "detail", oeap_json_str(r->lib_detail))
 	                                             : json_null());
 	json_t *drift = json_array();
 	for (size_t i = 0; r->rep.applied && i < r->rep.n; i++)
 		if (!r->rep.checks[i].ok)
-			json_array_append_new(drift, json_pack("{s:s,s:s}", "check", r->rep.checks[i].name, "detail",
-			                                       r->rep.checks[i].detail));
+			json_array_append_new(drift, json_pack("{s:o,s:o}", "check", oeap_json_str(r->rep.checks[i].name),
+			                                       "detail", oeap_json_str(r->rep.checks[i].detail)));
 	json_object_set_new(j, "drift", drift);
 	if (!r->rep.applied)
-		json_object_set_new(j, "fix", json_string(oeap_cli_apply_hint(cli)));
+		json_object_set_new(j, "fix", oeap_json_str(oeap_cli_apply_hint(cli)));
 	oeap_json_emit(j);
 }
 

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "fsio.h"
 #include "pipeline.h"
+#include "quote.h"
 #include "settings.h"
 
 extern char **environ;
@@ -267,13 +268,13 @@ static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
 	char buf[64];
 	if (r->nenv_files)
 		for (size_t i = 0; i < r->nenv_files; i++)
-			json_array_append_new(src, json_string(r->env_files[i]));
+			json_array_append_new(src, oeap_json_str(r->env_files[i]));
 	else
 		json_array_append_new(src, json_string("environment"));
 	json_object_set_new(j, "source", src);
 	json_object_set_new(j, "on", json_boolean(s->on));
 	if (s->switch_index >= 0)
-		json_object_set_new(j, "switch", json_string(def->settings[s->switch_index].name));
+		json_object_set_new(j, "switch", oeap_json_str(def->settings[s->switch_index].name));
 	for (size_t i = 0; i < def->nsettings; i++) {
 		const oeap_setting_def *d = &def->settings[i];
 		const char *v = effective(cli, r, i, buf, sizeof(buf));
@@ -282,33 +283,26 @@ static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
 			jv = json_integer(s->values[i]);
 		else if (d->type == OEAP_SETTING_BOOL)
 			jv = json_boolean(s->values[i]);
-		else if (!v)
-			jv = json_null();
-		else if (!(jv = json_string(v))) { /* not UTF-8: its escaped form */
-			char *q = oeap_settings_quote(v);
-			jv = q ? json_string(q) : json_null();
-			free(q);
-		}
+		else
+			jv = oeap_json_str(v);
 		json_object_set_new(eff, d->key, jv);
 	}
 	json_object_set_new(j, "effective", eff);
 	for (size_t k = 0; k < s->nproblems; k++) {
 		const oeap_setting_problem *p = &s->problems[k];
 		json_t *o = json_object();
-		json_object_set_new(o, "variable", json_string(p->name));
-		/* as given; a value that is not UTF-8 (JSON cannot carry it) in its escaped form */
-		json_t *value = p->value ? json_string(p->value) : json_null();
-		json_object_set_new(o, "value", value ? value : json_string(p->shown));
-		json_object_set_new(o, "from", p->shown ? json_string(p->origin ? p->origin : "environment") : json_null());
+		json_object_set_new(o, "variable", oeap_json_str(p->name));
+		json_object_set_new(o, "value", oeap_json_str(p->value));
+		json_object_set_new(o, "from", p->shown ? oeap_json_str(p->origin ? p->origin : "environment") : json_null());
 		if (p->line)
 			json_object_set_new(o, "line", json_integer(p->line));
 		json_object_set_new(o, "severity", json_string(p->error ? "error" : "warning"));
-		json_object_set_new(o, "message", json_string(p->message));
+		json_object_set_new(o, "message", oeap_json_str(p->message));
 		json_array_append_new(probs, o);
 	}
 	json_object_set_new(j, "problems", probs);
 	if (r->ignored[0])
-		json_object_set_new(j, "ignored", json_string(r->ignored));
+		json_object_set_new(j, "ignored", oeap_json_str(r->ignored));
 	return j;
 }
 
@@ -323,7 +317,7 @@ static void print_effective(const oeap_cli *cli, const verify_result *r)
 	printf("settings:");
 	for (size_t i = 0; i < def->nsettings; i++) {
 		const char *v = effective(cli, r, i, buf, sizeof(buf));
-		char *q = v && strpbrk(v, " '\"\\") ? oeap_settings_quote(v) : NULL;
+		char *q = v && strpbrk(v, " '\"\\") ? oeap_quote(v, strlen(v)) : NULL;
 		printf(" %s=%s", def->settings[i].key, q ? q : v ? v : "(none recorded)");
 		free(q);
 		if ((int)i == s->switch_index && !s->on)
@@ -343,20 +337,20 @@ static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_r
 	const char *ref = o->ref;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
 	oeap_cli_json_target(cli, j);
-	json_object_set_new(j, "patch", json_sprintf("%s/%d", cli->def->name, cli->def->version));
+	json_object_set_new(j, "patch", oeap_json_patch(cli->def));
 	json_object_set_new(j, "applied", json_boolean(r->rep.applied));
 	json_object_set_new(j, "checks", oeap_json_checks(&r->rep));
 	if (r->settings_checked)
 		json_object_set_new(j, "settings", settings_json(cli, r));
 	if (ref) {
-		json_object_set_new(j, "ref", json_string(ref));
-		json_object_set_new(j, "commit", json_string(r->commit_hex));
+		json_object_set_new(j, "ref", oeap_json_str(ref));
+		json_object_set_new(j, "commit", oeap_json_str(r->commit_hex));
 		json_t *skipped = o->skip_binding ? json_pack("[s,s]", "binding", "library") : json_pack("[s]", "library");
 		if (!r->settings_checked)
 			json_array_append_new(skipped, json_string("settings"));
 		json_object_set_new(j, "skipped", skipped);
 	} else if (!r->rep.applied) {
-		json_object_set_new(j, "fix", json_string(oeap_cli_apply_hint(cli)));
+		json_object_set_new(j, "fix", oeap_json_str(oeap_cli_apply_hint(cli)));
 	}
 	oeap_json_emit(j);
 }

@@ -48,11 +48,63 @@ static const command *find(const char *name)
 	return NULL;
 }
 
-static int not_a_command(const char *name)
+/* A usage error before any command ran (none named, or one that is not a
+ * command): the message and the usage on stderr, and with --json the
+ * document a script waits for ("command": null). */
+static int top_usage_error(int argc, char **argv, const char *name)
 {
-	fprintf(stderr, "oeapatch: '%s' is not a command\n\n", name);
+	oeap_cli top;
+	oeap_error err;
+	oeap_error_clear(&err);
+	oeap_cli_top(&top, NULL, argc, argv);
+	if (name)
+		oeap_fail(&err, OEAP_ERR_USAGE, "", 0, "'%s' is not a command", name);
+	else
+		oeap_fail(&err, OEAP_ERR_USAGE, "", 0, "no command given");
+	int rc = oeap_cli_error(&top, &err);
+	fputc('\n', stderr);
 	usage(stderr);
-	return OEAP_EXIT_TROUBLE;
+	return rc;
+}
+
+static const oeap_option top_options[] = {
+	OEAP_COMMON_OPTIONS,
+	{NULL, 0, 0, NULL, NULL},
+};
+
+static int cmd_version(int argc, char **argv)
+{
+	oeap_cli cli;
+	int first = 0;
+	int p = oeap_cli_parse(&cli, "version", "[--json]", "Print the version.", top_options, argc, argv, NULL, NULL, &first);
+	if (p)
+		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
+	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
+		return p;
+	return oeap_cli_version(&cli, OEAPATCH_VERSION);
+}
+
+/* `oeapatch help [CMD]`: CMD's --help, as in git; without CMD the usage. */
+static int cmd_help(int argc, char **argv)
+{
+	oeap_cli cli;
+	int first = 0;
+	int p = oeap_cli_parse(&cli, "help", "[COMMAND] [--json]",
+	                       "Describe oeapatch, or a command (the same as oeapatch COMMAND --help).", top_options,
+	                       argc, argv, NULL, NULL, &first);
+	if (p)
+		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
+	if (first < argc && (p = oeap_cli_no_operands(&cli, argc, argv, first + 1)))
+		return p;
+	if (first >= argc || !strcmp(argv[first], "help"))
+		return oeap_cli_help(&cli, usage);
+	const command *c = find(argv[first]);
+	int (*fn)(int, char **) = c ? c->fn : !strcmp(argv[first], "version") ? cmd_version : NULL;
+	if (!fn)
+		return top_usage_error(argc, argv, argv[first]);
+	static char help_opt[] = "--help", json_opt[] = "--json";
+	char *help_argv[] = {argv[first], help_opt, cli.json ? json_opt : NULL, NULL};
+	return fn(cli.json ? 3 : 2, help_argv);
 }
 
 int main(int argc, char **argv)
@@ -62,35 +114,18 @@ int main(int argc, char **argv)
 		return OEAP_EXIT_OK;
 	if (first < 0)
 		return OEAP_EXIT_TROUBLE;
-	if (first >= argc) {
-		usage(stderr);
-		return OEAP_EXIT_TROUBLE;
-	}
+	if (first >= argc)
+		return top_usage_error(argc, argv, NULL);
 	const char *name = argv[first];
-	if (!strcmp(name, "help")) {
-		/* `oeapatch help CMD` is `oeapatch CMD --help`, as in git. */
-		if (first + 1 >= argc) {
-			usage(stdout);
-			return OEAP_EXIT_OK;
-		}
-		const command *c = find(argv[first + 1]);
-		if (!strcmp(argv[first + 1], "help") || !strcmp(argv[first + 1], "version")) {
-			usage(stdout);
-			return OEAP_EXIT_OK;
-		}
-		if (!c)
-			return not_a_command(argv[first + 1]);
-		static char help_opt[] = "--help";
-		char *help_argv[] = {argv[first + 1], help_opt, NULL};
-		return c->fn(2, help_argv);
-	}
-	if (!strcmp(name, "version")) {
-		printf("oeapatch %s\n", OEAPATCH_VERSION);
-		return OEAP_EXIT_OK;
+	if (!strcmp(name, "help") || !strcmp(name, "version")) {
+		int rc = (!strcmp(name, "help") ? cmd_help : cmd_version)(argc - first, argv + first);
+		oeap_cli_globals_free();
+		fflush(stdout);
+		return rc;
 	}
 	const command *c = find(name);
 	if (!c)
-		return not_a_command(name);
+		return top_usage_error(argc, argv, name);
 	/* libgit2's global init costs milliseconds (TLS set-up): only the
 	 * commands that live on git pay it up front; the others' git paths
 	 * (--diff, verify --ref) take their own refcounted init. */

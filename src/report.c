@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "quote.h"
+
 void oeap_msg(const char *fmt, ...)
 {
 	va_list ap;
@@ -114,14 +116,38 @@ done:
 	return error;
 }
 
+json_t *oeap_json_strn(const char *s, size_t n)
+{
+	if (!s)
+		return json_null();
+	if (!oeap_quote_needed(s, n, OEAP_QUOTE_JSON))
+		return json_stringn(s, n);
+	char *q = oeap_quote(s, n);
+	json_t *j = q ? json_string(q) : NULL;
+	free(q);
+	return j;
+}
+
+json_t *oeap_json_str(const char *s)
+{
+	return oeap_json_strn(s, s ? strlen(s) : 0);
+}
+
+json_t *oeap_json_patch(const oeap_patchdef *def)
+{
+	char name[512];
+	snprintf(name, sizeof(name), "%s/%d", def->name, def->version);
+	return oeap_json_str(name);
+}
+
 json_t *oeap_json_error(const oeap_error *err)
 {
 	static const char *kinds[] = {"none", "usage", "io", "input", "anchor", "region", "definition", "git",
 	                              "internal"};
 	json_t *j = json_object();
 	json_object_set_new(j, "kind", json_string(kinds[err->kind]));
-	json_object_set_new(j, "where", json_string(err->where));
-	json_object_set_new(j, "message", json_string(err->message));
+	json_object_set_new(j, "where", oeap_json_str(err->where));
+	json_object_set_new(j, "message", oeap_json_str(err->message));
 	if (err->line)
 		json_object_set_new(j, "line", json_integer(err->line));
 	return j;
@@ -133,13 +159,13 @@ json_t *oeap_json_checks(const oeap_report *rep)
 	for (size_t i = 0; i < rep->n; i++) {
 		const oeap_check *c = &rep->checks[i];
 		json_t *o = json_object();
-		json_object_set_new(o, "check", json_string(c->name));
+		json_object_set_new(o, "check", oeap_json_str(c->name));
 		json_object_set_new(o, "ok", json_boolean(c->ok));
 		if (c->warning)
 			json_object_set_new(o, "warning", json_true());
 		if (c->line)
 			json_object_set_new(o, "line", json_integer(c->line));
-		json_object_set_new(o, "detail", json_string(c->detail));
+		json_object_set_new(o, "detail", oeap_json_str(c->detail));
 		json_array_append_new(a, o);
 	}
 	return a;
@@ -177,17 +203,17 @@ json_t *oeap_json_insertions(const oeap_plan *plan, const char *file, const char
 			continue;
 		json_t *args = json_object();
 		for (size_t k = 0; k < ins->nargs; k++)
-			json_object_set_new(args, ins->args[k].keyword, json_string(ins->args[k].expr));
+			json_object_set_new(args, ins->args[k].keyword, oeap_json_str(ins->args[k].expr));
 		json_t *o = json_object();
-		json_object_set_new(o, "file", json_string(file));
-		json_object_set_new(o, "region", json_string(ins->region->name));
+		json_object_set_new(o, "file", oeap_json_str(file));
+		json_object_set_new(o, "region", oeap_json_str(ins->region->name));
 		json_object_set_new(o, "range", json_pack("{s:o,s:o}", "start", json_pos(out, at), "end",
 		                                          json_pos(out, at + ins->len)));
-		json_object_set_new(o, "anchor", json_pack("{s:s,s:s,s:I}", "name", ins->anchor->def->name, "describe",
-		                                           ins->anchor->def->describe, "line",
+		json_object_set_new(o, "anchor", json_pack("{s:o,s:o,s:I}", "name", oeap_json_str(ins->anchor->def->name),
+		                                           "describe", oeap_json_str(ins->anchor->def->describe), "line",
 		                                           (json_int_t)ins->anchor->line));
 		json_object_set_new(o, "arguments", args);
-		json_object_set_new(o, "text", json_stringn(ins->text, ins->len));
+		json_object_set_new(o, "text", oeap_json_strn(ins->text, ins->len));
 		json_array_append_new(a, o);
 	}
 	return a;

@@ -44,6 +44,19 @@ void oeap_print_diff(const char *diff, size_t len, FILE *f);
 int oeap_diff(const char *path, const char *old, size_t oldlen, const char *new_, size_t newlen,
               oeap_buf *out, oeap_error *err);
 
+/* Every string that is not one of our own names (a path, a commit subject,
+ * a message, a value read from outside) goes into a JSON document through
+ * one of these: jansson refuses bytes that are not UTF-8 (json_string
+ * returns NULL, and the member, or with json_pack the whole entry, would
+ * silently go missing). The bytes as they are, or their quoted form where
+ * oeap_quote_needed says so (quote.h). `s` NULL gives JSON null. NULL only
+ * when memory ran out. */
+json_t *oeap_json_str(const char *s);
+json_t *oeap_json_strn(const char *s, size_t n);
+
+/* "NAME/VERSION" of a patch definition, as the documents name it. */
+json_t *oeap_json_patch(const oeap_patchdef *def);
+
 /* JSON pieces shared by the commands. */
 json_t *oeap_json_error(const oeap_error *err);
 json_t *oeap_json_checks(const oeap_report *rep);

@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "fsio.h"
+#include "quote.h"
 
 /* ------------------------------------------------------------ environments */
 
@@ -477,37 +478,6 @@ void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, 
 	}
 }
 
-char *oeap_settings_quote(const char *value)
-{
-	oeap_buf b = OEAP_BUF_INIT;
-	const unsigned char *p = (const unsigned char *)value;
-	int ok = oeap_buf_put(&b, "'", 1) == 0;
-	while (ok && *p) {
-		size_t n = 1;
-		if (*p >= 0x80) {
-			/* the longest valid UTF-8 sequence starting here, else one byte escaped */
-			for (n = 4; n > 1; n--)
-				if (strnlen((const char *)p, n) == n && utf8_valid((const char *)p, n))
-					break;
-			if (n > 1) {
-				ok = oeap_buf_put(&b, (const char *)p, n) == 0;
-				p += n;
-				continue;
-			}
-		}
-		if (*p < 0x20 || *p == 0x7f || *p >= 0x80 || *p == '\\' || *p == '\'')
-			ok = *p == '\\' || *p == '\'' ? oeap_buf_printf(&b, "\\%c", *p) == 0 : oeap_buf_printf(&b, "\\x%02x", *p) == 0;
-		else
-			ok = oeap_buf_put(&b, (const char *)p, 1) == 0;
-		p++;
-	}
-	if (!ok || oeap_buf_put(&b, "'", 1)) {
-		oeap_buf_free(&b);
-		return NULL;
-	}
-	return oeap_buf_detach(&b, NULL);
-}
-
 /* ------------------------------------------------------------ the check */
 
 /* Optimal string alignment distance (Damerau-Levenshtein with adjacent swaps), ASCII case ignored. */
@@ -550,7 +520,7 @@ static int add_problem(oeap_settings_result *res, const char *name, const oeap_e
 	oeap_setting_problem *p = &a[res->nproblems];
 	memset(p, 0, sizeof(*p));
 	p->name = strdup(name);
-	p->shown = v ? oeap_settings_quote(v->value) : NULL;
+	p->shown = v ? oeap_quote(v->value, strlen(v->value)) : NULL;
 	p->value = v ? strdup(v->value) : NULL;
 	p->origin = v && v->origin ? strdup(v->origin) : NULL;
 	p->line = v ? v->line : 0;

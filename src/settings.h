@@ -112,7 +112,4 @@ void oeap_settings_result_free(oeap_settings_result *res);
 const char *oeap_settings_effective(const oeap_patchdef *def, const oeap_settings_result *res, size_t i,
                                     char *buf, size_t cap);
 
-/* `value` quoted for messages: printable ASCII and valid UTF-8 as they are, the rest as \xNN. Caller frees. */
-char *oeap_settings_quote(const char *value);
-
 #endif

@@ -223,14 +223,6 @@ static void test_value_rule(void **state)
 	oeap_patchdef_free(def);
 }
 
-static void test_quote(void **state)
-{
-	(void)state;
-	char *q = oeap_settings_quote("a b\t'\\\xff\xc3\xa9");
-	assert_string_equal(q, "'a b\\x09\\'\\\\\\xff\xc3\xa9'");
-	free(q);
-}
-
 /* ------------------------------------------------------------ the check */
 
 static oeap_settings_result check_env(const oeap_patchdef *def, const char *const *assignments)
@@ -433,7 +425,6 @@ int main(void)
 		cmocka_unit_test(test_new_setting_is_data),
 		cmocka_unit_test(test_broken_rules_refused),
 		cmocka_unit_test(test_value_rule),
-		cmocka_unit_test(test_quote),
 		cmocka_unit_test(test_check),
 		cmocka_unit_test(test_envfile_syntax),
 		cmocka_unit_test(test_envfile_load),
