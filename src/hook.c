@@ -185,6 +185,8 @@ static const char common_functions[] =
 	"\t\targ=${rest#\"$interp\"}\n"
 	"\t\targ=${arg#\"${arg%%[! \t]*}\"}\n"
 	"\t\targ=${arg%\"${arg##*[! \t]}\"}\n"
+	"\t\t# \"#!/bin/sh -\" ends the options before the script's name; ours come after.\n"
+	"\t\tcase $arg in - | --) arg= ;; esac\n"
 	"\t\tprog=$interp\n"
 	"\t\tif [ \"${interp##*/}\" = env ]; then\n"
 	"\t\t\tprog=${arg#-S}\n"

@@ -229,6 +229,8 @@ mkdir -p .husky/_
 for h in post-checkout post-merge pre-push; do
 	printf '#!/usr/bin/env sh\n. "$(dirname "$0")/h"\n' >.husky/_/$h && chmod 0755 .husky/_/$h
 done
+# "#!/bin/sh -": the option list ended on the #! line.
+printf '#!/bin/sh -\n. "$(dirname "$0")/h"\n' >.husky/_/post-merge
 printf 'echo "husky post-checkout ran: $3" >>"%s/husky.log"\nexit 3\n' "$WORK" >.husky/post-checkout
 printf 'echo "husky post-merge ran: $1" >>"%s/husky.log"\nexit 4\n' "$WORK" >.husky/post-merge
 printf 'echo "husky pre-push refused" >>"%s/husky.log"\nexit 5\n' "$WORK" >.husky/pre-push
@@ -278,6 +280,8 @@ git commit -q --amend --no-edit
 out=$(cat "$WORK/husky.log")
 has "a chained Python hook sees the hook's name in argv[0]" "python hook ran as post-rewrite: amend"
 expect "a chained post-merge's failure is the hook's exit status (git hook run)" 4 git hook run post-merge -- 0
+grep -qF "husky post-merge ran: 0" "$WORK/husky.log" && ok "... after the user's script ran (a #!/bin/sh - dispatcher)" ||
+	bad "the user's post-merge did not run" "$(cat "$WORK/husky.log")"
 has "... after ours ran" "post-merge: sglang-oea"
 expect "a chained pre-push's failure blocks the push (a deletion: nothing of ours to verify)" "$push_rc" \
 	git push -q husky-prod :refs/heads/gone
