@@ -166,6 +166,57 @@ static const char common_functions[] =
 	"status=0\n"
 	"chained=\"$(dirname -- \"$0\")/$hook.oeapatch-chained\"\n"
 	"\n"
+	"\n"
+	"# The hook that was here first, run as git would have run it: under the\n"
+	"# name git used, not as $hook.oeapatch-chained (dispatchers such as husky's\n"
+	"# pick what to run by $(basename \"$0\") and find their files beside\n"
+	"# $(dirname \"$0\")). A script of a POSIX shell is read by that shell with\n"
+	"# $0 exactly what git passed us; anything else (a binary, a Python or Ruby\n"
+	"# script) runs through a link named $hook, in a temporary directory.\n"
+	"run_chained() {\n"
+	"\tline=\n"
+	"\tIFS= read -r line < \"$chained\" 2>/dev/null\n"
+	"\tcase $line in\n"
+	"\t'#!'*)\n"
+	"\t\t# As the kernel reads it: the interpreter, then the rest as one argument.\n"
+	"\t\trest=${line#??}\n"
+	"\t\trest=${rest#\"${rest%%[! \t]*}\"}\n"
+	"\t\tinterp=${rest%%[ \t]*}\n"
+	"\t\targ=${rest#\"$interp\"}\n"
+	"\t\targ=${arg#\"${arg%%[! \t]*}\"}\n"
+	"\t\targ=${arg%\"${arg##*[! \t]}\"}\n"
+	"\t\t# \"#!/bin/sh -\" ends the options before the script's name; ours come after.\n"
+	"\t\tcase $arg in - | --) arg= ;; esac\n"
+	"\t\tprog=$interp\n"
+	"\t\tif [ \"${interp##*/}\" = env ]; then\n"
+	"\t\t\tprog=${arg#-S}\n"
+	"\t\t\tprog=${prog#\"${prog%%[! \t]*}\"}\n"
+	"\t\t\tprog=${prog%%[ \t]*}\n"
+	"\t\tfi\n"
+	"\t\t# Shells whose '.' leaves $0 alone (zsh's sets it to the file read).\n"
+	"\t\tcase ${prog##*/} in\n"
+	"\t\tsh | dash | bash | ash)\n"
+	"\t\t\t\"$interp\" ${arg:+\"$arg\"} -c 'oeapatch_chained=$1; shift; . \"$oeapatch_chained\"' \\\n"
+	"\t\t\t\t\"$0\" \"$chained\" \"$@\"\n"
+	"\t\t\treturn\n"
+	"\t\t\t;;\n"
+	"\t\tesac\n"
+	"\t\t;;\n"
+	"\tesac\n"
+	"\tcase $chained in\n"
+	"\t/*) real=$chained ;;\n"
+	"\t*) real=$top/$chained ;;\n"
+	"\tesac\n"
+	"\tif links=$(mktemp -d \"${TMPDIR:-/tmp}/oeapatch-hook.XXXXXX\") && ln -s \"$real\" \"$links/$hook\"; then\n"
+	"\t\t\"$links/$hook\" \"$@\"\n"
+	"\t\tset -- $?\n"
+	"\t\trm -rf \"$links\"\n"
+	"\t\treturn \"$1\"\n"
+	"\tfi\n"
+	"\t[ -z \"$links\" ] || rm -rf \"$links\"\n"
+	"\t\"$chained\" \"$@\"\n"
+	"}\n"
+	"\n"
 	"can_run() {\n"
 	"\tif [ ! -x \"$oeapatch\" ]; then\n"
 	"\t\tshout \"cannot run $oeapatch: the patch was NOT checked\" \\\n"
@@ -299,13 +350,13 @@ static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *
 		                    "trap 'rm -f \"$input\"' EXIT\n"
 		                    "cat > \"$input\"\n"
 		                    "if [ -x \"$chained\" ]; then\n"
-		                    "\t\"$chained\" \"$@\" < \"$input\" || status=$?\n"
+		                    "\trun_chained \"$@\" < \"$input\" || status=$?\n"
 		                    "fi\n");
 	else
 		rc |= oeap_buf_puts(out,
 		                    "\n"
 		                    "if [ -x \"$chained\" ]; then\n"
-		                    "\t\"$chained\" \"$@\" || status=$?\n"
+		                    "\trun_chained \"$@\" || status=$?\n"
 		                    "fi\n");
 
 	if (!strcmp(name, "pre-push")) {
@@ -359,11 +410,18 @@ static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *
 			"if [ -n \"$record\" ] && [ -f \"$record\" ] && [ \"$(state_now)\" = \"$(cat \"$record\" 2>/dev/null)\" ]; then\n"
 			"\texit \"$status\"\n"
 			"fi\n"
-			"if [ \"$3\" = 1 ]; then\n"
-			"\trollback=\"git checkout $1\"\n"
-			"else\n"
-			"\trollback=\"git checkout $1 -- '$dir/$target'\"\n"
-			"fi\n");
+			"# git passes the null commit as the previous HEAD when there was none (a\n"
+			"# new worktree, a clone): nothing to go back to, so the hint is to apply.\n"
+			"rollback=\n"
+			"case $1 in\n"
+			"*[!0]*)\n"
+			"\tif [ \"$3\" = 1 ]; then\n"
+			"\t\trollback=\"git checkout $1\"\n"
+			"\telse\n"
+			"\t\trollback=\"git checkout $1 -- '$dir/$target'\"\n"
+			"\tfi\n"
+			"\t;;\n"
+			"esac\n");
 	else if (!strcmp(name, "post-rewrite"))
 		rc |= oeap_buf_puts(out,
 		                    "# $1 is rebase or amend; an amend leaves the work tree as it was.\n"
@@ -371,8 +429,10 @@ static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *
 		                    "rollback=\"git reset --keep ORIG_HEAD\"\n");
 	else if (!strcmp(name, "post-merge"))
 		rc |= oeap_buf_puts(out, "rollback=\"git reset --keep ORIG_HEAD\"\n");
+	/* A chained hook's failure is the hook's exit status, as without us
+	 * (post-checkout's becomes git checkout's); ours counts when it passed. */
 	rc |= oeap_buf_puts(out,
-	                    "act || status=1\n"
+	                    "act || [ \"$status\" -ne 0 ] || status=1\n"
 	                    "remember\n"
 	                    "exit \"$status\"\n");
 	return rc ? -1 : 0;

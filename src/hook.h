@@ -10,7 +10,9 @@
  * OEAP_HOOK_HEADER; that line is how install, status and uninstall tell ours
  * from anyone else's. A hook that was there before is moved aside, byte for
  * byte and with its mode (a rename), to "<hook>.oeapatch-chained"; ours runs
- * it first with the same arguments and stdin, and uninstall moves it back.
+ * it first with the same arguments and stdin, under the name git gave ours
+ * (dispatchers choose by "$0"), keeps its non-zero exit status as the hook's,
+ * and uninstall moves it back.
  */
 #ifndef OEAP_HOOK_H
 #define OEAP_HOOK_H

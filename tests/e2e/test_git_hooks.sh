@@ -89,6 +89,18 @@ has "a file checkout that changed the target back is verified" "post-checkout: s
 run "git checkout -- README" git checkout -- README
 hasnt "a file checkout that left the target alone does nothing" "oeapatch:"
 
+echo "== git worktree add of a branch without the patch"
+# git passes the null commit as the previous HEAD of a new worktree: there is
+# nothing to check out back, so the advice must be one that works.
+run "git worktree add of the unpatched branch" git worktree add "$WORK/wt-plain" plain
+has "post-checkout shouts in the new worktree" "post-checkout: sglang-oea does NOT verify in $WORK/wt-plain"
+hasnt "... never advises checking out the null commit" "git checkout 0000000000000000000000000000000000000000"
+bin=$(readlink -f "$OEAPATCH")
+has "... it advises applying there" "fix: '$bin' apply -C '$WORK/wt-plain' && '$bin' verify -C '$WORK/wt-plain'"
+expect "the advice it printed works" 0 "$OEAPATCH" apply -C "$WORK/wt-plain" "${LIB[@]}"
+expect "... the new worktree verifies" 0 "$OEAPATCH" verify -C "$WORK/wt-plain"
+git worktree remove --force "$WORK/wt-plain"
+
 echo "== post-checkout speaks only when the patch's state changed"
 run "a routine switch between two branches that both carry the patch" git checkout -b patched-too
 hasnt "... says nothing" "oeapatch:"
@@ -198,6 +210,90 @@ git checkout -q -f main >/dev/null 2>&1
 expect "hook uninstall" 0 "$OEAPATCH" hook uninstall -C "$E"
 [ "$before" = "$(snapshot "$E/.githooks")" ] && ok "core.hooksPath directory is byte-identical to before" ||
 	bad "hooksPath differs" "$(diff <(echo "$before") <(snapshot "$E/.githooks"))"
+
+echo "== chained hooks that dispatch on their own name (husky-style), and their exit status"
+# A dispatcher in husky's style: every hook in core.hooksPath sources one
+# script that picks the user's script by "$(basename "$0")" and finds it
+# beside "$(dirname "$0")". Run under another name, it finds nothing and
+# quietly does nothing. A Python hook reads its name from argv[0].
+git config core.hooksPath .husky/_
+mkdir -p .husky/_
+{
+	echo 'n=$(basename "$0")'
+	echo 's=$(dirname "$(dirname "$0")")/$n'
+	echo "log='$WORK/husky.log'"
+	echo 'if [ ! -f "$s" ]; then echo "dispatcher $0: no script $s" >>"$log"; exit 0; fi'
+	echo 'echo "dispatcher $0: runs $s" >>"$log"'
+	echo 'sh -e "$s" "$@"'
+} >.husky/_/h
+for h in post-checkout post-merge pre-push; do
+	printf '#!/usr/bin/env sh\n. "$(dirname "$0")/h"\n' >.husky/_/$h && chmod 0755 .husky/_/$h
+done
+# "#!/bin/sh -": the option list ended on the #! line.
+printf '#!/bin/sh -\n. "$(dirname "$0")/h"\n' >.husky/_/post-merge
+printf 'echo "husky post-checkout ran: $3" >>"%s/husky.log"\nexit 3\n' "$WORK" >.husky/post-checkout
+printf 'echo "husky post-merge ran: $1" >>"%s/husky.log"\nexit 4\n' "$WORK" >.husky/post-merge
+printf 'echo "husky pre-push refused" >>"%s/husky.log"\nexit 5\n' "$WORK" >.husky/pre-push
+{
+	echo '#!/usr/bin/env python3'
+	echo 'import os, sys'
+	echo "with open('$WORK/husky.log', 'a') as log:"
+	echo '    log.write("python hook ran as %s: %s\n" % (os.path.basename(sys.argv[0]), " ".join(sys.argv[1:])))'
+} >.husky/_/post-rewrite
+chmod 0755 .husky/_/post-rewrite
+git init -q --bare "$WORK/husky-prod.git" && git remote add husky-prod "$WORK/husky-prod.git"
+git push -q --no-verify husky-prod main:refs/heads/gone
+before=$(snapshot "$E/.husky")
+# What git gives them without oeapatch, to compare with.
+rm -f "$WORK/husky.log"
+git checkout -q plain 2>/dev/null
+plain_rc=$?
+git checkout -q main 2>/dev/null
+git commit -q --amend --no-edit
+git hook run post-merge -- 0 2>/dev/null
+merge_rc=$?
+git push -q husky-prod :refs/heads/gone 2>/dev/null
+push_rc=$?
+without=$(cat "$WORK/husky.log")
+# (git checkout exits 1 for a post-checkout that failed, whatever its status.)
+[ "$plain_rc" != 0 ] && [ "$merge_rc" = 4 ] && [ "$push_rc" != 0 ] &&
+	grep -qF "dispatcher .husky/_/post-checkout: runs .husky/post-checkout" <<<"$without" &&
+	grep -qF "python hook ran as post-rewrite: amend" <<<"$without" &&
+	ok "without oeapatch the dispatchers run, and fail as written" ||
+	bad "the dispatchers without oeapatch (post-checkout $plain_rc, post-merge $merge_rc, pre-push $push_rc)" "$without"
+
+expect "hook install beside them" 0 "$OEAPATCH" hook install -C "$E"
+has "... chains post-checkout" "post-checkout  ours+chained  installed, chaining the existing hook"
+rm -f "$WORK/husky.log"
+run "git checkout plain" git checkout plain
+has "ours still runs" "post-checkout: sglang-oea does NOT verify in $E"
+out=$(cat "$WORK/husky.log")
+has "the chained dispatcher runs under the name git gave it (\$0 as without oeapatch)" \
+	"dispatcher .husky/_/post-checkout: runs .husky/post-checkout"
+has "... so the user's script runs" "husky post-checkout ran: 1"
+expect "where ours fails too (a branch without the patch), the chained hook's status is kept" 4 \
+	git hook run post-merge -- 0
+has "... and ours shouted" "post-merge: sglang-oea does NOT verify in $E"
+expect "git checkout fails as it does without oeapatch (its post-checkout failed)" "$plain_rc" git checkout -q main
+rm -f "$WORK/husky.log"
+git commit -q --amend --no-edit
+out=$(cat "$WORK/husky.log")
+has "a chained Python hook sees the hook's name in argv[0]" "python hook ran as post-rewrite: amend"
+expect "a chained post-merge's failure is the hook's exit status (git hook run)" 4 git hook run post-merge -- 0
+grep -qF "husky post-merge ran: 0" "$WORK/husky.log" && ok "... after the user's script ran (a #!/bin/sh - dispatcher)" ||
+	bad "the user's post-merge did not run" "$(cat "$WORK/husky.log")"
+has "... after ours ran" "post-merge: sglang-oea"
+expect "a chained pre-push's failure blocks the push (a deletion: nothing of ours to verify)" "$push_rc" \
+	git push -q husky-prod :refs/heads/gone
+git --git-dir="$WORK/husky-prod.git" rev-parse -q --verify gone >/dev/null && ok "... the branch is still there" ||
+	bad "the deletion went through"
+grep -qF "husky pre-push refused" "$WORK/husky.log" && ok "... and the user's pre-push said why" ||
+	bad "the user's pre-push did not run" "$(cat "$WORK/husky.log")"
+expect "hook uninstall" 0 "$OEAPATCH" hook uninstall -C "$E"
+[ "$before" = "$(snapshot "$E/.husky")" ] && ok "the husky directory is byte-identical to before" ||
+	bad "husky directory differs" "$(diff <(echo "$before") <(snapshot "$E/.husky"))"
+git config core.hooksPath .githooks
+git checkout -q -f main >/dev/null 2>&1
 
 echo "== the uncommitted-patch workflow"
 U=$WORK/uncommitted

@@ -3,7 +3,9 @@
 # take no ownership they should not:
 #  - as root, apply and revert keep the owner and group of topk.py (a server
 #    running as its own user must still read it and revert it), and the
-#    binding module root creates belongs to the directory's owner;
+#    binding module root creates belongs to the directory's owner; the group
+#    is kept also where only it differs (0:65534 as root, or the owner's file
+#    in a supplementary group);
 #  - a user who may write the file but cannot keep its owner is refused
 #    before anything is written;
 #  - a topk.py with another hard link is refused (the atomic replace would
@@ -81,6 +83,32 @@ else
 	[ "$(owner "$R/$T")" = 65534:65534 ] && ok "... keeps owner and group" ||
 		bad "revert changed the owner" "$(owner "$R/$T")"
 	cmp -s "$R/$T" "$FIX" && ok "... and gives the input back" || bad "revert is not the input"
+
+	# The owner is ours (root) and only the group differs: the group must be
+	# kept as well (a replacement root writes would carry root's group).
+	R=$(checkout group-only)
+	chown -R 0:65534 "$R"
+	expect "apply as root on a file owned by 0:65534 (only the group differs)" 0 \
+		"$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+	[ "$(owner "$R/$T")" = 0:65534 ] && ok "... keeps the group" || bad "apply lost the group" "$(owner "$R/$T")"
+	[ "$(owner "$(dirname "$R/$T")/_oeapatch_sglang_oea.py")" = 0:65534 ] &&
+		ok "... the binding module gets the directory's group" ||
+		bad "binding group" "$(owner "$(dirname "$R/$T")/_oeapatch_sglang_oea.py")"
+	expect "revert as root" 0 "$OEAPATCH" revert -C "$R"
+	[ "$(owner "$R/$T")" = 0:65534 ] && ok "... keeps the group" || bad "revert lost the group" "$(owner "$R/$T")"
+	# The same for a user who is not root: its own file, of a supplementary group.
+	R=$(checkout group-only-user)
+	chown -R 65534:100 "$R"
+	member=(setpriv --reuid=65534 --regid=65534 --groups=100 --)
+	if "${member[@]}" "$OEAPATCH" apply --check -C "$R" --library "$OEA_LIBRARY" >/dev/null 2>&1; then
+		expect "apply by the owner, the file in a group it is in but not its own" 0 "${member[@]}" "$OEAPATCH" apply \
+			-C "$R" --library "$OEA_LIBRARY"
+		[ "$(owner "$R/$T")" = 65534:100 ] && ok "... keeps the group" || bad "apply lost the group" "$(owner "$R/$T")"
+		expect "... revert" 0 "${member[@]}" "$OEAPATCH" revert -C "$R"
+		[ "$(owner "$R/$T")" = 65534:100 ] && ok "... keeps the group" || bad "revert lost the group" "$(owner "$R/$T")"
+	else
+		skip "the owner keeps a supplementary group" "nobody cannot run $OEAPATCH here"
+	fi
 
 	# A group-writable file of another user: nobody may write it, but a
 	# replacement would be nobody's file. Refused before anything is written.
