@@ -255,10 +255,13 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 	oeap_pyc_list_free(&r->bytecode);
 	if ((lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
 		return -1;
-	/* Again under the lock: another oeapatch may have written meanwhile. */
-	plan_free(r);
-	if ((error = plan(cli, o, r, err)))
-		goto done;
+	/* Again under the lock when another oeapatch wrote meanwhile (only
+	 * then: planning a big file twice doubles the time). */
+	if (!oeap_file_holds(cli->target, r->buf, r->len) || !oeap_file_holds(r->bp.path, r->bp.old, r->bp.old_len)) {
+		plan_free(r);
+		if ((error = plan(cli, o, r, err)))
+			goto done;
+	}
 	if (r->out.changed || r->bp.needed) {
 		/* The binding first: a target that imports it must never exist without it. */
 		if (r->bp.needed && (error = oeap_write_atomic(r->bp.path, r->bp.want.data, r->bp.want.len, 0644, err)))
@@ -282,7 +285,7 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 noted:
 	/* post-checkout compares with this: a `git checkout -- topk.py` right
 	 * after apply drops the patch, and must be reported. */
-	if (writes)
+	if (writes && !error)
 		oeap_hook_note_state(cli->root, 1);
 done:
 	if (lock >= 0)

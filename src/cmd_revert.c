@@ -137,23 +137,27 @@ static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, 
 	oeap_pyc_list_free(&r->bytecode);
 	if ((lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
 		return -1;
-	/* Again under the lock: another oeapatch may have written meanwhile. */
-	plan_free(r);
-	if ((error = plan(cli, o, r, err)))
-		goto done;
+	/* Again under the lock when another oeapatch wrote meanwhile (only
+	 * then: planning a big file twice doubles the time). */
+	if (!oeap_file_holds(cli->target, r->buf, r->len) || !oeap_file_holds(r->bind_path, r->bind_text, r->bind_len)) {
+		plan_free(r);
+		if ((error = plan(cli, o, r, err)))
+			goto done;
+	}
 	/* The target first: a binding without an importer is harmless, the reverse is not. */
 	if (r->out.changed && (error = oeap_write_atomic(cli->target, r->out.out, r->out.out_len, 0644, err)))
 		goto done;
 	oeap_fault_point("revert:between-files");
 	if (r->bind_ours && (error = oeap_remove_file(r->bind_path, err)))
 		goto done;
-	/* The module is gone and the target rewritten: all their bytecode is of
-	 * bytes that are gone. */
-	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 0, r->out.changed, 1, &r->bytecode, err)) ||
+	/* All bytecode of a rewritten target and of our removed module is of
+	 * bytes that are gone (a module of the same name that is not ours keeps
+	 * its own). */
+	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 0, r->out.changed, r->bind_ours, &r->bytecode, err)) ||
 	    (error = oeap_pyc_remove(&r->bytecode, err)))
 		goto done;
 noted:
-	if (writes)
+	if (writes && !error)
 		oeap_hook_note_state(cli->root, 0); /* for post-checkout, as apply does */
 done:
 	if (lock >= 0)
