@@ -426,16 +426,20 @@ static int package_name(const oeap_patchdef *def, char *out, size_t cap)
  * (importlib's find_spec locates a top-level package without importing it,
  * so neither torch nor a GPU is needed) and returns the folder that holds it.
  */
-static int python_root(const oeap_cli *cli, char **out, oeap_error *err)
+static int python_root(oeap_cli *cli, char **out, oeap_error *err)
 {
+	/* Three lines back: the package's folder, the interpreter's own path
+	 * and its version, so the user sees which Python and which file. */
 	static const char script[] =
-		"import importlib.util, os, sys\n"
+		"import importlib.util, os, platform, sys\n"
 		"s = importlib.util.find_spec(sys.argv[1])\n"
 		"if s is None:\n"
 		"    sys.exit(3)\n"
 		"locs = list(s.submodule_search_locations or [])\n"
-		"print(locs[0] if locs else os.path.dirname(s.origin))\n";
-	char pkg[128], line[PATH_MAX + 2];
+		"print(locs[0] if locs else os.path.dirname(s.origin))\n"
+		"print(sys.executable)\n"
+		"print(platform.python_version())\n";
+	char pkg[128], line[PATH_MAX + 2], exe[PATH_MAX + 2], version[64];
 	int fds[2] = {-1, -1}, status = 0, error = 0;
 	pid_t pid = -1;
 	FILE *f = NULL;
@@ -456,24 +460,35 @@ static int python_root(const oeap_cli *cli, char **out, oeap_error *err)
 		dup2(fds[1], STDOUT_FILENO);
 		close(fds[0]);
 		close(fds[1]);
-		/* execvp: a bare `--python python3` is looked up on PATH, as a shell would. */
-		char *args[] = {(char *)cli->python, (char *)"-c", (char *)script, pkg, NULL};
+		/* execvp: a bare `--python python3` is looked up on PATH, as a shell would.
+		 * -I (isolated, Python 3.4+): `-c` would put the current folder first
+		 * on sys.path (run from a checkout's python/, the checkout's sglang
+		 * would answer), and PYTHONPATH, PYTHONHOME and the caller's user
+		 * site-packages are the caller's, not the server's: the answer is the
+		 * interpreter's own installation, the same from wherever it is asked. */
+		char *args[] = {(char *)cli->python, (char *)"-I", (char *)"-c", (char *)script, pkg, NULL};
 		execvp(cli->python, args);
 		_exit(127);
 	}
 	close(fds[1]);
 	fds[1] = -1;
-	line[0] = '\0';
+	line[0] = exe[0] = version[0] = '\0';
 	if ((f = fdopen(fds[0], "r"))) {
 		fds[0] = -1;
 		if (!fgets(line, sizeof(line), f))
 			line[0] = '\0';
+		if (!fgets(exe, sizeof(exe), f))
+			exe[0] = '\0';
+		if (!fgets(version, sizeof(version), f))
+			version[0] = '\0';
 		while (fgetc(f) != EOF)
 			; /* drain, so the child never blocks on a full pipe */
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	line[strcspn(line, "\n")] = '\0';
+	exe[strcspn(exe, "\n")] = '\0';
+	version[strcspn(version, "\n")] = '\0';
 	if (!WIFEXITED(status) || WEXITSTATUS(status) == 127) {
 		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0, "%s: cannot run it as a Python interpreter",
 		                  cli->python);
@@ -482,7 +497,8 @@ static int python_root(const oeap_cli *cli, char **out, oeap_error *err)
 	if (WEXITSTATUS(status) == 3) {
 		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
 		                  "%s does not import %s: install it there (pip install %s) or pass -C with its "
-		                  "checkout or site-packages folder",
+		                  "checkout or site-packages folder (asked isolated, -I: neither the current folder, "
+		                  "PYTHONPATH nor the user's site-packages count)",
 		                  cli->python, pkg, pkg);
 		goto done;
 	}
@@ -491,6 +507,9 @@ static int python_root(const oeap_cli *cli, char **out, oeap_error *err)
 		                  cli->python, pkg, WEXITSTATUS(status));
 		goto done;
 	}
+	snprintf(cli->python_exe, sizeof(cli->python_exe), "%s", exe[0] ? exe : cli->python);
+	snprintf(cli->python_version, sizeof(cli->python_version), "%s", version);
+	snprintf(cli->python_package, sizeof(cli->python_package), "%s", line);
 	/* The folder that holds the package is the root of the installed layout. */
 	if (!to_parent(line) || !(*out = strdup(line)))
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "out of memory");
@@ -552,6 +571,17 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 		error = oeap_fail(err, OEAP_ERR_IO, given, 0, "cannot resolve: %s", strerror(errno));
 		goto done;
 	}
+	/* --python names the package that interpreter imports, nothing else:
+	 * without the target there, the upward search would find whatever
+	 * encloses site-packages (a checkout the venv lives in) and act on that. */
+	if (from_python && !exists_at(start, cli->def->installed_target, &st)) {
+		error = oeap_fail(err, OEAP_ERR_IO, cli->def->installed_target, 0,
+		                  "not found in %s, where %s imports the package from: that %s has no such file (not "
+		                  "the version this patch is for, or a partial install); the folders around it are not "
+		                  "searched, since they are not what the interpreter imports",
+		                  start, cli->python, cli->python_package);
+		goto done;
+	}
 	if (find_root(cli->def, start, &cli->root, &cli->layout)) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "oeapatch", 0, "out of memory");
 		goto done;
@@ -576,8 +606,15 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 		error = oeap_fail(err, OEAP_ERR_IO, cli->rel, 0, "not found in %s: %s", cli->root, strerror(errno));
 		goto done;
 	}
-	if (S_ISDIR(st.st_mode))
+	if (S_ISDIR(st.st_mode)) {
 		error = oeap_fail(err, OEAP_ERR_IO, cli->rel, 0, "is a directory, not a file");
+		goto done;
+	}
+	/* Which Python answered and which file it leads to: the line that shows
+	 * a surprise (another venv, another sglang) before anything is done. */
+	if (cli->python && !cli->json)
+		printf("python:   %s (Python %s) imports %s, target %s\n", cli->python_exe, cli->python_version,
+		       cli->python_package, cli->target);
 done:
 	free(start);
 	free(from_python);
@@ -612,6 +649,10 @@ void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 	json_object_set_new(j, "file", oeap_json_str(oeap_cli_target_rel(cli)));
 	json_object_set_new(j, "root", oeap_json_str(cli->root));
 	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	if (cli->python)
+		json_object_set_new(j, "python",
+		                    json_pack("{s:s,s:s,s:s,s:s}", "given", cli->python, "executable", cli->python_exe,
+		                              "version", cli->python_version, "package", cli->python_package));
 }
 
 /* Quotes `s` for a POSIX shell when it needs it. */

@@ -54,6 +54,11 @@ typedef struct oeap_cli {
 	char *target;     /* the target file, resolved inside it */
 	const char *rel;  /* the target relative to root (the definition's target for its layout) */
 	oeap_layout layout;
+	/* --python: what the interpreter answered (its sys.executable, version,
+	 * and the package folder it imports), for messages and JSON. */
+	char python_exe[4096];
+	char python_version[64];
+	char python_package[4096];
 } oeap_cli;
 
 /*

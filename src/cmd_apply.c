@@ -12,6 +12,7 @@
 #include "fsio.h"
 #include "hook.h"
 #include "pipeline.h"
+#include "pycache.h"
 
 enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH, OPT_BREAK_LINKS, OPT_DOWNGRADE };
 
@@ -159,10 +160,12 @@ typedef struct apply_result {
 	oeap_outcome out;
 	binding_plan bp;
 	oeap_buf diff;    /* --diff */
+	oeap_pyc_list bytecode; /* removed (--check: would be), so Python runs what was written */
 } apply_result;
 
 static void apply_result_free(apply_result *r)
 {
+	oeap_pyc_list_free(&r->bytecode);
 	binding_plan_free(&r->bp);
 	oeap_buf_free(&r->diff);
 	oeap_outcome_free(&r->out);
@@ -185,6 +188,29 @@ static int read_back(const char *path, const char *want, size_t want_len, const 
 	return error;
 }
 
+/* Reads the target and works out what apply would write. */
+static int plan(const oeap_cli *cli, const apply_opts *o, apply_result *r, oeap_error *err)
+{
+	if (oeap_read_file(cli->target, &r->buf, &r->len, err) ||
+	    oeap_apply_bytes_flags(cli->def, r->buf, r->len, oeap_cli_target_rel(cli),
+	                           (o->refresh ? OEAP_APPLY_REFRESH : 0) | (o->downgrade ? OEAP_APPLY_DOWNGRADE : 0),
+	                           &r->out, err) ||
+	    plan_binding(cli, r->library, !o->diff, o->downgrade, &r->bp, err))
+		return -1;
+	return 0;
+}
+
+static void plan_free(apply_result *r)
+{
+	binding_plan_free(&r->bp);
+	memset(&r->bp, 0, sizeof(r->bp));
+	oeap_outcome_free(&r->out);
+	memset(&r->out, 0, sizeof(r->out));
+	free(r->buf);
+	r->buf = NULL;
+	r->len = 0;
+}
+
 static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oeap_error *err)
 {
 	int error = 0, lock = -1, writes = !o->check && !o->diff;
@@ -203,19 +229,40 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 	if (oeap_library_probe(r->library, cli->def->abi, detail, sizeof(detail)))
 		return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
 		                 "%s: the binding would load a library that does not work", detail);
-	if (writes && (lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
-		return -1;
-	if ((error = oeap_read_file(cli->target, &r->buf, &r->len, err)) ||
-	    (error = oeap_apply_bytes_flags(cli->def, r->buf, r->len, oeap_cli_target_rel(cli),
-	                                    (o->refresh ? OEAP_APPLY_REFRESH : 0) |
-	                                        (o->downgrade ? OEAP_APPLY_DOWNGRADE : 0),
-	                                    &r->out, err)) ||
-	    (error = plan_binding(cli, r->library, !o->diff, o->downgrade, &r->bp, err)))
+	if ((error = plan(cli, o, r, err)))
 		goto done;
 	if (o->diff) {
 		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bp.old, r->bp.old_len,
 		                      r->bp.want.data, r->bp.want.len, &r->diff, err);
-	} else if (writes && (r->out.changed || r->bp.needed)) {
+		goto done;
+	}
+	/* Bytecode Python would run instead of the files as they are (an
+	 * unchecked-hash pyc of the unpatched source): apply removes it. */
+	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 1, 0, 0, &r->bytecode, err)))
+		goto done;
+	/* Nothing to write: "already applied" needs no write access (a
+	 * read-only image, a 0444 file), so neither the lock nor the checks
+	 * of a writable target. */
+	if (!writes || (!r->out.changed && !r->bp.needed && !r->bytecode.n))
+		goto noted;
+	/* Only bytecode to remove: the files stay as they are, so neither the
+	 * lock nor a writable target is needed (unlinking a cache entry twice
+	 * is harmless), only a writable __pycache__. */
+	if (!r->out.changed && !r->bp.needed) {
+		error = oeap_pyc_remove(&r->bytecode, err);
+		goto noted;
+	}
+	oeap_pyc_list_free(&r->bytecode);
+	if ((lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
+		return -1;
+	/* Again under the lock when another oeapatch wrote meanwhile (only
+	 * then: planning a big file twice doubles the time). */
+	if (!oeap_file_holds(cli->target, r->buf, r->len) || !oeap_file_holds(r->bp.path, r->bp.old, r->bp.old_len)) {
+		plan_free(r);
+		if ((error = plan(cli, o, r, err)))
+			goto done;
+	}
+	if (r->out.changed || r->bp.needed) {
 		/* The binding first: a target that imports it must never exist without it. */
 		if (r->bp.needed && (error = oeap_write_atomic(r->bp.path, r->bp.want.data, r->bp.want.len, 0644, err)))
 			goto done;
@@ -230,9 +277,15 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 		    (error = read_back(r->bp.path, r->bp.want.data, r->bp.want.len, r->bp.path, err)))
 			goto done;
 	}
+	/* Every cache entry of a file just written was compiled from bytes that
+	 * are gone; of the others, those that would still run instead of them. */
+	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 1, r->out.changed, r->bp.needed, &r->bytecode, err)) ||
+	    (error = oeap_pyc_remove(&r->bytecode, err)))
+		goto done;
+noted:
 	/* post-checkout compares with this: a `git checkout -- topk.py` right
 	 * after apply drops the patch, and must be reported. */
-	if (writes)
+	if (writes && !error)
 		oeap_hook_note_state(cli->root, 1);
 done:
 	if (lock >= 0)
@@ -262,6 +315,8 @@ static void print_json(const oeap_cli *cli, const apply_opts *o, const apply_res
 	json_object_set_new(j, "binding", bind);
 	if (o->diff)
 		json_object_set_new(j, "diff", oeap_json_strn(r->diff.data ? r->diff.data : "", r->diff.len));
+	else
+		json_object_set_new(j, o->check ? "bytecode_to_remove" : "bytecode_removed", oeap_pyc_list_json(&r->bytecode));
 	oeap_json_emit(j);
 }
 
@@ -281,7 +336,8 @@ static void print_text(const oeap_cli *cli, const apply_opts *o, const apply_res
 	const char *state = out->before == OEAP_STATE_APPLIED ? "already applied"
 	                    : out->before == OEAP_STATE_STALE ? "refreshed"
 	                                                      : "applied";
-	const char *verb = o->check ? (out->changed || r->bp.needed ? "would be applied" : "already applied") : state;
+	const char *verb = o->check ? (out->changed || r->bp.needed || r->bytecode.n ? "would be applied" : "already applied")
+	                            : state;
 	printf("%s: %s/%d %s%s%s\n", oeap_cli_target_rel(cli), cli->def->name, cli->def->version,
 	       oeap_color_good(stdout), verb, oeap_color_reset(stdout));
 	if (out->before == OEAP_STATE_STALE && !o->check)
@@ -302,6 +358,9 @@ static void print_text(const oeap_cli *cli, const apply_opts *o, const apply_res
 		printf("  binding module: %s from %s%s\n", o->check ? "would be updated" : "updated", r->bp.state.writer,
 		       r->bp.state.has_digest ? " (written by another oeapatch, unedited)"
 		                              : " (written by an oeapatch before content digests)");
+	for (size_t i = 0; i < r->bytecode.n; i++)
+		printf("  bytecode  %s %s: %s\n", o->check ? "would remove" : "removed", r->bytecode.items[i].path,
+		       r->bytecode.items[i].why);
 }
 
 int cmd_apply(int argc, char **argv)

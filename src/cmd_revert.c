@@ -11,6 +11,7 @@
 #include "fsio.h"
 #include "hook.h"
 #include "pipeline.h"
+#include "pycache.h"
 
 enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_FORCE, OPT_BREAK_LINKS };
 
@@ -57,10 +58,12 @@ typedef struct revert_result {
 	char *bind_path;
 	int bind_ours;    /* it is one oeapatch generated: revert removes it */
 	oeap_buf diff;    /* --diff */
+	oeap_pyc_list bytecode; /* removed (--check: would be): none may run in place of what is left */
 } revert_result;
 
 static void revert_result_free(revert_result *r)
 {
+	oeap_pyc_list_free(&r->bytecode);
 	oeap_outcome_free(&r->out);
 	oeap_buf_free(&r->diff);
 	free(r->bind_text);
@@ -68,18 +71,14 @@ static void revert_result_free(revert_result *r)
 	free(r->buf);
 }
 
-static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, oeap_error *err)
+/* Reads the target and the binding module and works out what revert would do. */
+static int plan(const oeap_cli *cli, const revert_opts *o, revert_result *r, oeap_error *err)
 {
-	int error = 0, lock = -1, writes = !o->check && !o->diff;
-	if (writes && (lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
+	if (oeap_read_file(cli->target, &r->buf, &r->len, err) ||
+	    oeap_revert_bytes(cli->def, r->buf, r->len, oeap_cli_target_rel(cli), o->force, &r->out, err))
 		return -1;
-	if ((error = oeap_read_file(cli->target, &r->buf, &r->len, err)) ||
-	    (error = oeap_revert_bytes(cli->def, r->buf, r->len, oeap_cli_target_rel(cli), o->force, &r->out, err)))
-		goto done;
-	if (!(r->bind_path = oeap_binding_path(cli->def, cli->target))) {
-		error = oeap_fail(err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
-		goto done;
-	}
+	if (!(r->bind_path = oeap_binding_path(cli->def, cli->target)))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
 	oeap_error ignore;
 	oeap_error_clear(&ignore);
 	/* Only a module we generated is ours to remove. */
@@ -89,33 +88,77 @@ static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, 
 	 * digest fails, or that has none and cannot be told from an edit, is
 	 * only removed with --force. */
 	oeap_binding_state st;
-	if (r->bind_ours && oeap_binding_classify(cli->def, r->bind_text, r->bind_len, &st)) {
-		error = oeap_fail(err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
+	if (r->bind_ours && oeap_binding_classify(cli->def, r->bind_text, r->bind_len, &st))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "revert", 0, "out of memory");
+	if (r->bind_ours && !o->force && st.kind == OEAP_BINDING_EDITED)
+		return oeap_fail(err, OEAP_ERR_REGION, r->bind_path, 0,
+		                 OEAP_BINDING_EDITED_WHY ": refusing to delete the edits; keep them elsewhere, or pass "
+		                 "--force to remove it with them");
+	if (r->bind_ours && !o->force && st.kind == OEAP_BINDING_UNKNOWN)
+		return oeap_fail(err, OEAP_ERR_REGION, r->bind_path, 0, OEAP_BINDING_UNKNOWN_WHY);
+	return 0;
+}
+
+static void plan_free(revert_result *r)
+{
+	oeap_outcome_free(&r->out);
+	free(r->bind_text);
+	free(r->bind_path);
+	free(r->buf);
+	r->bind_text = r->bind_path = r->buf = NULL;
+	r->bind_len = r->len = 0;
+	r->bind_ours = 0;
+}
+
+static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, oeap_error *err)
+{
+	int error = 0, lock = -1, writes = !o->check && !o->diff;
+	if ((error = plan(cli, o, r, err)))
 		goto done;
-	}
-	if (r->bind_ours && !o->force && st.kind == OEAP_BINDING_EDITED) {
-		error = oeap_fail(err, OEAP_ERR_REGION, r->bind_path, 0,
-		                  OEAP_BINDING_EDITED_WHY ": refusing to delete the edits; keep them elsewhere, or pass "
-		                  "--force to remove it with them");
-		goto done;
-	}
-	if (r->bind_ours && !o->force && st.kind == OEAP_BINDING_UNKNOWN) {
-		error = oeap_fail(err, OEAP_ERR_REGION, r->bind_path, 0, OEAP_BINDING_UNKNOWN_WHY);
-		goto done;
-	}
 	if (o->diff) {
 		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bind_ours ? r->bind_text : NULL,
 		                      r->bind_len, NULL, 0, &r->diff, err);
-	} else if (writes) {
-		/* The target first: a binding without an importer is harmless, the reverse is not. */
-		if (r->out.changed && (error = oeap_write_atomic(cli->target, r->out.out, r->out.out_len, 0644, err)))
-			goto done;
-		oeap_fault_point("revert:between-files");
-		if (r->bind_ours)
-			error = oeap_remove_file(r->bind_path, err);
-		if (!error)
-			oeap_hook_note_state(cli->root, 0); /* for post-checkout, as apply does */
+		goto done;
 	}
+	/* Bytecode that would run instead of what is left: a pyc of the patched
+	 * target with its mtime and size, or the sourceless module of ours. */
+	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 0, 0, r->bind_ours, &r->bytecode, err)))
+		goto done;
+	/* "Nothing to revert" needs no write access (a read-only image). */
+	if (!writes || (!r->out.changed && !r->bind_ours && !r->bytecode.n))
+		goto noted;
+	/* Only bytecode to remove: the files stay as they are, so neither the
+	 * lock nor a writable target is needed (unlinking a cache entry twice
+	 * is harmless), only a writable __pycache__. */
+	if (!r->out.changed && !r->bind_ours) {
+		error = oeap_pyc_remove(&r->bytecode, err);
+		goto noted;
+	}
+	oeap_pyc_list_free(&r->bytecode);
+	if ((lock = oeap_lock_flags(cli->target, 10000, o->break_links ? OEAP_LOCK_BREAK_LINKS : 0, err)) < 0)
+		return -1;
+	/* Again under the lock when another oeapatch wrote meanwhile (only
+	 * then: planning a big file twice doubles the time). */
+	if (!oeap_file_holds(cli->target, r->buf, r->len) || !oeap_file_holds(r->bind_path, r->bind_text, r->bind_len)) {
+		plan_free(r);
+		if ((error = plan(cli, o, r, err)))
+			goto done;
+	}
+	/* The target first: a binding without an importer is harmless, the reverse is not. */
+	if (r->out.changed && (error = oeap_write_atomic(cli->target, r->out.out, r->out.out_len, 0644, err)))
+		goto done;
+	oeap_fault_point("revert:between-files");
+	if (r->bind_ours && (error = oeap_remove_file(r->bind_path, err)))
+		goto done;
+	/* All bytecode of a rewritten target and of our removed module is of
+	 * bytes that are gone (a module of the same name that is not ours keeps
+	 * its own). */
+	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 0, r->out.changed, r->bind_ours, &r->bytecode, err)) ||
+	    (error = oeap_pyc_remove(&r->bytecode, err)))
+		goto done;
+noted:
+	if (writes && !error)
+		oeap_hook_note_state(cli->root, 0); /* for post-checkout, as apply does */
 done:
 	if (lock >= 0)
 		oeap_unlock(lock, cli->target);
@@ -132,6 +175,8 @@ static void print_json(const oeap_cli *cli, const revert_opts *o, const revert_r
 	json_object_set_new(j, "binding_removed", json_boolean(r->bind_ours));
 	if (o->diff)
 		json_object_set_new(j, "diff", oeap_json_strn(r->diff.data ? r->diff.data : "", r->diff.len));
+	else
+		json_object_set_new(j, o->check ? "bytecode_to_remove" : "bytecode_removed", oeap_pyc_list_json(&r->bytecode));
 	oeap_json_emit(j);
 }
 
@@ -148,6 +193,9 @@ static void print_text(const oeap_cli *cli, const revert_opts *o, const revert_r
 	                                  : "not applied: nothing to revert";
 	printf("%s: %s/%d %s%s%s\n", oeap_cli_target_rel(cli), cli->def->name, cli->def->version,
 	       oeap_color_good(stdout), verb, oeap_color_reset(stdout));
+	for (size_t i = 0; i < r->bytecode.n; i++)
+		printf("  bytecode  %s %s: %s\n", writes ? "removed" : "would remove", r->bytecode.items[i].path,
+		       r->bytecode.items[i].why);
 }
 
 int cmd_revert(int argc, char **argv)

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "fsio.h"
 #include "pipeline.h"
+#include "pycache.h"
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
@@ -56,6 +57,9 @@ static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
 		goto done;
 	}
+	/* verify's bytecode check too: a shadowing pyc means the server runs other code. */
+	if (r->rep.applied && (error = oeap_pyc_check(cli->def, cli->target, oeap_cli_apply_hint(cli), &r->rep, err)))
+		goto done;
 	oeap_error ignore;
 	oeap_error_clear(&ignore);
 	if (oeap_read_file(r->bind_path, &r->bind_text, &bind_len, &ignore) == 0) {

@@ -15,6 +15,7 @@
 #include "fsio.h"
 #include "pipeline.h"
 #include "quote.h"
+#include "pycache.h"
 #include "settings.h"
 
 extern char **environ;
@@ -238,6 +239,9 @@ static int compute(const oeap_cli *cli, const verify_opts *o, verify_result *r, 
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;
 	}
+	if (!ref && r->rep.applied &&
+	    (error = oeap_pyc_check(cli->def, cli->target, oeap_cli_apply_hint(cli), &r->rep, err)))
+		goto done;
 	for (size_t i = 0; ref && r->rep.applied && i < brep.n; i++)
 		if (oeap_report_add(&r->rep, brep.checks[i].name, brep.checks[i].ok, brep.checks[i].line, "%s",
 		                    brep.checks[i].detail)) {

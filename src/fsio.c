@@ -257,6 +257,18 @@ done:
 	return error;
 }
 
+int oeap_file_holds(const char *path, const char *data, size_t len)
+{
+	char *now = NULL;
+	size_t now_len = 0;
+	oeap_error ignore;
+	oeap_error_clear(&ignore);
+	int absent = oeap_read_file(path, &now, &now_len, &ignore) != 0;
+	int same = data ? !absent && now_len == len && memcmp(now, data, len) == 0 : absent;
+	free(now);
+	return same;
+}
+
 int oeap_remove_file(const char *path, oeap_error *err)
 {
 	if (unlink(path) && errno != ENOENT)

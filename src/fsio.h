@@ -27,6 +27,10 @@ int oeap_read_file(const char *path, char **data, size_t *len, oeap_error *err);
 int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mode,
                       oeap_error *err);
 
+/* Whether `path` holds exactly `data` (`data` NULL: whether it is absent or
+ * unreadable): "nobody wrote it since I read it". */
+int oeap_file_holds(const char *path, const char *data, size_t len);
+
 /* Removes `path` and fsyncs its directory. A missing file is success. */
 int oeap_remove_file(const char *path, oeap_error *err);
 

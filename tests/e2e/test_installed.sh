@@ -12,7 +12,12 @@
 #     is reported by verify and status as not applied, with the command that
 #     re-applies it, and that command works;
 #  4. revert gives the installed file back byte for byte; the not-found
-#     message says what -C takes (site-packages, --python).
+#     message says what -C takes (site-packages, --python);
+#  5. --python is the package that interpreter imports, from wherever it is
+#     asked (issue 15, items 2 and 3): not the sglang of the current folder
+#     (a checkout's python/), nor one PYTHONPATH adds, and never a checkout
+#     that encloses the interpreter's site-packages when its package lacks
+#     the target; the interpreter and the file it chose are printed.
 # tests/e2e/test_installed_pip.sh does the same with a real wheel from PyPI.
 #
 # Environment (set by ctest): OEAPATCH, OEA_LIBRARY, OEAPATCH_SOURCE_DIR.
@@ -100,5 +105,44 @@ echo "== 4. revert"
 expect "revert --python" 0 "$OEAPATCH" revert --python "$vpy"
 check "the installed topk.py is byte for byte as installed" cmp -s "$work/pristine.py" "$site/$installed_rel"
 check "the binding module is gone" test ! -e "$site/$binding"
+
+echo "== 5. --python: the interpreter's own package, from wherever it is asked"
+# A checkout with another era of topk.py, to run the interpreter from.
+ck=$work/other-checkout
+mkdir -p "$ck/python/sglang/srt/layers/moe"
+cp -r "$fix/pkg/python/sglang/." "$ck/python/sglang/"
+cp "$fix/eras/2025-12_layer_id_capturer.py" "$ck/python/$installed_rel"
+expect "status --python from inside a checkout's python/ folder" 1 \
+	bash -c "cd '$ck/python' && '$OEAPATCH' status --python '$vpy' --json"
+has "the venv's site-packages is the root, not the checkout" "\"root\": \"$site\""
+has "the JSON names the interpreter that answered" "\"executable\": \"$vpy\""
+expect "status --python with PYTHONPATH naming the checkout" 1 \
+	env PYTHONPATH="$ck/python" "$OEAPATCH" status --python "$vpy" --json
+has "PYTHONPATH (the caller's, not the server's) is not asked" "\"root\": \"$site\""
+expect "verify --python prints the interpreter and the file it chose" 1 \
+	bash -c "cd '$ck/python' && '$OEAPATCH' verify --python '$vpy'"
+has "the line names the interpreter" "python:   $vpy (Python 3."
+has "the line names the target file" "$site/$installed_rel"
+# A venv inside a checkout whose sglang has no topk.py (another version, a
+# partial install): the checkout around it is not what it imports.
+co3=$work/enclosing
+mkdir -p "$co3/python/sglang/srt/layers/moe"
+cp "$fix/eras/2025-08_topk_config.py" "$co3/python/$installed_rel"
+if "$python" -m venv --without-pip "$co3/.venv" >"$work/venv3.log" 2>&1; then
+	vpy3=$co3/.venv/bin/python
+	site3=$("$vpy3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+	mkdir -p "$site3/sglang"
+	touch "$site3/sglang/__init__.py"
+	cp "$co3/python/$installed_rel" "$work/co3-before.py"
+	expect "apply --python whose package has no target: an error" 2 \
+		"$OEAPATCH" apply --python "$vpy3" --library "$OEA_LIBRARY"
+	has "the message says where the interpreter imports from" "not found in $site3, where $vpy3 imports the package from"
+	check "the enclosing checkout was not touched" cmp -s "$work/co3-before.py" "$co3/python/$installed_rel"
+	check "no binding module in the enclosing checkout" test ! -e "$co3/python/$binding"
+	expect "verify --python whose package has no target: an error, not the checkout's verdict" 2 \
+		"$OEAPATCH" verify --python "$vpy3"
+else
+	bad "python3 -m venv failed" "$(cat "$work/venv3.log")"
+fi
 
 e2e_summary
