@@ -1,15 +1,19 @@
 #include "binding.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <openssl/evp.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fsio.h"
+#include "oea.h"
 #include "pysource.h"
 
 #ifndef OEAPATCH_INSTALL_LIBRARY_REL
@@ -30,6 +34,79 @@ static int put_literal(oeap_buf *b, const char *s)
 			return -1;
 	}
 	return oeap_buf_put(b, "'", 1);
+}
+
+/*
+ * The scalar fields of oea_problem that [library] problem_probe may set, laid
+ * out as native/include/oea.h says (the binding's ctypes mirror is held to
+ * the same header by tests/e2e/test_binding.py). struct_size is the
+ * definition's problem_size; pointers stay NULL (a call of n = 0 reads none).
+ */
+typedef struct probe_field_info {
+	const char *name;
+	size_t offset, size;
+	int is_unsigned;
+} probe_field_info;
+
+#define PROBE_FIELD(f, u) {#f, offsetof(oea_problem, f), sizeof(((oea_problem *)0)->f), u}
+static const probe_field_info PROBE_FIELDS[] = {
+	PROBE_FIELD(flags, 1),          PROBE_FIELD(n, 0),                  PROBE_FIELD(num_experts, 0),
+	PROBE_FIELD(top_k, 0),          PROBE_FIELD(num_shared, 0),         PROBE_FIELD(k0, 0),
+	PROBE_FIELD(scoring, 0),        PROBE_FIELD(renormalize, 0),        PROBE_FIELD(num_expert_group, 0),
+	PROBE_FIELD(topk_group, 0),     PROBE_FIELD(logits_dtype, 0),       PROBE_FIELD(logits_row_stride, 0),
+	PROBE_FIELD(ids_dtype, 0),      PROBE_FIELD(weights_dtype, 0),      PROBE_FIELD(ids_row_stride, 0),
+	PROBE_FIELD(weights_row_stride, 0), PROBE_FIELD(min_valid_rows, 0), PROBE_FIELD(reserved_abi2, 0),
+};
+
+/* The field `f` names, checked against the definition's block, or NULL with the reason in `why`. */
+static const probe_field_info *probe_field(const oeap_patchdef *def, const oeap_probe_field *f, char *why, size_t cap)
+{
+	const probe_field_info *info = NULL;
+	for (size_t i = 0; i < sizeof(PROBE_FIELDS) / sizeof(PROBE_FIELDS[0]); i++)
+		if (strcmp(PROBE_FIELDS[i].name, f->name) == 0)
+			info = &PROBE_FIELDS[i];
+	long long lo = info && info->is_unsigned ? 0 : info && info->size == 4 ? INT32_MIN : INT64_MIN;
+	long long hi = info && info->is_unsigned ? (long long)UINT32_MAX : info && info->size == 4 ? INT32_MAX : INT64_MAX;
+	if (!info)
+		snprintf(why, cap, "[library] problem_probe: %s is no scalar field of oea_problem (native/include/oea.h)",
+		         f->name);
+	else if (info->offset + info->size > (size_t)def->problem_size)
+		snprintf(why, cap, "[library] problem_probe: %s lies beyond problem_size (%d bytes)", f->name,
+		         def->problem_size);
+	else if (f->value < lo || f->value > hi)
+		snprintf(why, cap, "[library] problem_probe: %s=%lld does not fit the field", f->name, f->value);
+	else
+		return info;
+	return NULL;
+}
+
+/* {{library_symbols}}, {{problem_size}}, {{problem_probe}}: the [library] contract as Python literals. */
+static int render_contract(const oeap_patchdef *def, const char *k, size_t kn, oeap_buf *out, oeap_error *err)
+{
+	char why[256];
+	int rc = 0;
+	if (kn == 15 && !memcmp(k, "library_symbols", 15)) {
+		rc = oeap_buf_puts(out, "(");
+		for (size_t i = 0; !rc && def->library_symbols && def->library_symbols[i]; i++)
+			rc = oeap_buf_printf(out, "%s\"%s\"%s", i ? ", " : "", def->library_symbols[i],
+			                     i == 0 && !def->library_symbols[1] ? "," : ""); /* ("one",) is a tuple */
+		rc = rc || oeap_buf_puts(out, ")");
+	} else if (kn == 12 && !memcmp(k, "problem_size", 12)) {
+		if (!def->problem_size)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, "binding template", 0,
+			                 "{{problem_size}} needs [library] problem_size in patch.ini");
+		rc = oeap_buf_printf(out, "%d", def->problem_size);
+	} else {
+		rc = oeap_buf_puts(out, "{");
+		for (size_t i = 0; !rc && i < def->nprobe; i++) {
+			if (!probe_field(def, &def->problem_probe[i], why, sizeof(why)))
+				return oeap_fail(err, OEAP_ERR_DEFINITION, "binding template", 0, "%s", why);
+			rc = oeap_buf_printf(out, "%s\"%s\": %lld", i ? ", " : "", def->problem_probe[i].name,
+			                     def->problem_probe[i].value);
+		}
+		rc = rc || oeap_buf_puts(out, "}");
+	}
+	return rc ? oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory") : 0;
 }
 
 /* Renders template text [t, t+n) with every placeholder but {{library}}. */
@@ -58,7 +135,12 @@ static int render_part(const oeap_patchdef *def, const char *t, size_t n, const 
 			rc = oeap_buf_puts(out, def->name);
 		else if (kn == 7 && !memcmp(k, "version", 7))
 			rc = oeap_buf_printf(out, "%d", def->version);
-		else
+		else if ((kn == 15 && !memcmp(k, "library_symbols", 15)) || (kn == 12 && !memcmp(k, "problem_size", 12)) ||
+		         (kn == 13 && !memcmp(k, "problem_probe", 13))) {
+			if (render_contract(def, k, kn, out, err))
+				return -1;
+			rc = 0;
+		} else
 			return oeap_fail(err, OEAP_ERR_DEFINITION, "binding template", 0, "unknown placeholder {{%.*s}}",
 			                 (int)kn, k);
 		if (rc)
@@ -347,9 +429,122 @@ char *oeap_binding_path(const oeap_patchdef *def, const char *target_path)
 	return oeap_buf_detach(&b, NULL);
 }
 
-int oeap_library_probe(const char *path, int abi, char *detail, size_t cap)
+int oeap_library_relative(const char *library)
 {
-	if (access(path, R_OK) != 0) {
+	return library[0] != '/' && strchr(library, '/') != NULL;
+}
+
+/* The file the loader opened for handle `h` (its link map's name), or NULL. */
+static const char *loaded_file(void *h)
+{
+	struct link_map *map = NULL;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name || !map->l_name[0])
+		return NULL;
+	return map->l_name;
+}
+
+char *oeap_library_resolve(const char *name)
+{
+	if (!*name || strchr(name, '/'))
+		return NULL;
+	dlerror();
+	void *h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+	const char *file = h ? loaded_file(h) : NULL;
+	char *out = file ? realpath(file, NULL) : NULL;
+	if (h)
+		dlclose(h);
+	return out;
+}
+
+/*
+ * The binding's contract past the ABI number ([library] of the definition):
+ * every entry point it calls is exported, and oea_problem_check accepts the
+ * argument block the binding builds. 0, or -1 with the reason in `detail`.
+ */
+static int check_contract(const oeap_patchdef *def, void *h, const char *shown, char *detail, size_t cap)
+{
+	char missing[512], why[256];
+	size_t n = 0, count = 0;
+	missing[0] = '\0';
+	for (size_t i = 0; def->library_symbols && def->library_symbols[i]; i++)
+		if (!dlsym(h, def->library_symbols[i])) {
+			count++;
+			if (n < sizeof(missing))
+				n += (size_t)snprintf(missing + n, sizeof(missing) - n, "%s%s", n ? ", " : "",
+				                      def->library_symbols[i]);
+		}
+	if (count) {
+		snprintf(detail, cap,
+		         "%s does not export %s, which the binding calls (%s/%d, [library] symbols)",
+		         shown, missing, def->name, def->version);
+		return -1;
+	}
+	if (!def->problem_size)
+		return 0;
+	int (*check_fn)(const void *) = (int (*)(const void *))dlsym(h, "oea_problem_check");
+	const char *(*msg_fn)(int) = (const char *(*)(int))dlsym(h, "oea_status_message");
+	if (!check_fn) {
+		snprintf(detail, cap,
+		         "%s does not export oea_problem_check, with which the binding checks its argument block",
+		         shown);
+		return -1;
+	}
+	/* The block as the binding builds it: zeroed, struct_size, the probe's fields. */
+	union {
+		oea_problem p;
+		unsigned char bytes[OEAP_PROBLEM_SIZE_MAX];
+	} block;
+	memset(&block, 0, sizeof(block));
+	block.p.struct_size = (uint32_t)def->problem_size;
+	for (size_t i = 0; i < def->nprobe; i++) {
+		const probe_field_info *f = probe_field(def, &def->problem_probe[i], why, sizeof(why));
+		if (!f) {
+			snprintf(detail, cap, "%s: %s", def->dir, why);
+			return -1;
+		}
+		if (f->size == 8) {
+			int64_t v = (int64_t)def->problem_probe[i].value;
+			memcpy(block.bytes + f->offset, &v, 8);
+		} else if (f->is_unsigned) {
+			uint32_t v = (uint32_t)def->problem_probe[i].value;
+			memcpy(block.bytes + f->offset, &v, 4);
+		} else {
+			int32_t v = (int32_t)def->problem_probe[i].value;
+			memcpy(block.bytes + f->offset, &v, 4);
+		}
+	}
+	int status = check_fn(&block);
+	if (status != 0) {
+		const char *m = msg_fn ? msg_fn(status) : NULL;
+		snprintf(detail, cap,
+		         "%s refuses the binding's argument block (oea_problem of %d bytes, ABI %d): oea_problem_check "
+		         "returns %d (%s)",
+		         shown, def->problem_size, def->abi, status, m ? m : "no message");
+		return -1;
+	}
+	return 0;
+}
+
+int oeap_library_probe(const oeap_patchdef *def, const char *path, char *detail, size_t cap)
+{
+	int abi = def->abi;
+	/* The forms the binding's loader accepts (ctypes.CDLL, dlopen): a path
+	 * with a slash is opened as it is, relative to the working directory
+	 * of the process that opens it, which is the server's and unknown here. */
+	if (!*path) {
+		snprintf(detail, cap, "the library path is empty");
+		return -1;
+	}
+	if (oeap_library_relative(path)) {
+		snprintf(detail, cap,
+		         "%s is a relative path: the server would open it from its own working directory, which "
+		         "oeapatch cannot know; give an absolute path, or a bare file name that the loader's search path "
+		         "finds (LD_LIBRARY_PATH, the loader cache)",
+		         path);
+		return -1;
+	}
+	int bare = !strchr(path, '/');
+	if (!bare && access(path, R_OK) != 0) {
 		snprintf(detail, cap, "%s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -357,20 +552,40 @@ int oeap_library_probe(const char *path, int abi, char *detail, size_t cap)
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *e = dlerror();
-		snprintf(detail, cap, "%s does not load: %s", path, e ? e : "unknown dlopen error");
+		if (bare)
+			snprintf(detail, cap,
+			         "%s does not load: a bare file name is searched as the loader searches (LD_LIBRARY_PATH, the "
+			         "loader cache, the system directories): %s",
+			         path, e ? e : "unknown dlopen error");
+		else
+			snprintf(detail, cap, "%s does not load: %s", path, e ? e : "unknown dlopen error");
 		return -1;
 	}
+	/* A bare name: say which file the search found, the one the server loads
+	 * given the same search path. */
+	char shown[PATH_MAX + 128];
+	const char *file = bare ? loaded_file(h) : NULL;
+	if (file)
+		snprintf(shown, sizeof(shown), "%s (found by the loader's search path: %s)", path, file);
+	else
+		snprintf(shown, sizeof(shown), "%s", path);
 	int rc = -1;
 	int (*abi_fn)(void) = (int (*)(void))dlsym(h, "oea_abi_version");
 	const char *(*ver_fn)(void) = (const char *(*)(void))dlsym(h, "oea_version");
 	int (*cuda_fn)(void) = (int (*)(void))dlsym(h, "oea_has_cuda");
 	if (!abi_fn) {
-		snprintf(detail, cap, "%s loads but has no oea_abi_version: not liboea", path);
+		snprintf(detail, cap, "%s loads but has no oea_abi_version: not liboea", shown);
 	} else if (abi_fn() != abi) {
-		snprintf(detail, cap, "%s reports ABI %d, the binding expects ABI %d", path, abi_fn(), abi);
-	} else {
-		snprintf(detail, cap, "%s loads, ABI %d, version %s, %s", path, abi, ver_fn ? ver_fn() : "?",
-		         cuda_fn && cuda_fn() ? "with CUDA" : "CPU only (built without CUDA)");
+		snprintf(detail, cap, "%s reports ABI %d, the binding expects ABI %d", shown, abi_fn(), abi);
+	} else if (check_contract(def, h, shown, detail, cap) == 0) {
+		size_t nsym = 0;
+		while (def->library_symbols && def->library_symbols[nsym])
+			nsym++;
+		int n = snprintf(detail, cap, "%s loads, ABI %d, version %s, %s", shown, abi, ver_fn ? ver_fn() : "?",
+		                 cuda_fn && cuda_fn() ? "with CUDA" : "CPU only (built without CUDA)");
+		if (n > 0 && (size_t)n < cap && (nsym || def->problem_size))
+			snprintf(detail + n, cap - (size_t)n, "; the binding's %zu entry points exported%s", nsym,
+			         def->problem_size ? ", its argument block accepted" : "");
 		rc = 0;
 	}
 	dlclose(h);
@@ -497,7 +712,7 @@ int oeap_binding_verify_with(const oeap_patchdef *def, const char *target_path, 
 	if ((error = oeap_binding_check_text(def, path, text, len, rep, &library)) || !library)
 		goto done;
 	const char *lib = override ? override : library;
-	if (oeap_library_probe(lib, def->abi, detail, sizeof(detail)))
+	if (oeap_library_probe(def, lib, detail, sizeof(detail)))
 		error = oeap_report_add(rep, "library", 0, 0, "%s%s%s%s", detail, override ? " (set by " : "",
 		                        override && def->library_env ? def->library_env : "", override ? ")" : "");
 	else

@@ -95,11 +95,28 @@ char *oeap_binding_recorded_library(const oeap_patchdef *def, const char *text, 
 char *oeap_binding_path(const oeap_patchdef *def, const char *target_path);
 
 /*
- * Loads `path` the way the binding will (dlopen) and checks it reports ABI
- * `abi`. 0 when it does; else -1 with the reason in `detail`. On success
- * `detail` describes the library (version, CUDA or not).
+ * Loads `path` the way the binding will (dlopen: a bare file name is
+ * searched as the loader searches, and `detail` names the file it found) and
+ * checks it as the binding will use it: it reports the definition's ABI,
+ * exports every entry point of [library] symbols, and oea_problem_check
+ * accepts the binding's argument block ([library] problem_size and
+ * problem_probe). A relative path with a slash is refused: the server would
+ * resolve it against its own working directory. 0 when all holds; else -1
+ * with the reason in `detail`. On success `detail` describes the library
+ * (version, CUDA or not).
  */
-int oeap_library_probe(const char *path, int abi, char *detail, size_t cap);
+int oeap_library_probe(const oeap_patchdef *def, const char *path, char *detail, size_t cap);
+
+/* 1 when `library` is a relative path with a slash (lib/liboea.so.2): a form
+ * the binding refuses, since it would name another file in another working
+ * directory. An absolute path and a bare file name are 0. */
+int oeap_library_relative(const char *library);
+
+/* The file the loader's search path (LD_LIBRARY_PATH, the loader cache, the
+ * system directories) finds for the bare file name `name`, as an absolute
+ * path without symbolic links, or NULL (not found, or `name` has a slash).
+ * Caller frees. */
+char *oeap_library_resolve(const char *name);
 
 /* The library apply records when --library is not given ($OEAPATCH_LIBRARY,
  * the installed one beside the executable, or the build tree's). Caller frees;

@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "binding.h"
 #include "cli.h"
@@ -152,6 +153,20 @@ static void binding_plan_free(binding_plan *bp)
 	oeap_buf_free(&bp->want);
 }
 
+/*
+ * The file --library names, as the absolute path the binding records (the
+ * server's working directory is not this one, and a relative path would name
+ * another file there): a path with a slash or a file here is that file; a
+ * bare name that is no file here is searched as the loader searches, and the
+ * file it finds is recorded. NULL when there is none. Caller frees.
+ */
+static char *library_argument(const char *arg)
+{
+	if (strchr(arg, '/') || access(arg, F_OK) == 0)
+		return realpath(arg, NULL);
+	return oeap_library_resolve(arg);
+}
+
 /* What apply did (or would do): compute fills it, the printers print it. */
 typedef struct apply_result {
 	char *buf;        /* the target as read */
@@ -218,15 +233,18 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 	/* --library, else the library the checkout's binding already records (a
 	 * plain re-apply, as the hooks run after a pull, must not rebind it),
 	 * else the default one. */
-	r->library = o->library ? realpath(o->library, NULL) : recorded_library(cli);
+	r->library = o->library ? library_argument(o->library) : recorded_library(cli);
 	if (!r->library && !o->library)
 		r->library = oeap_library_default();
 	if (!r->library)
 		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0, "%s",
-		                 o->library ? "the library given does not exist"
-		                            : "no liboea found (not installed beside oeapatch, not in the build tree): pass "
-		                              "--library");
-	if (oeap_library_probe(r->library, cli->def->abi, detail, sizeof(detail)))
+		                 !o->library ? "no liboea found (not installed beside oeapatch, not in the build tree): pass "
+		                               "--library"
+		                 : strchr(o->library, '/')
+		                     ? "the library given does not exist"
+		                     : "no file of that name in the current directory, and the loader's search path "
+		                       "(LD_LIBRARY_PATH, the loader cache, the system directories) does not find it");
+	if (oeap_library_probe(cli->def, r->library, detail, sizeof(detail)))
 		return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
 		                 "%s: the binding would load a library that does not work", detail);
 	if ((error = plan(cli, o, r, err)))

@@ -270,6 +270,57 @@ static int bad(load_ctx *c, int line, const char *section, const char *name, con
 	return 0;
 }
 
+/* [library]: what the binding needs of liboea (patchdef.h, docs/patch-definitions.md). */
+static int library_entry(load_ctx *c, const char *name, const char *value, int lineno)
+{
+	oeap_patchdef *def = c->def;
+	long long n;
+	if (strcmp(name, "symbols") == 0) {
+		free_words(def->library_symbols);
+		def->library_symbols = split_words(value);
+		for (size_t i = 0; def->library_symbols && def->library_symbols[i]; i++)
+			if (!is_identifier(def->library_symbols[i]))
+				return bad(c, lineno, "library", name, "expected C function names separated by blanks");
+		return def->library_symbols != NULL ||
+		       bad(c, lineno, "library", name, "expected the entry points the binding calls, e.g. 'oea_abi_version'");
+	}
+	if (strcmp(name, "problem_size") == 0) {
+		/* at least struct_size and flags; a block far larger is no struct of this ABI */
+		if (!manifest_int(value, &n) || n < 8 || n > OEAP_PROBLEM_SIZE_MAX)
+			return bad(c, lineno, "library", name, "must be the binding's sizeof(oea_problem), 8..4096");
+		def->problem_size = (int)n;
+		return 1;
+	}
+	if (strcmp(name, "problem_probe") == 0) {
+		char **words = split_words(value);
+		for (size_t i = 0; i < def->nprobe; i++) /* a repeated key replaces, as for symbols */
+			free(def->problem_probe[i].name);
+		def->nprobe = 0;
+		int ok = words != NULL;
+		for (size_t i = 0; ok && words[i]; i++) {
+			char *eq = strchr(words[i], '=');
+			oeap_probe_field *a = realloc(def->problem_probe, (def->nprobe + 1) * sizeof(*a));
+			if (a)
+				def->problem_probe = a;
+			if (!eq || !a)
+				ok = 0;
+			else {
+				*eq = '\0';
+				char *end = NULL;
+				errno = 0;
+				long long v = strtoll(eq + 1, &end, 10);
+				ok = is_identifier(words[i]) && end != eq + 1 && !*end && !errno &&
+				     (a[def->nprobe].name = strdup(words[i])) != NULL;
+				if (ok)
+					a[def->nprobe++].value = v;
+			}
+		}
+		free_words(words);
+		return ok || bad(c, lineno, "library", name, "expected FIELD=INTEGER pairs, e.g. 'num_experts=1 top_k=1'");
+	}
+	return bad(c, lineno, "library", name, "unknown key");
+}
+
 static int on_entry(void *user, const char *section, const char *name, const char *value,
                     int lineno)
 {
@@ -335,6 +386,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 		}
 		return bad(c, lineno, section, name, "unknown key");
 	}
+	if (strcmp(section, "library") == 0)
+		return library_entry(c, name, value, lineno);
 	if (strncmp(section, "setting:", 8) == 0) {
 		oeap_setting_def *st = setting_get(def, section + 8);
 		long long n;
@@ -659,6 +712,11 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 		                  def->installed_target);
 		goto done;
 	}
+	if (def->nprobe && !def->problem_size) {
+		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+		                  "[library] problem_probe needs problem_size (the struct_size it is handed with)");
+		goto done;
+	}
 	if ((error = load_anchor_queries(def, err)) || (error = load_regions(def, err)) ||
 	    (error = load_settings(def, err)))
 		goto done;
@@ -714,6 +772,10 @@ void oeap_patchdef_free(oeap_patchdef *def)
 	free(def->env_prefix);
 	free_words(def->bool_true);
 	free_words(def->bool_false);
+	free_words(def->library_symbols);
+	for (size_t i = 0; i < def->nprobe; i++)
+		free(def->problem_probe[i].name);
+	free(def->problem_probe);
 	for (size_t i = 0; i < def->nsettings; i++) {
 		oeap_setting_def *st = &def->settings[i];
 		free(st->name);

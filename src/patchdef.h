@@ -70,6 +70,15 @@ typedef struct oeap_setting_def {
 	int is_switch;    /* 1: its zero/false value turns the binding off (at most one setting) */
 } oeap_setting_def;
 
+/* The largest [library] problem_size accepted (a struct far beyond any ABI's is a typo). */
+#define OEAP_PROBLEM_SIZE_MAX 4096
+
+/* One field of the argument block the binding hands oea_problem_check ([library] problem_probe). */
+typedef struct oeap_probe_field {
+	char *name;       /* a field of oea_problem (native/include/oea.h) */
+	long long value;
+} oeap_probe_field;
+
 typedef struct oeap_patchdef {
 	char *dir;
 	char *name;       /* [a-z0-9-]+ */
@@ -88,6 +97,13 @@ typedef struct oeap_patchdef {
 	char *env_prefix;     /* optional: every variable with this prefix is the binding's; one that
 	                         is no [setting:] is reported (a typo means a setting silently dropped) */
 	char **bool_true, **bool_false; /* the spellings of booleans (NULL-terminated), case-insensitive */
+	/* [library]: the contract of liboea as the binding uses it, declared once
+	 * (the binding is rendered with it and checks it at import; the library
+	 * check of verify, status and apply checks the same). */
+	char **library_symbols;  /* every entry point the binding calls (NULL-terminated) */
+	int problem_size;        /* the struct_size of the binding's oea_problem */
+	oeap_probe_field *problem_probe; /* the block it hands oea_problem_check (other fields 0) */
+	size_t nprobe;
 	oeap_setting_def *settings; /* in file order */
 	size_t nsettings;
 	oeap_anchor_def *anchors;

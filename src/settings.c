@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "binding.h"
 #include "buf.h"
 #include "fsio.h"
 #include "quote.h"
@@ -614,6 +615,18 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
 				goto oom;
 		}
+	/* The library the binding loads: its loader refuses a relative path with
+	 * a slash, which would name a file in the server's working directory (not
+	 * verify's). Only while on: off, the binding loads nothing. */
+	for (size_t i = 0; res->on && def->library_env && i < n; i++)
+		if (res->given[i] && res->strings[i] && !strcmp(def->settings[i].name, def->library_env) &&
+		    oeap_library_relative(res->strings[i]) &&
+		    add_problem(res, def->settings[i].name, oeap_env_get(env, def->settings[i].name), 1,
+		                "a relative path, which the binding refuses to load (the start stops, or, not strict, "
+		                "OEA stays off): it would be opened from the server's working directory, not this one; "
+		                "give an absolute path, or a bare file name that the loader's search path finds "
+		                "(LD_LIBRARY_PATH, the loader cache)"))
+			goto oom;
 	/* Names in the binding's namespace that are no setting. */
 	size_t plen = def->env_prefix ? strlen(def->env_prefix) : 0;
 	for (size_t k = 0; plen && k < env->n; k++) {

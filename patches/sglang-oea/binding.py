@@ -33,6 +33,13 @@ _PATCH = "{{patch}}"
 _PATCH_VERSION = {{version}}
 ABI_VERSION = {{abi}}
 RECORDED_LIBRARY = {{library}}
+# liboea as this module uses it, from the patch definition's [library] (the
+# one declaration, which `oeapatch verify`, `status` and `apply` check the
+# same way before a start): every entry point it calls, and the argument
+# block oea_problem_check must accept (its struct_size and fields).
+LIBRARY_SYMBOLS = {{library_symbols}}
+PROBLEM_SIZE = {{problem_size}}
+PROBLEM_PROBE = {{problem_probe}}
 
 # Limits of one liboea call (native/include/oea.h).
 OEA_MAX_ROWS = 1024
@@ -233,26 +240,51 @@ def _declare_structs():
     OeaStats, OeaProblem = _Stats, _Problem
 
 
+def library_path_problem(path):
+    """Why `path` is no library this module loads, or None.
+
+    An absolute path, or a bare file name that the loader's search path finds
+    (LD_LIBRARY_PATH, the loader cache), as ctypes.CDLL and dlopen read them.
+    A relative path with a slash would be opened from this process's working
+    directory, which `oeapatch verify` cannot know: refused.
+    """
+    if "/" in path and not path.startswith("/"):
+        return ("%r is a relative path: it would be opened from the server's working "
+                "directory, which `oeapatch verify` cannot check; give an absolute path, or a "
+                "bare file name that the loader's search path finds (LD_LIBRARY_PATH, the "
+                "loader cache)" % path)
+    return None
+
+
 def load_library(path):
-    """Open liboea at `path`, declare its functions and check its ABI.
+    """Open liboea at `path`, declare its functions and check it as this module uses it:
+    LIBRARY_SYMBOLS exported, ABI_VERSION, and PROBLEM_PROBE accepted by oea_problem_check.
 
     Returns the ctypes handle; raises OSError or RuntimeError with the reason.
     """
     import ctypes
 
+    problem = library_path_problem(path)
+    if problem:
+        raise OSError(problem)
     if OeaProblem is None:
         _declare_structs()
+    if ctypes.sizeof(OeaProblem) != PROBLEM_SIZE:
+        raise RuntimeError("this module's oea_problem is %d bytes, its patch definition declares %d"
+                           % (ctypes.sizeof(OeaProblem), PROBLEM_SIZE))
     lib = ctypes.CDLL(path)
-    for name in ("oea_abi_version", "oea_status_message", "oea_has_cuda",
-                 "oea_route_host", "oea_route_cuda"):
-        if not hasattr(lib, name):
-            raise RuntimeError("does not export %s (not a liboea)" % name)
+    missing = [name for name in LIBRARY_SYMBOLS if not hasattr(lib, name)]
+    if missing:
+        raise RuntimeError("does not export %s, which this module calls (not a liboea of ABI %d)"
+                           % (", ".join(missing), ABI_VERSION))
     lib.oea_abi_version.argtypes = []
     lib.oea_abi_version.restype = ctypes.c_int
     lib.oea_status_message.argtypes = [ctypes.c_int]
     lib.oea_status_message.restype = ctypes.c_char_p
     lib.oea_has_cuda.argtypes = []
     lib.oea_has_cuda.restype = ctypes.c_int
+    lib.oea_problem_check.argtypes = [ctypes.c_void_p]
+    lib.oea_problem_check.restype = ctypes.c_int
     lib.oea_route_host.argtypes = [ctypes.c_void_p]
     lib.oea_route_host.restype = ctypes.c_int
     lib.oea_route_cuda.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -263,19 +295,15 @@ def load_library(path):
             "ABI version %d, but this binding was written for ABI %d "
             "(re-run `oeapatch apply` with the matching liboea)" % (abi, ABI_VERSION)
         )
-    if hasattr(lib, "oea_problem_check"):
-        # The library must accept our struct as the ABI says it is laid out.
-        lib.oea_problem_check.argtypes = [ctypes.c_void_p]
-        lib.oea_problem_check.restype = ctypes.c_int
-        probe = OeaProblem(struct_size=ctypes.sizeof(OeaProblem), num_experts=1, top_k=1,
-                           k0=1, logits_row_stride=1, ids_dtype=_DTYPE_I32,
-                           ids_row_stride=1, weights_row_stride=1)
-        status = lib.oea_problem_check(ctypes.addressof(probe))
-        if status != OEA_OK:
-            raise RuntimeError(
-                "refuses this binding's oea_problem (%d bytes): %s"
-                % (ctypes.sizeof(OeaProblem), _message(lib, status))
-            )
+    # The library must accept our struct as the ABI says it is laid out.
+    probe = OeaProblem(struct_size=PROBLEM_SIZE, **PROBLEM_PROBE)
+    status = lib.oea_problem_check(ctypes.addressof(probe))
+    if status != OEA_OK:
+        raise RuntimeError(
+            "refuses this binding's argument block (oea_problem of %d bytes, ABI %d): "
+            "oea_problem_check returns %d (%s)"
+            % (PROBLEM_SIZE, ABI_VERSION, status, _message(lib, status))
+        )
     return lib
 
 

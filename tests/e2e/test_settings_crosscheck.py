@@ -234,6 +234,31 @@ def main():
                 return "%d agreements, %d values refused" % (agree, bad)
             per_setting()
 
+        # The forms of SGLANG_OEA_LIBRARY: the binding's loader refuses a relative
+        # path with a slash (library_path_problem), verify's settings check too.
+        forms = ["lib/liboea.so", "./liboea.so", "../lib/liboea.so.2", " a/b ", "lib/",
+                 "/opt/liboea.so", "liboea.so.2", " liboea.so ", "/"]
+
+        @case("SGLANG_OEA_LIBRARY forms with K0 on: the binding's loader and verify agree")
+        def library_forms():
+            refused = 0
+            for value in forms:
+                env = {"SGLANG_OEA_K0": "3", "SGLANG_OEA_LIBRARY": value}
+                path = module.parse_settings(env)["library"]
+                binding_refuses = module.library_path_problem(path) is not None
+                rc, doc = verify.run(env=env)
+                flagged = [p for p in doc["settings"]["problems"]
+                           if p["variable"] == "SGLANG_OEA_LIBRARY"]
+                check(binding_refuses == bool(flagged),
+                      "%r: the binding %s it, verify %s" % (value, "refuses" if binding_refuses else
+                                                            "accepts", flagged or "accepts it"))
+                check(not flagged or (flagged[0]["severity"] == "error" and rc == 1),
+                      "%r: verify exit %d, %r" % (value, rc, flagged))
+                refused += binding_refuses
+            check(refused == 5, "%d of %d forms refused, 5 expected" % (refused, len(forms)))
+            return "%d forms, %d refused" % (len(forms), refused)
+        library_forms()
+
         # The switch: the import (not parse_settings) decides between a warning and a stop.
         lenient = [
             ({"SGLANG_OEA_STATS": "maybe"}, True),

@@ -17,6 +17,8 @@
 #include "binding.h"
 #include "buf.h"
 #include "pipeline.h"
+/* the layout of oea_problem (the CLI builds the binding's block from it) */
+#include "../../native/include/oea.h"
 
 #define LIB "/opt/oea/lib/liboea.so.2.0.0"
 
@@ -322,9 +324,111 @@ static void test_not_ours(void **state)
 	assert_int_equal(oeap_binding_digest_holds(t, strlen(t)), -1);
 }
 
+/* The [library] contract is rendered into the module from the definition. */
+static void test_render_contract(void **state)
+{
+	(void)state;
+	size_t len;
+	char *t = render(&len);
+	const char *line = strstr(t, "\nLIBRARY_SYMBOLS = (");
+	assert_non_null(line);
+	const char *eol = strchr(line + 1, '\n');
+	assert_non_null(def->library_symbols);
+	size_t n = 0;
+	for (; def->library_symbols[n]; n++) {
+		char quoted[128];
+		snprintf(quoted, sizeof(quoted), "\"%s\"", def->library_symbols[n]);
+		const char *at = strstr(line, quoted);
+		assert_true(at && at < eol);
+	}
+	assert_int_equal(n, 6);
+	/* The binding's block is ABI 2's oea_problem, as the header lays it out. */
+	assert_int_equal(def->problem_size, (int)sizeof(oea_problem));
+	char want[64];
+	snprintf(want, sizeof(want), "\nPROBLEM_SIZE = %d\n", def->problem_size);
+	assert_non_null(strstr(t, want));
+	assert_non_null(strstr(t, "\nPROBLEM_PROBE = {\"num_experts\": 1, \"top_k\": 1, \"k0\": 1, "));
+	free(t);
+}
+
+/* A probe field that oea_problem does not have is the definition's error,
+ * at render and at the library check alike (nothing guesses an offset). */
+static void test_probe_unknown_field(void **state)
+{
+	(void)state;
+	assert_true(def->nprobe > 0);
+	char *saved = def->problem_probe[0].name;
+	def->problem_probe[0].name = "num_expertz";
+	oeap_buf b = OEAP_BUF_INIT;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_not_equal(oeap_binding_render(def, LIB, &b, &err), 0);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_non_null(strstr(err.message, "num_expertz is no scalar field of oea_problem"));
+	oeap_buf_free(&b);
+	char detail[1024];
+	const char *lib = getenv("OEA_LIBRARY");
+	assert_non_null(lib);
+	assert_int_not_equal(oeap_library_probe(def, lib, detail, sizeof(detail)), 0);
+	assert_non_null(strstr(detail, "num_expertz is no scalar field of oea_problem"));
+	def->problem_probe[0].name = saved;
+}
+
+/* The real liboea holds the contract; a block size it refuses is named with
+ * the library's own message. */
+static void test_probe_real_library(void **state)
+{
+	(void)state;
+	char detail[1024];
+	const char *lib = getenv("OEA_LIBRARY");
+	assert_non_null(lib);
+	if (oeap_library_probe(def, lib, detail, sizeof(detail)) != 0)
+		fail_msg("%s", detail);
+	assert_non_null(strstr(detail, "the binding's 6 entry points exported, its argument block accepted"));
+	int saved = def->problem_size;
+	def->problem_size = (int)OEA_PROBLEM_SIZE_V1 - 8; /* below any ABI's struct */
+	assert_int_not_equal(oeap_library_probe(def, lib, detail, sizeof(detail)), 0);
+	def->problem_size = saved;
+	assert_non_null(strstr(detail, "refuses the binding's argument block"));
+	assert_non_null(strstr(detail, "oea_problem_check returns 2 ("));
+	/* an entry point the library lacks */
+	char **syms = def->library_symbols;
+	char *extra[] = {"oea_abi_version", "oea_route_everything", NULL};
+	def->library_symbols = extra;
+	assert_int_not_equal(oeap_library_probe(def, lib, detail, sizeof(detail)), 0);
+	def->library_symbols = syms;
+	assert_non_null(strstr(detail, "does not export oea_route_everything, which the binding calls"));
+}
+
+/* The forms of a library path: absolute or a bare name; a relative path with
+ * a slash is refused before anything is opened. */
+static void test_library_path_forms(void **state)
+{
+	(void)state;
+	assert_int_equal(oeap_library_relative("lib/liboea.so.2"), 1);
+	assert_int_equal(oeap_library_relative("./liboea.so"), 1);
+	assert_int_equal(oeap_library_relative("../liboea.so"), 1);
+	assert_int_equal(oeap_library_relative("liboea.so.2"), 0);
+	assert_int_equal(oeap_library_relative("/opt/liboea.so"), 0);
+	char detail[1024];
+	assert_int_not_equal(oeap_library_probe(def, "native/liboea.so", detail, sizeof(detail)), 0);
+	assert_non_null(strstr(detail, "native/liboea.so is a relative path"));
+	assert_null(oeap_library_resolve("/opt/liboea.so"));
+	assert_null(oeap_library_resolve("liboea-not-installed-anywhere.so.9"));
+	/* the C library is on every loader's search path */
+	char *libc = oeap_library_resolve("libc.so.6");
+	assert_non_null(libc);
+	assert_int_equal(libc[0], '/');
+	free(libc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_render_contract),
+		cmocka_unit_test(test_probe_unknown_field),
+		cmocka_unit_test(test_probe_real_library),
+		cmocka_unit_test(test_library_path_forms),
 		cmocka_unit_test(test_render_is_current),
 		cmocka_unit_test(test_one_byte_changed_is_edited),
 		cmocka_unit_test(test_crlf_is_the_same_module),

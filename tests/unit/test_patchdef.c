@@ -293,6 +293,57 @@ static void test_arg_alternatives(void **state)
 	oeap_patchdef_free(def);
 }
 
+/* [library]: what the binding needs of liboea, declared once. */
+static void test_library_section(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	assert_non_null(def->library_symbols);
+	assert_string_equal(def->library_symbols[0], "oea_abi_version");
+	size_t n = 0;
+	while (def->library_symbols[n])
+		n++;
+	assert_int_equal(n, 6);
+	assert_int_equal(def->problem_size, 136);
+	assert_true(def->nprobe >= 3);
+	assert_string_equal(def->problem_probe[0].name, "num_experts");
+	assert_int_equal(def->problem_probe[0].value, 1);
+	oeap_patchdef_free(def);
+}
+
+static void test_library_bad_size(void **state)
+{
+	fixture *f = *state;
+	long line = edit_ini(f, "problem_size = 136", "problem_size = 4");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "[library] problem_size: must be the binding's sizeof(oea_problem)",
+	                        line);
+}
+
+static void test_library_bad_probe(void **state)
+{
+	fixture *f = *state;
+	long line = edit_ini(f, "problem_probe = num_experts=1", "problem_probe = num_experts:1");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "[library] problem_probe: expected FIELD=INTEGER pairs", line);
+}
+
+static void test_library_bad_symbol(void **state)
+{
+	fixture *f = *state;
+	long line = edit_ini(f, "symbols = oea_abi_version", "symbols = oea_abi_version()");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "[library] symbols: expected C function names", line);
+}
+
+static void test_library_probe_without_size(void **state)
+{
+	fixture *f = *state;
+	edit_ini(f, "problem_size = 136", "; problem_size = 136");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "[library] problem_probe needs problem_size", -1);
+}
+
 static void test_unknown_key(void **state)
 {
 	fixture *f = *state;
@@ -585,6 +636,11 @@ int main(void)
 		cmocka_unit_test(test_real_definition),
 		T(test_copy_loads),
 		T(test_arg_alternatives),
+		cmocka_unit_test(test_library_section),
+		T(test_library_bad_size),
+		T(test_library_bad_probe),
+		T(test_library_bad_symbol),
+		T(test_library_probe_without_size),
 		T(test_unknown_key),
 		T(test_unknown_key_in_anchor),
 		T(test_unknown_section),
