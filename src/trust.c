@@ -211,12 +211,8 @@ int oeap_trust_target_owner(const char *target, uid_t *owner)
 
 const char *oeap_trust_escape_name(const oeap_patchdef *def)
 {
-	static char name[128];
-	if (!def->env_prefix)
-		return NULL;
-	snprintf(name, sizeof(name), "%s%s", def->env_prefix, OEAP_TRUST_ESCAPE);
-	const oeap_setting_def *s = oeap_patchdef_setting(def, name);
-	return s && s->type == OEAP_SETTING_BOOL ? name : NULL;
+	const oeap_setting_def *s = def->trust_escape ? oeap_patchdef_setting(def, def->trust_escape) : NULL;
+	return s && s->type == OEAP_SETTING_BOOL ? def->trust_escape : NULL;
 }
 
 int oeap_trust_escape_on(const oeap_patchdef *def, const oeap_settings_result *s)

@@ -52,15 +52,12 @@ int oeap_trust_check(const char *path, uid_t owner, oeap_trust_problem *p);
 int oeap_trust_target_owner(const char *target, uid_t *owner);
 
 /*
- * The escape for development trees: the definition's setting named
- * env_prefix + OEAP_TRUST_ESCAPE (SGLANG_OEA_ALLOW_UNTRUSTED), read from the
- * server's environment by verify and by the binding at import alike, so the
- * gate and the server agree. Set true, a path that fails the rule is a
- * warning ("WARN trust:..."), never a silent pass. NULL when the definition
- * has no such setting (then there is no escape).
+ * The escape for development trees: the bool setting the definition names
+ * in [binding] trust_escape, read from the server's environment by verify
+ * and by the binding at import alike, so the gate and the server agree. Set
+ * true, a path that fails the rule is a warning ("WARN trust:..."), never a
+ * silent pass. NULL when the definition has none (then there is no escape).
  */
-#define OEAP_TRUST_ESCAPE "ALLOW_UNTRUSTED"
-
 struct oeap_patchdef;
 struct oeap_settings_result;
 struct oeap_report;
