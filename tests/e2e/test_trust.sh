@@ -152,4 +152,33 @@ expect "the escape is reported even when nothing needs it" 0 env SGLANG_OEA_ALLO
 	"$OEAPATCH" verify -C "$WORK/build-tree"
 has "... as a warning to unset it" "SGLANG_OEA_ALLOW_UNTRUSTED=true is set, and nothing here needs it"
 
+echo "== git hooks: what git runs as whoever runs it"
+R=$(checkout hooks)
+git -C "$R" init -q && git -C "$R" add -A && git -C "$R" commit -qm fixture
+expect "hook install in a good repository" 0 "$OEAPATCH" hook install -C "$R"
+expect "hook status is green" 0 "$OEAPATCH" hook status -C "$R"
+chmod 0666 "$R/.git/hooks/post-merge"
+expect "hook status fails once a hook of ours is 0666" 1 "$OEAPATCH" hook status -C "$R"
+has "... naming it and the fix" "$R/.git/hooks/post-merge (owner uid 0 (root), mode 0666) is writable by others: \`chmod go-w $R/.git/hooks/post-merge\`"
+expect "--json says it" 1 "$OEAPATCH" hook status -C "$R" --json
+has "... as untrusted" '"untrusted": "'
+chmod 0755 "$R/.git/hooks/post-merge"
+printf '#!/bin/sh\nexit 0\n' >"$R/.git/hooks/post-merge.oeapatch-chained"
+chmod 0777 "$R/.git/hooks/post-merge.oeapatch-chained"
+expect "hook status fails when the hook it chains is 0777" 1 "$OEAPATCH" hook status -C "$R"
+has "... naming the chained hook" "post-merge.oeapatch-chained (owner uid 0 (root), mode 0777)"
+rm -f "$R/.git/hooks/post-merge.oeapatch-chained"
+expect "hook uninstall" 0 "$OEAPATCH" hook uninstall -C "$R"
+chmod 0777 "$R/.git/hooks"
+before=$(ls -la "$R/.git/hooks")
+expect "hook install into a 0777 hooks directory is refused" 2 "$OEAPATCH" hook install -C "$R" --uncommitted
+has "... naming it" "the hooks directory: $R/.git/hooks (owner uid 0 (root), mode 0777) is writable by others"
+check "... nothing written" test "$before" = "$(ls -la "$R/.git/hooks")"
+chmod 0755 "$R/.git/hooks"
+before=$(ls -la "$R/.git/hooks")
+L=$(library_in "$WORK/hooks-lib" 0666)
+expect "hook install --reapply recording a 0666 library is refused" 2 "$OEAPATCH" hook install -C "$R" --reapply --library "$L"
+has "... naming it" "the library --reapply records: $L (owner uid 0 (root), mode 0666)"
+check "... nothing written" test "$before" = "$(ls -la "$R/.git/hooks")"
+
 e2e_summary
