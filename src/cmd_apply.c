@@ -14,6 +14,8 @@
 #include "hook.h"
 #include "pipeline.h"
 #include "pycache.h"
+#include "report.h"
+#include "trust.h"
 
 enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH, OPT_BREAK_LINKS, OPT_DOWNGRADE };
 
@@ -226,6 +228,30 @@ static void plan_free(apply_result *r)
 	r->len = 0;
 }
 
+/* The trust rule for the library apply records, with the escape this
+ * environment sets (a warning then, on stderr). */
+static int check_library_trust(const oeap_cli *cli, const char *library, oeap_error *err)
+{
+	uid_t owner;
+	oeap_trust_problem p;
+	if (oeap_trust_target_owner(cli->target, &owner))
+		return 0; /* reading the target reports it */
+	char *file = oeap_trust_library_file(library);
+	int rc = file ? oeap_trust_check(file, owner, &p) : 0;
+	free(file);
+	if (rc <= 0)
+		return 0;
+	const char *esc = oeap_trust_escape_name(cli->def);
+	if (oeap_trust_escape_environ(cli->def)) {
+		oeap_msg("warning: library: %s; recorded anyway: %s=true (a development tree)", p.message, esc);
+		return 0;
+	}
+	return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
+	                 "%s; whoever can change it could run code in the server that loads it: refusing to record "
+	                 "it%s%s%s",
+	                 p.message, esc ? " (a development tree may set " : "", esc ? esc : "", esc ? "=true)" : "");
+}
+
 static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oeap_error *err)
 {
 	int error = 0, lock = -1, writes = !o->check && !o->diff;
@@ -247,6 +273,10 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 	if (oeap_library_probe(cli->def, r->library, detail, sizeof(detail)))
 		return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
 		                 "%s: the binding would load a library that does not work", detail);
+	/* Refused before anything is written: a library others can replace is
+	 * code they can run in the server (docs/security.md). */
+	if (check_library_trust(cli, r->library, err))
+		return -1;
 	if ((error = plan(cli, o, r, err)))
 		goto done;
 	if (o->diff) {

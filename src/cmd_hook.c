@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "fsio.h"
 #include "hook.h"
+#include "trust.h"
 
 enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE, OPT_SKIP_BINDING };
 
@@ -177,6 +178,7 @@ typedef struct hook_row {
 	oeap_hook_action did;
 	oeap_hook_info info;
 	int ours, runs, pre_push;
+	char untrusted[1024]; /* ours: why others can change it or the hook it chains ("" when none can) */
 } hook_row;
 
 /* What hook install/uninstall/status did and found: compute fills it, the printers print it. */
@@ -192,6 +194,52 @@ typedef struct hook_result {
 } hook_result;
 
 typedef enum hook_action_kind { HOOK_UNKNOWN, HOOK_INSTALL, HOOK_UNINSTALL, HOOK_STATUS } hook_action_kind;
+
+/* Whom the trust rule allows besides root: the target's owner, else (a bare
+ * repository) the owner of the folder the hooks act on. */
+static uid_t trust_owner(const oeap_cli *cli)
+{
+	uid_t owner = 0;
+	if ((!cli->target || oeap_trust_target_owner(cli->target, &owner)) &&
+	    (!cli->root || oeap_trust_target_owner(cli->root, &owner)))
+		owner = 0;
+	return owner;
+}
+
+/* The trust rule for `path` where it exists, else for the nearest folder
+ * above it that does (what install will create there inherits it). */
+static int trust_nearest(const char *path, uid_t owner, oeap_trust_problem *p)
+{
+	char *at = strdup(path);
+	int rc = -1;
+	while (at) {
+		if (access(at, F_OK) == 0) {
+			rc = oeap_trust_check(at, owner, p);
+			break;
+		}
+		char *slash = strrchr(at, '/');
+		if (!slash || slash == at)
+			break;
+		*slash = '\0';
+	}
+	free(at);
+	return rc;
+}
+
+/* A hook of ours runs in git as whoever runs git, and runs the hook it
+ * chains: both must pass the trust rule. */
+static void row_trust(const char *dir, const char *name, uid_t owner, hook_row *row)
+{
+	char path[8192];
+	oeap_trust_problem p;
+	const char *suffix[] = {"", OEAP_HOOK_CHAINED_SUFFIX};
+	row->untrusted[0] = '\0';
+	for (size_t i = 0; i < 2 && !row->untrusted[0]; i++) {
+		snprintf(path, sizeof(path), "%s/%s%s", dir, name, suffix[i]);
+		if ((i == 0 || access(path, F_OK) == 0) && oeap_trust_check(path, owner, &p) > 0)
+			snprintf(row->untrusted, sizeof(row->untrusted), "%s", p.message);
+	}
+}
 
 static void hook_result_free(hook_result *r)
 {
@@ -241,6 +289,25 @@ static int compute(const oeap_cli *cli, const hook_opts *o, hook_action_kind act
 		cfg.skip_binding = o->skip_binding;
 	}
 
+	/* Refused before anything is written: a hook others can replace, or a
+	 * library they can, runs their code as whoever runs git (docs/security.md). */
+	uid_t owner = trust_owner(cli);
+	int escape = oeap_trust_escape_environ(cli->def);
+	if (install) {
+		oeap_trust_problem p;
+		const char *what = "the hooks directory";
+		int bad = trust_nearest(r->dir, owner, &p) > 0;
+		if (!bad && r->library && (bad = trust_nearest(r->library, owner, &p) > 0))
+			what = "the library --reapply records";
+		if (bad && escape)
+			oeap_msg("warning: %s: %s; installed anyway: %s=true (a development tree)", what, p.message,
+			         oeap_trust_escape_name(cli->def));
+		else if (bad)
+			return oeap_fail(err, OEAP_ERR_INPUT, "hook install", 0,
+			                 "%s: %s; whoever can change it could run code as whoever runs git: refusing to "
+			                 "install",
+			                 what, p.message);
+	}
 	unsigned hflags = o->force ? OEAP_HOOK_FORCE : 0;
 	for (const char *const *n = oeap_hook_names; *n && r->nrows < sizeof(r->rows) / sizeof(r->rows[0]); n++) {
 		if (!selected(o, r->bare, *n))
@@ -264,6 +331,10 @@ static int compute(const oeap_cli *cli, const hook_opts *o, hook_action_kind act
 			row->info.reapply = 0;
 		row->runs = row->ours && row->info.oeapatch[0] && access(row->info.oeapatch, X_OK) == 0;
 		if (status && !row->runs)
+			r->problems++;
+		if (row->ours)
+			row_trust(r->dir, *n, owner, row);
+		if (status && row->untrusted[0] && !escape)
 			r->problems++;
 		if (uninstall && (row->did == OEAP_HOOK_DID_REFUSE ? row->info.stray_chained : 0))
 			r->problems++;
@@ -319,6 +390,8 @@ static void print_json(const oeap_cli *cli, hook_action_kind action, const hook_
 			json_object_set_new(e, "runs", json_boolean(row->runs));
 			json_object_set_new(e, "reapply", json_boolean(row->info.reapply));
 		}
+		if (row->ours)
+			json_object_set_new(e, "untrusted", row->untrusted[0] ? json_string(row->untrusted) : json_null());
 		json_object_set_new(e, "stray_chained", json_boolean(row->info.stray_chained));
 		json_object_set_new(e, "edited", json_boolean(row->ours && row->info.edited));
 		json_array_append_new(arr, e);
@@ -346,6 +419,8 @@ static void print_text(const oeap_cli *cli, const hook_opts *o, hook_action_kind
 			                   : row->info.reapply ? "re-applies and verifies with"
 			                                       : "verifies with",
 			       row->info.oeapatch, row->runs ? "" : " (NOT executable: reinstall)");
+		if (status && row->untrusted[0])
+			printf(" (UNTRUSTED: %s)", row->untrusted);
 		if (status && row->ours && row->info.edited)
 			printf(" (edited since install: uninstall and install leave it alone unless --force)");
 		if (row->info.stray_chained)

@@ -11,6 +11,7 @@
 #include "fsio.h"
 #include "pipeline.h"
 #include "pycache.h"
+#include "trust.h"
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
@@ -68,6 +69,11 @@ static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
 			error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
 			goto done;
 		}
+	}
+	/* verify's trust checks, with what this environment gives the binding */
+	if (r->rep.applied && oeap_trust_verify_environ(cli->def, cli->target, r->library, &r->rep)) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
+		goto done;
 	}
 	/* verify's library check already loaded it: report what it found. */
 	for (size_t i = 0; r->library && i < r->rep.n; i++)

@@ -17,6 +17,7 @@
 #include "quote.h"
 #include "pycache.h"
 #include "settings.h"
+#include "trust.h"
 
 extern char **environ;
 
@@ -232,9 +233,14 @@ static int compute(const oeap_cli *cli, const verify_opts *o, verify_result *r, 
 		const oeap_env_var *v = oeap_env_get(&r->env, cli->def->library_env);
 		library = v && *v->value ? v->value : NULL;
 	}
+	/* Who can change what the server runs: the target, the module and the
+	 * library it loads (docs/security.md); a machine's files, so not --ref's. */
 	if ((buf && oeap_verify_bytes(cli->def, buf, len, ref ? r->what : oeap_cli_target_rel(cli), &r->rep)) ||
 	    (!ref && r->rep.applied &&
 	     oeap_binding_verify_with(cli->def, cli->target, library, &r->rep, &r->recorded_library)) ||
+	    (!ref && r->rep.applied &&
+	     oeap_trust_verify(cli->def, cli->target, library ? library : r->recorded_library,
+	                       r->settings_checked && oeap_trust_escape_on(cli->def, &r->settings), &r->rep)) ||
 	    (r->settings_checked && settings_checks(cli, r))) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;

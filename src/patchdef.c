@@ -376,6 +376,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 		}
 		if (strcmp(name, "library_env") == 0)
 			return set_str(&def->library_env, value);
+		if (strcmp(name, "trust_escape") == 0)
+			return set_str(&def->trust_escape, value);
 		if (strcmp(name, "env_prefix") == 0)
 			return set_str(&def->env_prefix, value) || bad(c, lineno, section, name, "out of memory");
 		if (strcmp(name, "bool_true") == 0 || strcmp(name, "bool_false") == 0) {
@@ -769,6 +771,7 @@ void oeap_patchdef_free(oeap_patchdef *def)
 	free(def->binding_module);
 	free(def->binding_text);
 	free(def->library_env);
+	free(def->trust_escape);
 	free(def->env_prefix);
 	free_words(def->bool_true);
 	free_words(def->bool_false);

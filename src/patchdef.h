@@ -94,6 +94,8 @@ typedef struct oeap_patchdef {
 	char *binding_module; /* module name written beside the target (no .py) */
 	char *binding_text;   /* its template */
 	char *library_env;    /* environment variable overriding the library path */
+	char *trust_escape;   /* optional: a bool [setting:] that lets paths failing the trust rule
+	                         pass with a warning (trust.h), in verify and in the binding alike */
 	char *env_prefix;     /* optional: every variable with this prefix is the binding's; one that
 	                         is no [setting:] is reported (a typo means a setting silently dropped) */
 	char **bool_true, **bool_false; /* the spellings of booleans (NULL-terminated), case-insensitive */

@@ -124,6 +124,8 @@ def parse_settings(environ):
                             T before/after on the device, log them at an interval
     SGLANG_OEA_STATS_INTERVAL  int seconds >= 1, default 60
     SGLANG_OEA_LIBRARY      path of liboea (default: the one `oeapatch apply` recorded)
+    SGLANG_OEA_ALLOW_UNTRUSTED  bool, default false: load a liboea that fails the
+                            trust rule (trust_problem) with a warning
     """
     k0 = _int(environ, "SGLANG_OEA_K0", 0, 0, expected="an integer >= 0 (0 turns OEA off)")
     min_batch = _int(environ, "SGLANG_OEA_MIN_BATCH", 2, 1, expected="an integer >= 1")
@@ -142,6 +144,7 @@ def parse_settings(environ):
         "stats_interval": _int(environ, "SGLANG_OEA_STATS_INTERVAL", 60, 1,
                                expected="an integer number of seconds >= 1"),
         "library": _path(environ, "SGLANG_OEA_LIBRARY", RECORDED_LIBRARY),
+        "allow_untrusted": _bool(environ, "SGLANG_OEA_ALLOW_UNTRUSTED", False),
     }
 
 
@@ -171,6 +174,7 @@ SPECULATIVE = SETTINGS["speculative"]
 STATS = SETTINGS["stats"]
 STATS_INTERVAL = SETTINGS["stats_interval"]
 LIBRARY = SETTINGS["library"]
+ALLOW_UNTRUSTED = SETTINGS["allow_untrusted"]
 
 # True when the call site must call route(): K0 > 0 (route() then checks the
 # ranks once, and with a library that could not be loaded, non-strict, leaves
@@ -307,6 +311,133 @@ def load_library(path):
     return lib
 
 
+# ------------------------------------------------------------------ trust
+
+# The rule `oeapatch verify` applies (src/trust.c; docs/security.md states it
+# once, tests/e2e/test_trust_crosscheck.py holds the two to the same
+# verdicts): the file and every directory from it up to the root are owned by
+# root or the target's owner and writable by neither group nor others, but a
+# sticky directory (/tmp) may be, since the entry below it is checked in
+# turn. Links are followed a component at a time, each step checked, and a
+# link must be owned by root or the target's owner.
+_MAX_LINKS = 40
+
+
+def _owner_text(uid):
+    try:
+        import pwd
+        return "uid %d (%s)" % (uid, pwd.getpwuid(uid).pw_name)
+    except (ImportError, KeyError):
+        return "uid %d" % uid
+
+
+def _shell_word(path):
+    plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._+-"
+    if path and all(ch in plain for ch in path):
+        return path
+    return "'" + path.replace("'", "'\\''") + "'"
+
+
+def _offence(path, st, owner):
+    import stat as st_
+    mode = st.st_mode & 0o7777
+    head = "%s (owner %s, mode %04o)" % (path, _owner_text(st.st_uid), mode)
+    if st.st_uid != 0 and st.st_uid != owner:
+        return ("%s is owned by neither root nor the target's owner (%s), so its owner can "
+                "replace what the server loads: `chown root %s`"
+                % (head, _owner_text(owner), _shell_word(path)))
+    if st_.S_ISLNK(st.st_mode) or (st_.S_ISDIR(st.st_mode) and st.st_mode & st_.S_ISVTX):
+        return None
+    if st.st_mode & st_.S_IWOTH:
+        return "%s is writable by others: `chmod go-w %s`" % (head, _shell_word(path))
+    if st.st_mode & st_.S_IWGRP:
+        return "%s is writable by its group: `chmod go-w %s`" % (head, _shell_word(path))
+    return None
+
+
+def trust_problem(path, owner):
+    """None when `path` passes the trust rule for a target owned by `owner`;
+    else (offending path, message). Raises OSError when it cannot be walked."""
+    import stat as st_
+    rest = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    problem = _offence("/", os.lstat("/"), owner)
+    if problem:
+        return "/", problem
+    cur, links = "", 0
+    parts = rest.split("/")
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            cur = cur.rsplit("/", 1)[0] if "/" in cur else ""
+            continue
+        step = cur + "/" + name
+        st = os.lstat(step)
+        problem = _offence(step, st, owner)
+        if problem:
+            return step, problem
+        if st_.S_ISLNK(st.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                raise OSError("%s: too many levels of symbolic links" % step)
+            target = os.readlink(step)
+            parts = target.split("/") + parts
+            if target.startswith("/"):
+                cur = ""
+            continue
+        if parts and not st_.S_ISDIR(st.st_mode):
+            raise OSError("%s: not a directory" % step)
+        cur = step
+    return None
+
+
+def _target_owner():
+    """The owner of the target this module sits beside (topk.py), whoever
+    decides what the server runs; this module's own owner when it is gone."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "topk.py"), os.path.abspath(__file__)):
+        try:
+            return os.stat(path).st_uid
+        except OSError:
+            pass
+    return 0
+
+
+def _loaded_file(lib):
+    """The file the loader opened for a ctypes handle (dlinfo's link map)."""
+    import ctypes
+
+    class _LinkMap(ctypes.Structure):
+        _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
+
+    libdl = ctypes.CDLL(None)
+    dlinfo = getattr(libdl, "dlinfo", None)
+    if dlinfo is None:
+        return None
+    dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    dlinfo.restype = ctypes.c_int
+    lmap = ctypes.POINTER(_LinkMap)()
+    if dlinfo(lib._handle, 2, ctypes.byref(lmap)) != 0 or not lmap:  # RTLD_DI_LINKMAP
+        return None
+    name = lmap.contents.l_name
+    return os.fsdecode(name) if name else None
+
+
+def _check_trust(path):
+    """Raises OSError when the library at `path` fails the trust rule (a
+    warning instead with SGLANG_OEA_ALLOW_UNTRUSTED)."""
+    found = trust_problem(path, _target_owner())
+    if found is None:
+        return
+    text = ("%s; whoever can change it can run code in this server (docs/security.md of "
+            "oeapatch)" % found[1])
+    if ALLOW_UNTRUSTED:
+        logger.warning("oeapatch: liboea %s; loaded anyway: SGLANG_OEA_ALLOW_UNTRUSTED=true", text)
+        return
+    raise OSError("refused: " + text + " (a development tree may set SGLANG_OEA_ALLOW_UNTRUSTED=true)")
+
+
 def _message(lib, status):
     text = lib.oea_status_message(int(status))
     return text.decode("utf-8", "replace") if text else "status %d" % status
@@ -318,7 +449,14 @@ def _enable():
     try:
         if not LIBRARY:
             raise OSError("no library path recorded and SGLANG_OEA_LIBRARY is not set")
+        # Checked before it is loaded; a bare name is found by the loader's
+        # search path (the server's environment, ld.so.cache), so it is
+        # checked as soon as the loader has said which file it opened.
+        if "/" in LIBRARY:
+            _check_trust(LIBRARY)
         lib = load_library(LIBRARY)
+        if "/" not in LIBRARY:
+            _check_trust(_loaded_file(lib) or LIBRARY)
     except (OSError, RuntimeError) as exc:
         text = "oeapatch: SGLANG_OEA_K0=%d, but liboea at %r is unusable: %s" % (
             K0, LIBRARY, exc)

@@ -47,7 +47,11 @@ has "STATS named" "SGLANG_OEA_STATS='maybe' (the environment): expected a boolea
 expect "K0 unset, STATS=maybe: a warning (the binding only warns)" 0 EV SGLANG_OEA_STATS=maybe
 has "a WARN line" "WARN settings               SGLANG_OEA_STATS='maybe'"
 has "says the start with K0 on fails" "the start with it on will fail"
+<<<<<<< HEAD
 has "counted in the verdict" "verified (16 checks, 1 warning)"
+=======
+has "counted in the verdict" "verified (18 checks, 1 warning)"
+>>>>>>> h-trust
 expect "K0=-0 is off too" 0 EV SGLANG_OEA_K0=-0 SGLANG_OEA_STATS=maybe
 expect "MIN_BATCH above MAX_TOKENS's default, K0 on: fails" 1 EV SGLANG_OEA_K0=2 SGLANG_OEA_MIN_BATCH=2000
 has "the cross rule" "SGLANG_OEA_MAX_TOKENS (unset): its default 1024 is below SGLANG_OEA_MIN_BATCH (2000)"
@@ -92,7 +96,7 @@ echo "== --env-file"
 F=$WORK/sglang.env
 printf '# the server'"'"'s settings\n; systemd comment\n\nSGLANG_OEA_K0=4\nSGLANG_OEA_MIN_BATCH = " 8 "\nSGLANG_OEA_STATS=yes\nOTHER=1\n' >"$F"
 expect "a good file" 0 V --env-file "$F"
-has "says where the settings came from" "3 of 8 settings of sglang-oea/2 set in $F, all valid"
+has "says where the settings came from" "3 of 9 settings of sglang-oea/2 set in $F, all valid"
 has "the file's values are effective, the quoted blanks ignored" "settings: k0=4 min_batch=8 max_tokens=1024"
 expect "verify's own environment is ignored with --env-file" 0 EV SGLANG_OEA_K0=abc --env-file "$F"
 has "and the ignored variables are named" "(ignored from verify's own environment, --env-file gives the server's: SGLANG_OEA_K0)"

@@ -23,7 +23,7 @@ static void test_real_rules(void **state)
 	(void)state;
 	oeap_patchdef *def = tu_def();
 	assert_string_equal(def->env_prefix, "SGLANG_OEA_");
-	assert_int_equal(def->nsettings, 8);
+	assert_int_equal(def->nsettings, 9);
 	static const struct {
 		const char *name, *key;
 		oeap_setting_type type;
@@ -39,8 +39,9 @@ static void test_real_rules(void **state)
 		{"SGLANG_OEA_STATS", "stats", OEAP_SETTING_BOOL, INT32_MIN, INT32_MAX, "false", NULL, 0},
 		{"SGLANG_OEA_STATS_INTERVAL", "stats_interval", OEAP_SETTING_INT, 1, INT32_MAX, "60", NULL, 0},
 		{"SGLANG_OEA_LIBRARY", "library", OEAP_SETTING_PATH, INT32_MIN, INT32_MAX, NULL, NULL, 0},
+		{"SGLANG_OEA_ALLOW_UNTRUSTED", "allow_untrusted", OEAP_SETTING_BOOL, INT32_MIN, INT32_MAX, "false", NULL, 0},
 	};
-	for (size_t i = 0; i < 8; i++) {
+	for (size_t i = 0; i < 9; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		assert_string_equal(s->name, want[i].name);
 		assert_string_equal(s->key, want[i].key);

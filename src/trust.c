@@ -1,0 +1,331 @@
+#include "trust.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "binding.h"
+#include "pipeline.h"
+#include "settings.h"
+
+/* The kernel's limit (MAXSYMLINKS): a longer chain is a loop for it too. */
+#define MAX_LINKS 40
+
+/* "uid N (name)", or "uid N" for a uid without a passwd entry. */
+static void owner_text(uid_t uid, char *out, size_t cap)
+{
+	struct passwd *pw = getpwuid(uid);
+	if (pw && pw->pw_name)
+		snprintf(out, cap, "uid %u (%s)", (unsigned)uid, pw->pw_name);
+	else
+		snprintf(out, cap, "uid %u", (unsigned)uid);
+}
+
+/* `s` as one sh word for the fix a message gives (quoted unless plain). */
+static void shell_word(const char *s, char *out, size_t cap)
+{
+	size_t n = 0;
+	int plain = *s != '\0';
+	for (const char *c = s; *c; c++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._+-", *c))
+			plain = 0;
+	if (plain) {
+		snprintf(out, cap, "%s", s);
+		return;
+	}
+	if (cap < 3)
+		return;
+	out[n++] = '\'';
+	for (const char *c = s; *c && n + 5 < cap; c++) {
+		if (*c == '\'') {
+			memcpy(out + n, "'\\''", 4);
+			n += 4;
+		} else {
+			out[n++] = *c;
+		}
+	}
+	out[n++] = '\'';
+	out[n] = '\0';
+}
+
+static int offend(oeap_trust_problem *p, const char *path, const struct stat *st, const char *why,
+                  const char *fix)
+{
+	char who[320], word[1024];
+	owner_text(st->st_uid, who, sizeof(who));
+	shell_word(path, word, sizeof(word));
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	p->uid = st->st_uid;
+	p->mode = (unsigned)(st->st_mode & 07777);
+	snprintf(p->message, sizeof(p->message), "%s (owner %s, mode %04o) %s: `%s %s`", path, who, p->mode, why, fix,
+	         word);
+	return 1;
+}
+
+/* One step of the walk: 1 (and *p) when `path` breaks the rule. */
+static int check_entry(const char *path, const struct stat *st, uid_t owner, oeap_trust_problem *p)
+{
+	if (st->st_uid != 0 && st->st_uid != owner) {
+		char want[512], who[320];
+		owner_text(owner, who, sizeof(who));
+		snprintf(want, sizeof(want),
+		         "is owned by neither root nor the target's owner (%s), so its owner can replace what the "
+		         "server loads",
+		         who);
+		return offend(p, path, st, want, "chown root");
+	}
+	/* A link's own mode means nothing; who may replace it is its
+	 * directory's business, checked as a step of its own. */
+	if (S_ISLNK(st->st_mode))
+		return 0;
+	/* Sticky: only an entry's owner may rename or remove it, and the entry
+	 * below is checked next. */
+	if (S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX))
+		return 0;
+	if (st->st_mode & S_IWOTH)
+		return offend(p, path, st, "is writable by others", "chmod go-w");
+	if (st->st_mode & S_IWGRP)
+		return offend(p, path, st, "is writable by its group", "chmod go-w");
+	return 0;
+}
+
+static int cannot(oeap_trust_problem *p, const char *path, const char *why)
+{
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	snprintf(p->message, sizeof(p->message), "%s: %s", path, why);
+	return -1;
+}
+
+int oeap_trust_check(const char *path, uid_t owner, oeap_trust_problem *p)
+{
+	/* cur: the real path walked so far ("" is "/"); rest: what is left. */
+	static const size_t cap = PATH_MAX * 2 + 2;
+	char cur[PATH_MAX], next[PATH_MAX], link[PATH_MAX];
+	char *rest = malloc(cap), *tmp = malloc(cap);
+	struct stat st;
+	int links = 0, rc = 0;
+	memset(p, 0, sizeof(*p));
+	if (!rest || !tmp) {
+		rc = cannot(p, path, "out of memory");
+		goto done;
+	}
+	if (path[0] != '/') {
+		if (!getcwd(cur, sizeof(cur))) {
+			rc = cannot(p, path, "cannot tell the current directory");
+			goto done;
+		}
+		if ((size_t)snprintf(rest, cap, "%s/%s", cur, path) >= cap) {
+			rc = cannot(p, path, strerror(ENAMETOOLONG));
+			goto done;
+		}
+	} else if ((size_t)snprintf(rest, cap, "%s", path) >= cap) {
+		rc = cannot(p, path, strerror(ENAMETOOLONG));
+		goto done;
+	}
+	if (lstat("/", &st)) {
+		rc = cannot(p, "/", strerror(errno));
+		goto done;
+	}
+	if ((rc = check_entry("/", &st, owner, p)))
+		goto done;
+	cur[0] = '\0';
+	for (const char *r = rest; *r;) {
+		while (*r == '/')
+			r++;
+		if (!*r)
+			break;
+		const char *slash = strchr(r, '/');
+		size_t n = slash ? (size_t)(slash - r) : strlen(r);
+		if (n == 1 && r[0] == '.') {
+			r += n;
+			continue;
+		}
+		if (n == 2 && r[0] == '.' && r[1] == '.') {
+			/* cur holds no links, so its parent is textual; it was checked on the way down. */
+			char *s = strrchr(cur, '/');
+			if (s)
+				*s = '\0';
+			r += n;
+			continue;
+		}
+		if ((size_t)snprintf(next, sizeof(next), "%s/%.*s", cur, (int)n, r) >= sizeof(next)) {
+			rc = cannot(p, path, strerror(ENAMETOOLONG));
+			goto done;
+		}
+		r += n;
+		if (lstat(next, &st)) {
+			rc = cannot(p, next, strerror(errno));
+			goto done;
+		}
+		if ((rc = check_entry(next, &st, owner, p)))
+			goto done;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t k = readlink(next, link, sizeof(link) - 1);
+			if (++links > MAX_LINKS) {
+				rc = cannot(p, next, strerror(ELOOP));
+				goto done;
+			}
+			if (k < 0) {
+				rc = cannot(p, next, strerror(errno));
+				goto done;
+			}
+			link[k] = '\0';
+			/* What the link points to, then what was left after it. */
+			if ((size_t)snprintf(tmp, cap, "%s%s", link, r) >= cap) {
+				rc = cannot(p, path, strerror(ENAMETOOLONG));
+				goto done;
+			}
+			memcpy(rest, tmp, strlen(tmp) + 1);
+			r = rest;
+			if (link[0] == '/')
+				cur[0] = '\0';
+			continue;
+		}
+		if (*r && !S_ISDIR(st.st_mode)) {
+			rc = cannot(p, next, strerror(ENOTDIR));
+			goto done;
+		}
+		memcpy(cur, next, strlen(next) + 1);
+	}
+done:
+	free(rest);
+	free(tmp);
+	return rc;
+}
+
+int oeap_trust_target_owner(const char *target, uid_t *owner)
+{
+	struct stat st;
+	if (stat(target, &st))
+		return -1;
+	*owner = st.st_uid;
+	return 0;
+}
+
+const char *oeap_trust_escape_name(const oeap_patchdef *def)
+{
+	const oeap_setting_def *s = def->trust_escape ? oeap_patchdef_setting(def, def->trust_escape) : NULL;
+	return s && s->type == OEAP_SETTING_BOOL ? def->trust_escape : NULL;
+}
+
+int oeap_trust_escape_on(const oeap_patchdef *def, const oeap_settings_result *s)
+{
+	const char *name = oeap_trust_escape_name(def);
+	for (size_t i = 0; name && s && i < def->nsettings && i < s->nsettings; i++)
+		if (!strcmp(def->settings[i].name, name))
+			return s->values[i] != 0;
+	return 0;
+}
+
+char *oeap_trust_library_file(const char *library)
+{
+	if (strchr(library, '/'))
+		return strdup(library);
+	void *h = dlopen(library, RTLD_LAZY | RTLD_LOCAL);
+	struct link_map *map = NULL;
+	char *file = NULL;
+	if (h && dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0])
+		file = strdup(map->l_name);
+	if (h)
+		dlclose(h);
+	return file;
+}
+
+/* One "trust:WHAT" check; nothing when the path cannot be walked. */
+static int report_path(oeap_report *rep, const oeap_patchdef *def, const char *what, const char *path, uid_t owner,
+                       int escape, int *failed)
+{
+	oeap_trust_problem p;
+	char name[64];
+	snprintf(name, sizeof(name), "trust:%s", what);
+	int rc = oeap_trust_check(path, owner, &p);
+	if (rc < 0)
+		return 0;
+	if (rc == 0)
+		return oeap_report_add(rep, name, 1, 0,
+		                       "%s: it and every directory above it can be changed by root or the target's owner "
+		                       "only",
+		                       path);
+	(*failed)++;
+	const char *esc = oeap_trust_escape_name(def);
+	if (escape)
+		return oeap_report_warn(rep, name, 0, "%s; allowed by %s=true (a development tree): whoever can change it "
+		                                      "can run code in the server",
+		                        p.message, esc);
+	return oeap_report_add(rep, name, 0, 0, "%s; whoever can change it can run code in the server%s%s%s", p.message,
+	                       esc ? " (a development tree may set " : "", esc ? esc : "", esc ? "=true)" : "");
+}
+
+int oeap_trust_verify(const oeap_patchdef *def, const char *target, const char *library, int escape,
+                      oeap_report *rep)
+{
+	uid_t owner;
+	int failed = 0, rc = 0;
+	char *bind = NULL, *lib = NULL;
+	struct stat st;
+	if (oeap_trust_target_owner(target, &owner))
+		return 0;
+	if (!(bind = oeap_binding_path(def, target)))
+		return -1;
+	if ((rc = report_path(rep, def, "target", target, owner, escape, &failed)))
+		goto done;
+	if (lstat(bind, &st) == 0 && (rc = report_path(rep, def, "binding", bind, owner, escape, &failed)))
+		goto done;
+	if (library && (lib = oeap_trust_library_file(library)) &&
+	    (rc = report_path(rep, def, "library", lib, owner, escape, &failed)))
+		goto done;
+	if (escape && !failed)
+		rc = oeap_report_warn(rep, "trust", 0, "%s=true is set, and nothing here needs it: unset it",
+		                      oeap_trust_escape_name(def));
+done:
+	free(lib);
+	free(bind);
+	return rc;
+}
+
+int oeap_trust_verify_environ(const oeap_patchdef *def, const char *target, const char *recorded, oeap_report *rep)
+{
+	extern char **environ;
+	oeap_env env;
+	oeap_settings_result s;
+	oeap_error err;
+	const char *library = recorded;
+	memset(&env, 0, sizeof(env));
+	memset(&s, 0, sizeof(s));
+	oeap_error_clear(&err);
+	int rc = -1;
+	if (oeap_env_from_environ(&env, environ, &err) || oeap_settings_check(def, &env, &s))
+		goto done;
+	/* The library the binding will load: the setting's, else the recorded one. */
+	for (size_t i = 0; def->library_env && i < def->nsettings; i++)
+		if (!strcmp(def->settings[i].name, def->library_env) && s.given[i] && s.strings[i])
+			library = s.strings[i];
+	rc = oeap_trust_verify(def, target, library, oeap_trust_escape_on(def, &s), rep);
+done:
+	oeap_settings_result_free(&s);
+	oeap_env_free(&env);
+	return rc;
+}
+
+int oeap_trust_escape_environ(const oeap_patchdef *def)
+{
+	extern char **environ;
+	oeap_env env;
+	oeap_settings_result s;
+	oeap_error err;
+	memset(&env, 0, sizeof(env));
+	memset(&s, 0, sizeof(s));
+	oeap_error_clear(&err);
+	int on = !oeap_env_from_environ(&env, environ, &err) && !oeap_settings_check(def, &env, &s) &&
+	         oeap_trust_escape_on(def, &s);
+	oeap_settings_result_free(&s);
+	oeap_env_free(&env);
+	return on;
+}

@@ -1,0 +1,239 @@
+/*
+ * test_trust.c - the trust rule for what the server runs or loads: owners,
+ * group and other write bits, sticky directories, links followed step by
+ * step. Runs as root (as the suite does): "another user" is uid 65534.
+ */
+#include "testutil.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trust.h"
+
+#define NOBODY 65534
+
+static char *dir; /* a fresh 0700 directory under /tmp (sticky, root's) */
+
+static int setup(void **state)
+{
+	(void)state;
+	dir = tu_tmpdir();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tu_rmtree(dir);
+	free(dir);
+	return 0;
+}
+
+static const char *at(const char *rel)
+{
+	static char buf[4][PATH_MAX];
+	static int i;
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, rel);
+	return buf[i];
+}
+
+static void mkdir_mode(const char *rel, mode_t mode)
+{
+	assert_int_equal(mkdir(at(rel), 0700), 0);
+	assert_int_equal(chmod(at(rel), mode), 0);
+}
+
+static void file_mode(const char *rel, mode_t mode)
+{
+	tu_write(at(rel), "x", 1);
+	assert_int_equal(chmod(at(rel), mode), 0);
+}
+
+static int check(const char *rel, uid_t owner, oeap_trust_problem *p)
+{
+	return oeap_trust_check(at(rel), owner, p);
+}
+
+static void owner_only_everywhere_passes(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	mkdir_mode("lib", 0700);
+	file_mode("lib/liboea.so", 0600);
+	assert_int_equal(check("lib/liboea.so", 0, &p), 0);
+	/* the usual umask 022 */
+	mkdir_mode("lib/usual", 0755);
+	file_mode("lib/usual/liboea.so", 0644);
+	assert_int_equal(check("lib/usual/liboea.so", 0, &p), 0);
+}
+
+static void world_writable_file_fails(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	file_mode("liboea.so", 0666);
+	assert_int_equal(check("liboea.so", 0, &p), 1);
+	assert_string_equal(p.path, at("liboea.so"));
+	assert_int_equal(p.mode, 0666);
+	assert_non_null(strstr(p.message, "writable by others"));
+	assert_non_null(strstr(p.message, "mode 0666"));
+	assert_non_null(strstr(p.message, "uid 0"));
+	char fix[PATH_MAX + 32];
+	snprintf(fix, sizeof(fix), "`chmod go-w %s`", at("liboea.so"));
+	assert_non_null(strstr(p.message, fix));
+}
+
+static void group_writable_file_fails(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	file_mode("liboea.so", 0664);
+	assert_int_equal(check("liboea.so", 0, &p), 1);
+	assert_non_null(strstr(p.message, "writable by its group"));
+}
+
+static void world_writable_directory_fails(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	mkdir_mode("open", 0777);
+	file_mode("open/liboea.so", 0644);
+	assert_int_equal(check("open/liboea.so", 0, &p), 1);
+	assert_string_equal(p.path, at("open"));
+	assert_int_equal(p.mode, 0777);
+}
+
+static void sticky_directory_with_a_good_entry_passes(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	/* /tmp's shape: 1777, and below it a root-owned 0755 directory. */
+	mkdir_mode("tmp", 01777);
+	mkdir_mode("tmp/root", 0755);
+	file_mode("tmp/root/liboea.so", 0644);
+	assert_int_equal(check("tmp/root/liboea.so", 0, &p), 0);
+	/* but not an entry another user owns: that user can replace it */
+	mkdir_mode("tmp/theirs", 0755);
+	assert_int_equal(chown(at("tmp/theirs"), NOBODY, NOBODY), 0);
+	file_mode("tmp/theirs/liboea.so", 0644);
+	assert_int_equal(check("tmp/theirs/liboea.so", 0, &p), 1);
+	assert_string_equal(p.path, at("tmp/theirs"));
+	assert_non_null(strstr(p.message, "uid 65534"));
+	assert_non_null(strstr(p.message, "chown root"));
+	/* nor a world-writable file directly in it */
+	file_mode("tmp/liboea.so", 0666);
+	assert_int_equal(check("tmp/liboea.so", 0, &p), 1);
+	assert_string_equal(p.path, at("tmp/liboea.so"));
+}
+
+static void the_targets_owner_is_trusted(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	/* A developer's tree: everything theirs, the target too. */
+	mkdir_mode("home", 0755);
+	assert_int_equal(chown(at("home"), NOBODY, NOBODY), 0);
+	file_mode("home/liboea.so", 0644);
+	assert_int_equal(chown(at("home/liboea.so"), NOBODY, NOBODY), 0);
+	assert_int_equal(check("home/liboea.so", NOBODY, &p), 0);
+	/* the same files for a root-owned target: refused, naming the first */
+	assert_int_equal(check("home/liboea.so", 0, &p), 1);
+	assert_string_equal(p.path, at("home"));
+	uid_t owner = 12345;
+	assert_int_equal(oeap_trust_target_owner(at("home/liboea.so"), &owner), 0);
+	assert_int_equal(owner, NOBODY);
+	assert_int_equal(oeap_trust_target_owner(at("missing"), &owner), -1);
+}
+
+static void links_are_followed_and_each_step_checked(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	mkdir_mode("good", 0755);
+	mkdir_mode("open", 0777);
+	file_mode("good/liboea.so", 0644);
+	file_mode("open/liboea.so", 0644);
+	/* a good link to a file in a world-writable directory: the target's chain fails */
+	assert_int_equal(symlink("../open/liboea.so", at("good/to-open")), 0);
+	assert_int_equal(check("good/to-open", 0, &p), 1);
+	assert_string_equal(p.path, at("open"));
+	/* a link in a world-writable directory to a good file: the link's directory fails */
+	assert_int_equal(symlink(at("good/liboea.so"), at("open/to-good")), 0);
+	assert_int_equal(check("open/to-good", 0, &p), 1);
+	assert_string_equal(p.path, at("open"));
+	/* good link, good target, relative with ".." */
+	assert_int_equal(symlink("../good/./liboea.so", at("good/../good/rel")), 0);
+	assert_int_equal(check("good/rel", 0, &p), 0);
+	/* a link owned by another user in a sticky directory: they can replace it */
+	mkdir_mode("sticky", 01777);
+	assert_int_equal(symlink(at("good/liboea.so"), at("sticky/link")), 0);
+	assert_int_equal(check("sticky/link", 0, &p), 0);
+	assert_int_equal(lchown(at("sticky/link"), NOBODY, NOBODY), 0);
+	assert_int_equal(check("sticky/link", 0, &p), 1);
+	assert_string_equal(p.path, at("sticky/link"));
+	/* a directory link: what it points to is walked through */
+	assert_int_equal(symlink("open", at("dirlink")), 0);
+	assert_int_equal(check("dirlink/liboea.so", 0, &p), 1);
+	assert_string_equal(p.path, at("open"));
+}
+
+static void what_cannot_be_walked_is_an_error(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	assert_int_equal(check("missing/liboea.so", 0, &p), -1);
+	assert_string_equal(p.path, at("missing"));
+	assert_non_null(strstr(p.message, "No such file"));
+	assert_int_equal(symlink("loop", at("loop")), 0);
+	assert_int_equal(check("loop", 0, &p), -1);
+	file_mode("file", 0644);
+	assert_int_equal(check("file/below", 0, &p), -1);
+}
+
+static void a_relative_path_is_taken_from_the_current_directory(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	char cwd[PATH_MAX];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	mkdir_mode("open", 0777);
+	file_mode("open/liboea.so", 0644);
+	assert_int_equal(chdir(dir), 0);
+	int rc = oeap_trust_check("open/liboea.so", 0, &p);
+	assert_int_equal(chdir(cwd), 0);
+	assert_int_equal(rc, 1);
+	assert_string_equal(p.path, at("open"));
+}
+
+/* The library the suite and scripts/demo use: a fresh clone's build tree. */
+static void the_build_trees_library_passes(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	const char *lib = getenv("OEA_LIBRARY");
+	if (!lib)
+		skip();
+	assert_int_equal(oeap_trust_check(lib, 0, &p), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(owner_only_everywhere_passes, setup, teardown),
+		cmocka_unit_test_setup_teardown(world_writable_file_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(group_writable_file_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(world_writable_directory_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(sticky_directory_with_a_good_entry_passes, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_targets_owner_is_trusted, setup, teardown),
+		cmocka_unit_test_setup_teardown(links_are_followed_and_each_step_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(what_cannot_be_walked_is_an_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_relative_path_is_taken_from_the_current_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_build_trees_library_passes, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
