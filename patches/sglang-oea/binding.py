@@ -1306,13 +1306,17 @@ def route(
     # ---- prepare: once per configuration (extend batches prepare too, so the
     # decode graphs captured later find their layer ready). One key: the
     # layer's settings, then what the prepared block depends on in the tensors.
-    # The bias is in the key in every era: the plan holds a pointer to it, so a
-    # call that passes another bias must not find a plan made for the first.
-    # No id() of None (no bias): torch 2.5's dynamo cannot trace it (fullgraph
-    # failed in the releases of Dec 2024 - Jul 2025).
+    # Everything a plan is prepared from that the call passes is in the key, in
+    # every era: the bias (the plan holds a pointer to it) and the arguments,
+    # which win over the config's fields; so a call that passes other ones
+    # never finds a plan made for the first. No id() of None (no bias): torch
+    # 2.5's dynamo cannot trace it (fullgraph failed in the releases of Dec
+    # 2024 - Jul 2025).
     bias_key = None if bias is None else id(bias)
     if topk_config is not None:
-        settings = (id(topk_config), layer_id, bias_key)
+        settings = (id(topk_config), layer_id, top_k, renormalize, use_grouped_topk,
+                    num_expert_group, topk_group, bias_key, scoring_func,
+                    num_fused_shared_experts)
     else:
         if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
             # SGLang of about Apr - Jun 2025: n_share_experts_fusion counts the

@@ -770,6 +770,15 @@ def main():
         other = torch.rand(E, generator=gen) * 0.5
         x = biased(16, other)
         routed_by(other, x, call(second, 2, x, other), "another bias for a prepared layer")
+        # Another setting passed for the same config: routed by that one.
+        logits, ids, weights = biased(16, other)
+        raw = (logits.sigmoid().gather(1, ids.long())).contiguous()  # not renormalised
+        x = (logits, ids, raw)
+        got = call(second, 2, x, other, renormalize=False)
+        ew, ei, _ = oracle.route(logits, ids, raw, k0=K0, num_shared=0, scoring="sigmoid",
+                                 renormalize=False, bias=other)
+        check(torch.equal(got[1], ei) and torch.equal(got[0], ew),
+              "renormalize=False passed for a layer prepared with True: routed by the plan's")
         # A call site that passes dynamic_expert_bias itself.
         x = biased(16, fixed + tok)
         alone(x, call(first, 1, x, fixed, dynamic_expert_bias=tok),
