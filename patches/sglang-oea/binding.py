@@ -670,8 +670,11 @@ _verdict_compiled = None  # _verdict_traced wrapped by assume_constant_result
 # Skip reasons counted (rows) with SGLANG_OEA_STATS on.
 SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
                 "large_batch", "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
-                "device")
-_counts = {"calls": 0, "rows": 0}
+                "device", "token_bias")
+# Each call counted once, where it ends: its rows either went to liboea
+# ("launched") or were left alone (_skipped, by reason); rows is their sum,
+# worked out when read, so a line can never show rows that are in neither.
+_counts = {"calls": 0, "launched": 0}
 _skipped = dict.fromkeys(SKIP_REASONS, 0)
 _last_log = [0.0]
 _stats_buffers = {}
@@ -693,8 +696,9 @@ def _stats_buffer(device):
 
 def stats(device=None):
     """Device-side sums of oea_stats (host sync here, never on the hot path):
-    calls, t_before, t_after, valid_rows, invalid_rows, nonfinite_rows, gated.
-    Per device name, or one dict for `device`."""
+    calls and gated count every liboea call; t_before, t_after, valid_rows,
+    invalid_rows, nonfinite_rows are sums over the calls not gated. Per device
+    name, or one dict for `device`."""
     names = ("t_before", "t_after", "valid_rows", "invalid_rows", "nonfinite_rows", "gated")
     out = {}
     for key, (_, acc) in _stats_buffers.items():
@@ -708,9 +712,11 @@ def stats(device=None):
 
 
 def host_counts():
-    """Calls and rows that reached route() in Python, and rows skipped per reason
-    (CUDA-graph replays run no Python: the device sums count those)."""
-    return dict(_counts, skipped=dict(_skipped))
+    """Calls and rows that reached route() in Python: rows = launched (handed to
+    liboea) + the rows skipped per reason (CUDA-graph replays run no Python: the
+    device sums count those)."""
+    counts, skipped, _ = _snapshot(devices=False)
+    return dict(counts, skipped=skipped)
 
 
 def reset_stats():
@@ -725,9 +731,11 @@ def reset_stats():
     _exported.clear()
 
 
-def _snapshot():
+def _snapshot(devices=True):
     """Host counts and device sums read together (one host sync per device)."""
-    return dict(_counts), dict(_skipped), stats()
+    counts, skipped = dict(_counts), dict(_skipped)
+    counts["rows"] = counts["launched"] + sum(skipped.values())
+    return counts, skipped, stats() if devices else {}
 
 
 def stats_line(snapshot=None):
@@ -744,9 +752,11 @@ def stats_line(snapshot=None):
         else:
             parts.append("%s: %d routed calls, %d gated" % (key, rerouted, row["gated"]))
     skipped_text = ", ".join("%s=%d" % (k, v) for k, v in skipped.items() if v) or "none"
-    return ("oeapatch: OEA stats (pid %d, since start): python calls=%d rows=%d; %s; "
-            "rows skipped: %s" % (os.getpid(), counts["calls"], counts["rows"],
-                                  "; ".join(parts) or "no routed call", skipped_text))
+    return ("oeapatch: OEA stats (pid %d, since start): python calls=%d rows=%d (to liboea "
+            "%d, skipped %d); %s; rows skipped: %s"
+            % (os.getpid(), counts["calls"], counts["rows"], counts["launched"],
+               counts["rows"] - counts["launched"], "; ".join(parts) or "no routed call",
+               skipped_text))
 
 
 def _maybe_log_stats():
@@ -791,6 +801,9 @@ def _metric_objects():
                                 "Python (eager batches; CUDA-graph replays run none)",
                                 ("rank",)),
         "python_rows": counter("python_rows", "Rows of those calls", ("rank",)),
+        "python_rows_launched": counter("python_rows_launched", "Rows of those calls "
+                                        "handed to liboea (the others are rows_skipped)",
+                                        ("rank",)),
         "rows_skipped": counter("rows_skipped", "Rows OEA left alone, by reason",
                                 ("rank", "reason")),
         "routed_calls": counter("routed_calls", "liboea calls that re-routed (not gated), "
@@ -836,7 +849,8 @@ def export_metrics(snapshot=None):
     counts, skipped, devices = snapshot if snapshot is not None else _snapshot()
     rank = _rank_label()
     values = [("python_calls", (rank,), counts["calls"]),
-              ("python_rows", (rank,), counts["rows"])]
+              ("python_rows", (rank,), counts["rows"]),
+              ("python_rows_launched", (rank,), counts["launched"])]
     values += [("rows_skipped", (rank, reason), v) for reason, v in skipped.items()]
     for device, row in devices.items():
         labels = (rank, device)
@@ -864,15 +878,30 @@ def export_metrics(snapshot=None):
 
 
 def _accumulate(device):
-    """Adds one launch's oea_stats to the device sums (device work only)."""
+    """Adds one launch's oea_stats to the device sums (device work only). T and
+    the row counts are sums over re-routed calls: a call liboea gated wrote its
+    rows' T (before = after) and valid rows too, which would count rows that
+    were never re-routed and pull mean T toward one-token batches."""
     one, acc = _stats_buffer(device)
-    acc[:6].add_(one[:6])
+    acc[:5].add_(one[:5] * (1 - one[5]))
+    acc[5].add_(one[5])
     acc[7:].add_(1)
 
 
 def _skip(reason, rows):
-    if rows:  # 0 while compiling or with SGLANG_OEA_STATS off
+    """A call that leaves its `rows` alone: counted, then the line if it is due
+    (rows None: not counted, stats off or a trace)."""
+    if rows is not None:
         _skipped[reason] += rows
+        _counts["calls"] += 1
+        _maybe_log_stats()
+
+
+def _launched(rows):
+    """A call whose `rows` went to liboea: counted, then the line if it is due."""
+    _counts["launched"] += rows
+    _counts["calls"] += 1
+    _maybe_log_stats()
 
 
 # --------------------------------------------------------------- preparation
@@ -1189,10 +1218,12 @@ def _register_op():
         # graph would be reused by every later call that passes the graph's
         # guards, whatever the batch's mode (an extend batch through a graph
         # first traced for decode would be re-routed).
+        # Compiled code runs no counting of route()'s: the call is counted
+        # here, once, with all its rows (padding included, as route() counts).
         verdict = _verdict_deep()
         if verdict is not None:
             if STATS:
-                _skip(verdict, rows)
+                _skip(verdict, topk_ids.shape[0])
             return
         # rows: all of them, or a host-side num_token_non_padded (a tensor
         # count travels in num_valid_rows and is read on the device).
@@ -1200,6 +1231,7 @@ def _register_op():
                 num_valid_rows, rows)
         if STATS:
             _accumulate(topk_ids.device)
+            _launched(topk_ids.shape[0])
 
     @oea_route_op.register_fake
     def _(router_logits, topk_ids, topk_weights, num_valid_rows, stats, plan_id, rows):
@@ -1395,12 +1427,9 @@ def route(
         return topk_weights, topk_ids
     ids_shape = topk_ids.shape
     n = ids_shape[0] if len(ids_shape) == 2 else 0
-    counted = 0
-    if STATS and not compiling:
-        counted = n
-        _counts["calls"] += 1
-        _counts["rows"] += n
-        _maybe_log_stats()
+    # The rows this call counts once, where it ends (_skip or _launched); None:
+    # not counted (stats off, or a trace, where the custom op counts instead).
+    counted = n if STATS and not compiling else None
 
     # ---- gate: shapes and arguments, no tensor work
     if expert_location_dispatch_info is not None:
@@ -1425,11 +1454,35 @@ def route(
         _skip("shape", counted)
         return topk_weights, topk_ids
 
+    # The bias this call routes by: its own argument, else its config's. liboea
+    # takes one bias per expert for every row; a bias per token (SGLang
+    # 0.5.22's select_experts(dynamic_expert_bias=...) puts one in the
+    # correction_bias this call site passes) cannot be honoured, and a plan
+    # prepared with another bias must never stand in for it. A call site that
+    # passes dynamic_expert_bias itself (the definition does not, today) is
+    # held to the same rule.
+    bias = correction_bias
+    if bias is _MISSING:
+        bias = getattr(topk_config, "correction_bias", None)
+    if (bias is not None and bias.dim() > 1) or (
+            unknown and unknown.get("dynamic_expert_bias") is not None):
+        _skip("token_bias", counted)
+        return topk_weights, topk_ids
+
     # ---- prepare: once per configuration (extend batches prepare too, so the
     # decode graphs captured later find their layer ready). One key: the
     # layer's settings, then what the prepared block depends on in the tensors.
+    # Everything a plan is prepared from that the call passes is in the key, in
+    # every era: the bias (the plan holds a pointer to it) and the arguments,
+    # which win over the config's fields; so a call that passes other ones
+    # never finds a plan made for the first. No id() of None (no bias): torch
+    # 2.5's dynamo cannot trace it (fullgraph failed in the releases of Dec
+    # 2024 - Jul 2025).
+    bias_key = None if bias is None else id(bias)
     if topk_config is not None:
-        settings = (id(topk_config), layer_id)
+        settings = (id(topk_config), layer_id, top_k, renormalize, use_grouped_topk,
+                    num_expert_group, topk_group, bias_key, scoring_func,
+                    num_fused_shared_experts)
     else:
         if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
             # SGLang of about Apr - Jun 2025: n_share_experts_fusion counts the
@@ -1437,11 +1490,8 @@ def route(
             # and the routing overwrites ONE column (topk_ids[:, -1]) with one of
             # them: one fused column whatever the count.
             num_fused_shared_experts = 1 if unknown["n_share_experts_fusion"] else 0
-        # No id() of None or _MISSING (both mean no bias here): torch 2.5's dynamo
-        # cannot trace it (fullgraph failed in the releases of Dec 2024 - Jul 2025).
         settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
-                    None if correction_bias is None or correction_bias is _MISSING
-                    else id(correction_bias), scoring_func, num_fused_shared_experts)
+                    bias_key, scoring_func, num_fused_shared_experts)
     key = (settings, logits_shape[1], ids_shape[1], router_logits.dtype, topk_ids.dtype,
            topk_weights.dtype, router_logits.device, topk_ids.device, topk_weights.device)
     plan = _plans.get(key)
@@ -1449,7 +1499,7 @@ def route(
         try:
             plan = _plan_for(key, router_logits, topk_ids, topk_weights, topk_config, top_k,
                              renormalize, use_grouped_topk, num_expert_group, topk_group,
-                             correction_bias, scoring_func, num_fused_shared_experts)
+                             bias, scoring_func, num_fused_shared_experts)
         except BaseException:
             # Not kept half-built: a later call prepares again and meets the
             # same error (strict settings, a bias that cannot be converted).
@@ -1503,6 +1553,8 @@ def route(
                 _accumulate(ids.device)
         if cast_back is not None:
             weights = weights.to(cast_back)
+        if counted is not None:
+            _launched(counted)
     else:
         # The fast path: contiguous tensors of the plan's dtypes, whose row
         # strides are the widths the block was prepared with.
@@ -1523,6 +1575,8 @@ def route(
         _call(plan, ids)
         if STATS:
             _accumulate(ids.device)
+            if counted is not None:
+                _launched(counted)
     return weights, ids
 
 

@@ -17,6 +17,7 @@ import configparser
 import ctypes
 import importlib.util
 import json
+import logging
 import os
 import re
 import subprocess
@@ -129,13 +130,16 @@ class Mode:
 
 
 class Batch:
-    def __init__(self, mode):
+    def __init__(self, mode, **fields):
         self.forward_mode = Mode(mode)
+        # DP attention's fields, under SGLang's names (global_num_tokens_cpu,
+        # is_extend_in_batch), where a case gives them
+        self.__dict__.update(fields)
 
 
-def in_forward(mode, fn, *args, **kwargs):
+def in_forward(mode, fn, *args, batch_fields=None, **kwargs):
     """Calls fn the way a model's forward does: with a forward batch in scope."""
-    forward_batch = Batch(mode)  # noqa: F841 (read by the binding from this frame)
+    forward_batch = Batch(mode, **(batch_fields or {}))  # noqa: F841 (read by the binding)
     return fn(*args, **kwargs)
 
 
@@ -646,8 +650,261 @@ def main():
                   "step %d: routed with a stale bias" % step)
         return "the second call used the updated bias"
 
+    @case("gate: a batch of exactly SGLANG_OEA_MIN_BATCH rows is routed, one fewer is not")
+    def t_min_exact():
+        mb = load(path, "oea_min_exact", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MIN_BATCH": "5",
+                                          "SGLANG_OEA_STATS": "1"})
+
+        def run(n, nv=None):
+            logits, ids, weights, _ = make_inputs(torch, gen, n=n, E=64, k=8)
+            w, i = decode(mb.route, router_logits=logits, topk_weights=weights.clone(),
+                          topk_ids=ids.clone(), top_k=8, renormalize=True,
+                          num_token_non_padded=nv)
+            return logits, ids, weights, w, i
+
+        def routed(rows, got, what):
+            logits, ids, weights, w, i = got
+            ew, ei, _ = oracle.route(logits[:rows], ids[:rows], weights[:rows], k0=K0,
+                                     num_shared=0, scoring="softmax", renormalize=True)
+            check(torch.equal(i[:rows], ei) and torch.equal(w[:rows], ew),
+                  "%s: differs from the oracle" % what)
+            check(not torch.equal(i, ids), "%s: not re-routed" % what)
+            check(torch.equal(i[rows:], ids[rows:]) and torch.equal(w[rows:], weights[rows:]),
+                  "%s: rows past the valid ones touched" % what)
+
+        def alone(got, what):
+            _, ids, weights, w, i = got
+            check(torch.equal(i, ids) and torch.equal(w, weights), "%s: re-routed" % what)
+
+        # the batch's own rows (route()'s gate)
+        routed(5, run(5), "5 rows, MIN_BATCH=5")
+        alone(run(4), "4 rows, MIN_BATCH=5")
+        check(mb.host_counts()["skipped"]["small_batch"] == 4, "4 rows not counted as "
+              "small_batch: %s" % mb.host_counts())
+        # a host-side count of valid rows (route()'s gate on num_token_non_padded)
+        routed(5, run(8, nv=5), "8 rows, 5 valid (int)")
+        alone(run(8, nv=4), "8 rows, 4 valid (int)")
+        check(mb.host_counts()["skipped"]["small_batch"] == 12, "counts %s" % mb.host_counts())
+        # a device-side count (liboea's own gate, min_valid_rows)
+        routed(5, run(8, nv=torch.tensor(5)), "8 rows, 5 valid (tensor)")
+        alone(run(8, nv=torch.tensor(4)), "8 rows, 4 valid (tensor)")
+        got = mb.stats("cpu")
+        check(got["calls"] == 4 and got["gated"] == 1, "device sums %s" % got)
+        return "5 rows routed, 4 left alone, by each of the three gates"
+
+    @case("decode detection under DP attention: every rank decides alike")
+    def t_dp_attention():
+        dm = load(path, "oea_dp", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1"})
+
+        def run(mode, fields):
+            logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=64, k=8)
+            w, i = in_forward(mode, dm.route, router_logits=logits,
+                              topk_weights=weights.clone(), topk_ids=ids.clone(), top_k=8,
+                              renormalize=True, batch_fields=fields)
+            ew, ei, _ = oracle.route(logits, ids, weights, k0=K0, num_shared=0,
+                                     scoring="softmax", renormalize=True)
+            if torch.equal(i, ids) and torch.equal(w, weights):
+                return "left alone"
+            return "routed" if torch.equal(i, ei) and torch.equal(w, ew) else "wrong"
+
+        # (this rank's mode, SGLang's DP fields on its batch, what must happen)
+        cases = [
+            ("DECODE", {"global_num_tokens_cpu": [8, 8], "is_extend_in_batch": False}, "routed"),
+            ("IDLE", {"global_num_tokens_cpu": [0, 16], "is_extend_in_batch": False}, "routed"),
+            # a peer extends: left alone on every rank, the decoding one included
+            ("DECODE", {"global_num_tokens_cpu": [8, 40], "is_extend_in_batch": True},
+             "left alone"),
+            ("IDLE", {"global_num_tokens_cpu": [0, 40], "is_extend_in_batch": True},
+             "left alone"),
+            ("EXTEND", {"global_num_tokens_cpu": [40, 8], "is_extend_in_batch": True},
+             "left alone"),
+            # a release without the rank-consistent flag (early 2025 names the counts
+            # global_num_tokens): the ranks could not agree
+            ("DECODE", {"global_num_tokens": [8, 8]}, "left alone"),
+            # one rank's count only: not gathered, the rank's own mode decides
+            ("DECODE", {"global_num_tokens_cpu": [16], "is_extend_in_batch": False}, "routed"),
+            ("IDLE", {"global_num_tokens_cpu": [16], "is_extend_in_batch": False},
+             "left alone"),
+        ]
+        for mode, fields, want in cases:
+            got = run(mode, fields)
+            check(got == want, "%s with %s: %s, expected %s" % (mode, fields, got, want))
+        skipped = {k: v for k, v in dm.host_counts()["skipped"].items() if v}
+        check(skipped == {"extend": 48, "dp_attention": 16, "idle": 16},
+              "skips counted as %s" % skipped)
+        return "%d cases" % len(cases)
+
+    def biased(n, bias, E=64, k=8):
+        """A sigmoid layer's routing output by the router's key scores + bias (one
+        bias per expert [E], or per token [n, E]); weights the renormalised scores."""
+        logits = torch.randn(n, E, generator=gen) * 2.0
+        scores = logits.sigmoid()
+        ids = (scores + bias).topk(k, dim=-1).indices
+        weights = scores.gather(1, ids)
+        weights = weights / weights.sum(-1, keepdim=True)
+        return logits, ids.to(torch.int32).contiguous(), weights.float().contiguous()
+
+    @case("a per-token bias (dynamic_expert_bias) is skipped and counted; a plan's bias "
+          "never stands in for another call's")
+    def t_token_bias():
+        tm = load(path, "oea_token_bias", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1",
+                                           "SGLANG_OEA_MIN_BATCH": "1"})
+        E = 64
+        fixed = torch.rand(E, generator=gen) * 0.5  # the layer's own (its config's)
+
+        def config():
+            return Cfg(top_k=8, use_grouped_topk=False, renormalize=True,
+                       num_fused_shared_experts=0, scoring_func="sigmoid",
+                       custom_routing_function=None, correction_bias=fixed)
+
+        def call(cfg, layer, inputs, bias, **extra):
+            # SGLang 0.5.22's select_experts passes its local correction_bias: the
+            # config's, or the call's per-token bias where dynamic_expert_bias is given
+            logits, ids, weights = inputs
+            return decode(tm.route, router_logits=logits, topk_weights=weights.clone(),
+                          topk_ids=ids.clone(), topk_config=cfg, correction_bias=bias,
+                          layer_id=layer, num_token_non_padded=None,
+                          expert_location_dispatch_info=None, **extra)
+
+        def routed_by(bias, inputs, got, what):
+            logits, ids, weights = inputs
+            ew, ei, _ = oracle.route(logits, ids, weights, k0=K0, num_shared=0,
+                                     scoring="sigmoid", renormalize=True, bias=bias)
+            check(torch.equal(got[1], ei) and torch.equal(got[0], ew),
+                  "%s: not routed by this call's bias (%d of %d rows differ)"
+                  % (what, int((got[1] != ei).any(1).sum()), ids.shape[0]))
+            check(not torch.equal(got[1], ids), "%s: nothing re-routed" % what)
+
+        def alone(inputs, got, what):
+            _, ids, weights = inputs
+            check(torch.equal(got[1], ids) and torch.equal(got[0], weights),
+                  "%s: re-routed (%d of %d rows changed)"
+                  % (what, int((got[1] != ids).any(1).sum()), ids.shape[0]))
+
+        def token_bias():
+            return tm.host_counts()["skipped"]["token_bias"]
+
+        # A layer first met with its config's bias, then a decode with a per-token bias.
+        first = config()
+        x = biased(16, fixed)
+        routed_by(fixed, x, call(first, 1, x, fixed), "the config's bias")
+        tok = torch.rand(16, E, generator=gen) * 0.5
+        x = biased(16, tok)
+        alone(x, call(first, 1, x, tok), "a per-token bias after the config's")
+        check(token_bias() == 16, "counts %s" % tm.host_counts())
+        # MIN_BATCH=1: a one-token call meets the layer first, with its own bias.
+        second = config()
+        one = torch.rand(1, E, generator=gen) * 0.5
+        x = biased(1, one)
+        alone(x, call(second, 2, x, one), "one token with its per-token bias")
+        check(token_bias() == 17, "counts %s" % tm.host_counts())
+        x = biased(16, fixed)
+        routed_by(fixed, x, call(second, 2, x, fixed), "after a one-token call")
+        # Another bias per expert for the same layer and config: routed by that one.
+        other = torch.rand(E, generator=gen) * 0.5
+        x = biased(16, other)
+        routed_by(other, x, call(second, 2, x, other), "another bias for a prepared layer")
+        # Another setting passed for the same config: routed by that one.
+        logits, ids, weights = biased(16, other)
+        raw = (logits.sigmoid().gather(1, ids.long())).contiguous()  # not renormalised
+        x = (logits, ids, raw)
+        got = call(second, 2, x, other, renormalize=False)
+        ew, ei, _ = oracle.route(logits, ids, raw, k0=K0, num_shared=0, scoring="sigmoid",
+                                 renormalize=False, bias=other)
+        check(torch.equal(got[1], ei) and torch.equal(got[0], ew),
+              "renormalize=False passed for a layer prepared with True: routed by the plan's")
+        # A call site that passes dynamic_expert_bias itself.
+        x = biased(16, fixed + tok)
+        alone(x, call(first, 1, x, fixed, dynamic_expert_bias=tok),
+              "dynamic_expert_bias passed")
+        check(token_bias() == 33, "counts %s" % tm.host_counts())
+        x = biased(16, fixed)
+        routed_by(fixed, x, call(first, 1, x, fixed, dynamic_expert_bias=None),
+                  "dynamic_expert_bias=None")
+        # The eras before TopKConfig: the settings are select_experts' own arguments.
+        x = biased(16, tok)
+        got = decode(tm.route, router_logits=x[0], topk_weights=x[2].clone(),
+                     topk_ids=x[1].clone(), top_k=8, use_grouped_topk=False, renormalize=True,
+                     scoring_func="sigmoid", custom_routing_function=None, correction_bias=tok)
+        alone(x, got, "a per-token bias as an argument")
+        check(token_bias() == 49, "counts %s" % tm.host_counts())
+        return "49 rows skipped as token_bias"
+
+    @case("stats: each call counted once; every line adds up, the call that logs it included")
+    def t_stats_line():
+        sm = load(path, "oea_stats_line", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1",
+                                           "SGLANG_OEA_MIN_BATCH": "2"})
+        lines = []
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                if "OEA stats" in record.getMessage():
+                    lines.append(record.getMessage())
+
+        log = logging.getLogger(sm.__name__)
+        log.addHandler(Keep())
+        log.setLevel(logging.INFO)
+        log.propagate = False
+        line_re = re.compile(r"python calls=(\d+) rows=(\d+) \(to liboea (\d+), skipped "
+                             r"(\d+)\); (.*); rows skipped: (.*)$")
+        cpu_re = re.compile(r"cpu: (\d+) routed calls, (?:mean T [\d.]+ -> [\d.]+, "
+                            r"(\d+) rows, )?(\d+) gated")
+        tok = torch.rand(16, 64, generator=gen) * 0.5
+        # (mode or None for no forward batch, rows, extra arguments)
+        calls = [("DECODE", 16, {}), ("EXTEND", 16, {}), ("DECODE", 1, {}),
+                 ("DECODE", 16, {"expert_location_dispatch_info": object()}),
+                 (None, 8, {}), ("DECODE", 0, {}), ("DECODE", 40, {}),
+                 ("DECODE", 16, {"num_token_non_padded": torch.tensor(1)}),  # liboea gates
+                 ("DECODE", 16, {"num_token_non_padded": 1}),
+                 ("DECODE", 16, {"scoring_func": "sigmoid", "correction_bias": tok}),
+                 ("IDLE", 12, {}), ("DECODE", 16, {})] * 2
+        total_rows = 0
+        for number, (mode, n, extra) in enumerate(calls, 1):
+            sm._last_log[0] = float("-inf")  # due at once: this call logs the line
+            logits, ids, weights, _ = make_inputs(torch, gen, n=n, E=64, k=8)
+            kw = dict(router_logits=logits, topk_weights=weights, topk_ids=ids, top_k=8,
+                      renormalize=True, **extra)
+            if mode is None:
+                sm.route(**kw)
+            else:
+                in_forward(mode, sm.route, **kw)
+            total_rows += n
+            check(len(lines) == number, "call %d logged %d lines" % (number, len(lines)))
+            m = line_re.search(lines[-1])
+            check(m, "line not understood: %r" % lines[-1])
+            got_calls, rows, launched, skipped = (int(g) for g in m.group(1, 2, 3, 4))
+            reasons = {} if m.group(6) == "none" else {
+                k: int(v) for k, v in (part.split("=") for part in m.group(6).split(", "))}
+            where = "call %d: %r" % (number, lines[-1])
+            check(got_calls == number and rows == total_rows,
+                  "%s: expected calls=%d rows=%d" % (where, number, total_rows))
+            check(rows == launched + skipped and skipped == sum(reasons.values()),
+                  "%s: rows != to liboea + skipped, or skipped != its reasons" % where)
+            counts = sm.host_counts()
+            check(counts["calls"] == number and counts["rows"] == total_rows and
+                  counts["rows"] == counts["launched"] + sum(counts["skipped"].values()),
+                  "call %d: host_counts %s" % (number, counts))
+            # liboea's side: every call handed to it was re-routed or gated (its
+            # valid rows below MIN_BATCH), and the rows re-routed are the valid
+            # rows of the calls not gated (none of these has padding)
+            launched_calls = [(r, e) for mo, r, e in calls[:number]
+                              if mo == "DECODE" and r >= 2 and
+                              "expert_location_dispatch_info" not in e and
+                              "correction_bias" not in e and
+                              not isinstance(e.get("num_token_non_padded"), int)]
+            gated = [r for r, e in launched_calls if "num_token_non_padded" in e]
+            device = cpu_re.search(m.group(5))
+            check(device and (int(device.group(1)), int(device.group(3))) ==
+                  (len(launched_calls) - len(gated), len(gated)) and
+                  int(device.group(2) or 0) == launched - sum(gated),
+                  "%s: %d re-routed calls of %d rows and %d gated expected"
+                  % (where, len(launched_calls) - len(gated), launched - sum(gated),
+                     len(gated)))
+        return lines[-1]
+
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
-               t_weights, t_stats, t_op, t_bias_update):
+               t_weights, t_stats, t_op, t_bias_update, t_min_exact, t_dp_attention,
+               t_token_bias, t_stats_line):
         fn()
     return summary()
 

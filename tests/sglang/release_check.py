@@ -381,6 +381,40 @@ def phase_on(out_dir, oracle_library):
                   "re-routed ids differ from the reference with one shared column")
             check(not torch.equal(i, ri), "nothing was re-routed")
 
+    if "dynamic_expert_bias" in inspect.signature(topk.select_experts).parameters:
+        # SGLang 0.5.22 on: a bias per token (Bailing-MoE's multi-gate). liboea
+        # has one bias per expert, so such a call must be left alone, and a
+        # layer prepared with its config's bias must not re-route it by that one.
+        @run_case("K0=3, a per-token bias (dynamic_expert_bias) in DECODE: bitwise the "
+                  "unpatched outputs, counted as token_bias")
+        def _():
+            name = "glm-style"  # sigmoid with a correction bias
+            hidden, logits, bias = inputs(name)
+            gen = torch.Generator().manual_seed(22)
+            per_token = torch.rand(ROWS, MODELS[name]["E"], generator=gen) * 0.5
+            kwargs, _ = select_kwargs(topk, name, bias)
+
+            def call(forward_batch, **extra):
+                out = topk.select_experts(hidden_states=hidden, router_logits=logits,
+                                          **dict(kwargs, **extra))
+                return out[0].clone(), out[1].clone()
+
+            # the layer first met without it (its plan holds the config's bias)
+            call(forward_batch("DECODE"))
+            binding.ENABLED = False
+            try:
+                rw, ri = call(forward_batch("DECODE"), dynamic_expert_bias=per_token)
+            finally:
+                binding.ENABLED = True
+            before = binding.host_counts()["skipped"]["token_bias"]
+            w, i = call(forward_batch("DECODE"), dynamic_expert_bias=per_token)
+            check(same(w, rw) and same(i, ri), "a call with a per-token bias was re-routed "
+                  "(%d of %d rows changed)" % (int((i != ri).any(1).sum()), ROWS))
+            if binding.STATS:
+                check(binding.host_counts()["skipped"]["token_bias"] == before + ROWS,
+                      "not counted as token_bias: %s" % binding.host_counts())
+            return "%s, %d rows" % (name, ROWS)
+
     @run_case("K0=3, a call outside any forward batch is left alone")
     def _():
         for name in MODELS:
@@ -456,13 +490,17 @@ def phase_on(out_dir, oracle_library):
 
 
 def parse_stats_line(line):
-    """The numbers of a stats line: python calls/rows, per device (routed calls,
-    mean T before, after, rows, gated), skipped rows per reason."""
+    """The numbers of a stats line: python calls/rows (to liboea, skipped), per
+    device (routed calls, mean T before, after, rows, gated), skipped rows per
+    reason. The line must add up: rows = to liboea + skipped = to liboea + the
+    reasons' sum."""
     import re
 
     out = {"devices": {}, "skipped": {}}
-    m = re.search(r"python calls=(\d+) rows=(\d+);", line)
-    out["calls"], out["rows"] = int(m.group(1)), int(m.group(2))
+    head = re.search(r"python calls=(\d+) rows=(\d+) \(to liboea (\d+), skipped (\d+)\);",
+                     line)
+    check(head, "stats line not understood: %r" % line)
+    out["calls"], out["rows"], out["launched"], skipped_rows = map(int, head.groups())
     for m in re.finditer(r"(\S+): (\d+) routed calls, mean T ([\d.]+) -> ([\d.]+), "
                          r"(\d+) rows, (\d+) gated", line):
         out["devices"][m.group(1)] = (int(m.group(2)), float(m.group(3)),
@@ -472,6 +510,8 @@ def parse_stats_line(line):
         for part in skipped.split(", "):
             k, v = part.split("=")
             out["skipped"][k] = int(v)
+    check(out["rows"] == out["launched"] + skipped_rows and
+          skipped_rows == sum(out["skipped"].values()), "the line does not add up: %r" % line)
     return out
 
 
@@ -545,6 +585,7 @@ def phase_metrics(out_dir):
         check(value("python_calls") == want["calls"], "python_calls %s, line %s"
               % (value("python_calls"), want["calls"]))
         check(value("python_rows") == want["rows"], "python_rows")
+        check(value("python_rows_launched") == want["launched"], "python_rows_launched")
         for reason, rows in want["skipped"].items():
             check(value("rows_skipped", reason=reason) == rows,
                   "rows_skipped{reason=%s} %s, line %s"

@@ -55,7 +55,8 @@ NEW_TOKENS = 8
 OFFLINE = ("NewConnectionError", "Network is unreachable", "Temporary failure in name "
            "resolution", "Name or service not known", "Failed to establish a new connection")
 STATS = re.compile(r"oeapatch: OEA stats \(pid \d+, since start\): python calls=(\d+) "
-                   r"rows=(\d+); (?:cpu: (\d+) routed calls, mean T ([\d.]+) -> ([\d.]+), "
+                   r"rows=(\d+) \(to liboea \d+, skipped \d+\); "
+                   r"(?:cpu: (\d+) routed calls, mean T ([\d.]+) -> ([\d.]+), "
                    r"(\d+) rows, (\d+) gated|no routed call); rows skipped: (.*)")
 
 
