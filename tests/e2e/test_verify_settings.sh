@@ -47,11 +47,7 @@ has "STATS named" "SGLANG_OEA_STATS='maybe' (the environment): expected a boolea
 expect "K0 unset, STATS=maybe: a warning (the binding only warns)" 0 EV SGLANG_OEA_STATS=maybe
 has "a WARN line" "WARN settings               SGLANG_OEA_STATS='maybe'"
 has "says the start with K0 on fails" "the start with it on will fail"
-<<<<<<< HEAD
-has "counted in the verdict" "verified (16 checks, 1 warning)"
-=======
-has "counted in the verdict" "verified (18 checks, 1 warning)"
->>>>>>> h-trust
+has "counted in the verdict" "verified (19 checks, 1 warning)"
 expect "K0=-0 is off too" 0 EV SGLANG_OEA_K0=-0 SGLANG_OEA_STATS=maybe
 expect "MIN_BATCH above MAX_TOKENS's default, K0 on: fails" 1 EV SGLANG_OEA_K0=2 SGLANG_OEA_MIN_BATCH=2000
 has "the cross rule" "SGLANG_OEA_MAX_TOKENS (unset): its default 1024 is below SGLANG_OEA_MIN_BATCH (2000)"
