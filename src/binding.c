@@ -443,16 +443,24 @@ static const char *loaded_file(void *h)
 	return map->l_name;
 }
 
-char *oeap_library_resolve(const char *name)
+char *oeap_library_found(const char *name)
 {
 	if (!*name || strchr(name, '/'))
 		return NULL;
 	dlerror();
 	void *h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
 	const char *file = h ? loaded_file(h) : NULL;
-	char *out = file ? realpath(file, NULL) : NULL;
+	char *out = file ? strdup(file) : NULL;
 	if (h)
 		dlclose(h);
+	return out;
+}
+
+char *oeap_library_resolve(const char *name)
+{
+	char *found = oeap_library_found(name);
+	char *out = found ? realpath(found, NULL) : NULL;
+	free(found);
 	return out;
 }
 

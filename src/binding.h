@@ -118,6 +118,10 @@ int oeap_library_relative(const char *library);
  * Caller frees. */
 char *oeap_library_resolve(const char *name);
 
+/* The same search, but the path as the loader found it (symbolic links kept:
+ * the trust rule checks each step of the way, docs/security.md). */
+char *oeap_library_found(const char *name);
+
 /* The library apply records when --library is not given ($OEAPATCH_LIBRARY,
  * the installed one beside the executable, or the build tree's). Caller frees;
  * NULL when none exists. */

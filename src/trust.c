@@ -1,9 +1,7 @@
 #include "trust.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <link.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,16 +224,7 @@ int oeap_trust_escape_on(const oeap_patchdef *def, const oeap_settings_result *s
 
 char *oeap_trust_library_file(const char *library)
 {
-	if (strchr(library, '/'))
-		return strdup(library);
-	void *h = dlopen(library, RTLD_LAZY | RTLD_LOCAL);
-	struct link_map *map = NULL;
-	char *file = NULL;
-	if (h && dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0])
-		file = strdup(map->l_name);
-	if (h)
-		dlclose(h);
-	return file;
+	return strchr(library, '/') ? strdup(library) : oeap_library_found(library);
 }
 
 /* One "trust:WHAT" check; nothing when the path cannot be walked. */
