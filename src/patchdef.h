@@ -105,6 +105,29 @@ const oeap_region_def *oeap_patchdef_region(const oeap_patchdef *def, const char
 const oeap_setting_def *oeap_patchdef_setting(const oeap_patchdef *def, const char *name);
 
 /*
+ * The value rule of a setting, one for every value, the binding's (its
+ * parse_settings follows the same, and tests/e2e/test_settings_crosscheck.py
+ * holds both to it): surrounding ASCII blanks (space, tab, CR, LF, VT, FF)
+ * are ignored; a value that is then empty is unset (the default). An int is
+ * an optional sign and ASCII digits (leading zeros allowed, no '_', no other
+ * digits) within the 32-bit signed range and the setting's min..max; a
+ * boolean is one of the definition's spellings, ASCII case-insensitive; a
+ * string or path is any value. It lives with the definition because loading
+ * one checks each default against it.
+ *
+ * oeap_setting_parse: 0 and *out set (ints; booleans 0/1; strings and
+ * paths: 0 with *out 0), 1 when blank (unset: the default applies), -1 when
+ * `raw` breaks the rule of `s`.
+ */
+int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out);
+
+/* [*start, *end) of `raw` without its surrounding ASCII blanks: the part of a value the rule reads. */
+void oeap_setting_trim(const char *raw, const char **start, const char **end);
+
+/* What `s` takes, in words: "an integer in 1..1024", "a boolean (true/1/yes/y or false/0/no/n)". */
+void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap);
+
+/*
  * Finds the directory of the definition called `name`: $OEAPATCH_PATCH_DIR
  * when set (a definition directory itself), else <exe>/../share/oeapatch/
  * patches/<name>, else the source tree's patches/<name>. Caller frees.

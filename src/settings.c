@@ -375,108 +375,6 @@ int oeap_envfile_load(const char *path, oeap_env *env, oeap_error *err)
 	return rc;
 }
 
-/* ------------------------------------------------------------ the rules */
-
-static int blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* [start, end) of `raw` without surrounding ASCII blanks. */
-static void strip(const char *raw, const char **start, const char **end)
-{
-	const char *s = raw, *e = raw + strlen(raw);
-	while (s < e && blank(*s))
-		s++;
-	while (e > s && blank(e[-1]))
-		e--;
-	*start = s;
-	*end = e;
-}
-
-static int word_in(const char *s, size_t n, char **words)
-{
-	for (char **w = words; w && *w; w++)
-		if (strlen(*w) == n && strncasecmp(s, *w, n) == 0)
-			return 1;
-	return 0;
-}
-
-int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out)
-{
-	const char *p, *e;
-	strip(raw, &p, &e);
-	*out = 0;
-	if (p == e)
-		return 1;
-	switch (s->type) {
-	case OEAP_SETTING_INT: {
-		int neg = 0;
-		long long v = 0;
-		if (*p == '+' || *p == '-')
-			neg = *p++ == '-';
-		if (p == e)
-			return -1;
-		for (; p < e; p++) {
-			if (*p < '0' || *p > '9')
-				return -1;
-			v = v * 10 + (*p - '0');
-			if (v > (long long)INT32_MAX + 1)
-				return -1; /* beyond any 32-bit value: stop before long long could overflow */
-		}
-		v = neg ? -v : v;
-		if (v < INT32_MIN || v > INT32_MAX || v < s->min || v > s->max)
-			return -1;
-		*out = v;
-		return 0;
-	}
-	case OEAP_SETTING_BOOL:
-		if (word_in(p, (size_t)(e - p), def->bool_true))
-			*out = 1;
-		else if (!word_in(p, (size_t)(e - p), def->bool_false))
-			return -1;
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-static void join_words(char **words, char *buf, size_t cap)
-{
-	size_t n = 0;
-	buf[0] = '\0';
-	for (char **w = words; w && *w && n < cap; w++)
-		n += (size_t)snprintf(buf + n, cap - n, "%s%s", w == words ? "" : "/", *w);
-}
-
-void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap)
-{
-	char t[128], f[128];
-	switch (s->type) {
-	case OEAP_SETTING_INT:
-		if (s->min > INT32_MIN && s->max < INT32_MAX)
-			snprintf(buf, cap, "an integer in %lld..%lld", s->min, s->max);
-		else if (s->min > INT32_MIN)
-			snprintf(buf, cap, "an integer >= %lld", s->min);
-		else if (s->max < INT32_MAX)
-			snprintf(buf, cap, "an integer <= %lld", s->max);
-		else
-			snprintf(buf, cap, "a 32-bit integer");
-		break;
-	case OEAP_SETTING_BOOL:
-		join_words(def->bool_true, t, sizeof(t));
-		join_words(def->bool_false, f, sizeof(f));
-		snprintf(buf, cap, "a boolean (%s or %s)", t, f);
-		break;
-	case OEAP_SETTING_PATH:
-		snprintf(buf, cap, "a path");
-		break;
-	default:
-		snprintf(buf, cap, "a string");
-		break;
-	}
-}
-
 char *oeap_settings_quote(const char *value)
 {
 	oeap_buf b = OEAP_BUF_INIT;
@@ -591,7 +489,7 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			res->given[i] = 1;
 			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH) {
 				const char *a, *e;
-				strip(v->value, &a, &e);
+				oeap_setting_trim(v->value, &a, &e);
 				if (!(res->strings[i] = strndup(a, (size_t)(e - a))))
 					goto oom;
 			}

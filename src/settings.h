@@ -4,14 +4,9 @@
  * the environments they come from: this process's own, or systemd
  * EnvironmentFile= files.
  *
- * One rule for every value, the binding's (its parse_settings follows the
- * same, and tests/e2e/test_settings_crosscheck.py holds both to it):
- * surrounding ASCII blanks (space, tab, CR, LF, VT, FF) are ignored; a value
- * that is then empty is unset (the default). An int is an optional sign and
- * ASCII digits (leading zeros allowed, no '_', no other digits) within the
- * 32-bit signed range and the setting's min..max; a boolean is one of the
- * definition's spellings, ASCII case-insensitive; a string or path is any
- * value.
+ * The rule a single value must hold is the definition's own
+ * (oeap_setting_parse in patchdef.h, which loading a definition needs for
+ * its defaults): this module depends on the definition, never the reverse.
  */
 #ifndef OEAP_SETTINGS_H
 #define OEAP_SETTINGS_H
@@ -60,16 +55,6 @@ int oeap_envfile_parse(const char *text, size_t len, const char *path, oeap_env 
 
 /* Reads `path` and parses it (oeap_envfile_parse); a file that cannot be read is an error naming it. */
 int oeap_envfile_load(const char *path, oeap_env *env, oeap_error *err);
-
-/*
- * Parses `raw` by the rule of `s`: 0 and *out set (ints; booleans 0/1;
- * strings and paths: 0 with *out 0), 1 when blank (unset: the default
- * applies), -1 when it breaks the rule.
- */
-int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out);
-
-/* What `s` takes, in words: "an integer in 1..1024", "a boolean (true/1/yes/y or false/0/no/n)". */
-void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap);
 
 /* One thing wrong with the settings. */
 typedef struct oeap_setting_problem {
