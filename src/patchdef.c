@@ -362,6 +362,16 @@ static int on_setting(load_ctx *c, const char *section, const char *name, const 
 	}
 	if (strcmp(name, "at_least") == 0)
 		return set_str(&st->at_least, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "range_reason") == 0)
+		return set_str(&st->range_reason, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "warn_from") == 0) {
+		if (!manifest_int(value, &st->warn_from))
+			return bad(c, lineno, section, name, "must be an integer in the 32-bit signed range");
+		st->has_warn_from = 1;
+		return 1;
+	}
+	if (strcmp(name, "warn") == 0)
+		return set_str(&st->warn, value) || bad(c, lineno, section, name, "out of memory");
 	if (strcmp(name, "default") == 0)
 		return set_str(&st->default_value, value) || bad(c, lineno, section, name, "out of memory");
 	if (strcmp(name, "switch") == 0)
@@ -601,8 +611,17 @@ static int load_settings(oeap_patchdef *def, oeap_error *err)
 		}
 		if (!is_identifier(s->key))
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'key' must be an identifier");
-		if (s->type != OEAP_SETTING_INT && (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least))
-			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "min, max and at_least are for type = int");
+		if (s->type != OEAP_SETTING_INT &&
+		    (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least || s->range_reason || s->has_warn_from))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+			                 "min, max, at_least, range_reason and warn_from are for type = int");
+		if (!s->has_warn_from != !s->warn)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "warn_from and warn go together");
+		if (s->has_warn_from && (s->warn_from <= s->min || s->warn_from > s->max))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+			                 "warn_from (%lld) must be above min (%lld) and at most max (%lld): a value it warns "
+			                 "about must be one the binding takes, and not every one",
+			                 s->warn_from, s->min, s->max);
 		if (s->min > s->max)
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "min (%lld) is above max (%lld)", s->min, s->max);
 		if (s->type == OEAP_SETTING_BOOL && (!def->bool_true || !def->bool_false))
@@ -752,6 +771,8 @@ void oeap_patchdef_free(oeap_patchdef *def)
 		free(st->key);
 		free(st->describe);
 		free(st->at_least);
+		free(st->range_reason);
+		free(st->warn);
 		free(st->default_value);
 	}
 	free(def->settings);

@@ -66,8 +66,14 @@ typedef struct oeap_setting_def {
 	oeap_setting_type type;
 	long long min, max; /* int: the allowed range (default: the 32-bit signed range) */
 	char *at_least;   /* int: another int setting this one must not be below, or NULL */
+	char *range_reason; /* int: why min..max is what it is, said with a refused value, or NULL */
 	char *default_value; /* as written in the environment; NULL: none (a path the binding records) */
 	int is_switch;    /* 1: its zero/false value turns the binding off (at most one setting) */
+	/* int: a value the binding takes but that may well do nothing from warn_from on (whether it does
+	 * depends on what verify cannot see, e.g. the model): a warning saying `warn`. NULL: none. */
+	long long warn_from;
+	int has_warn_from;
+	char *warn;
 } oeap_setting_def;
 
 typedef struct oeap_patchdef {

@@ -435,10 +435,10 @@ static size_t edit_distance(const char *a, const char *b)
 	return d[n][m];
 }
 
-static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error,
-                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error, int refused,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error,
+static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error, int refused,
                        const char *fmt, ...)
 {
 	oeap_setting_problem *a = realloc(res->problems, (res->nproblems + 1) * sizeof(*a));
@@ -453,6 +453,7 @@ static int add_problem(oeap_settings_result *res, const char *name, const oeap_e
 	p->origin = v && v->origin ? strdup(v->origin) : NULL;
 	p->line = v ? v->line : 0;
 	p->error = error;
+	p->refused = refused;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(p->message, sizeof(p->message), fmt, ap);
@@ -472,9 +473,9 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	res->values = calloc(n ? n : 1, sizeof(*res->values));
 	res->strings = calloc(n ? n : 1, sizeof(*res->strings));
 	res->given = calloc(n ? n : 1, sizeof(*res->given));
-	int *bad = calloc(n ? n : 1, sizeof(*bad));
-	if (!res->values || !res->strings || !res->given || !bad)
-		goto oom;
+	res->refused = calloc(n ? n : 1, sizeof(*res->refused));
+	if (!res->values || !res->strings || !res->given || !res->refused)
+		return -1;
 	char expected[256];
 	/* Each value on its own; problems are sorted into errors and warnings below. */
 	for (size_t i = 0; i < n; i++) {
@@ -499,9 +500,10 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
 				goto oom;
 		} else {
-			bad[i] = 1;
+			res->refused[i] = 1;
 			oeap_setting_expected(def, s, expected, sizeof(expected));
-			if (add_problem(res, s->name, v, 1, "expected %s", expected))
+			if (add_problem(res, s->name, v, 1, 1, "expected %s%s%s%s", expected, s->range_reason ? " (" : "",
+			                s->range_reason ? s->range_reason : "", s->range_reason ? ")" : ""))
 				goto oom;
 		}
 	}
@@ -509,20 +511,20 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	for (size_t i = 0; i < n; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		const oeap_setting_def *t = s->at_least ? oeap_patchdef_setting(def, s->at_least) : NULL;
-		if (!t || bad[i] || bad[t - def->settings])
+		if (!t || res->refused[i] || res->refused[t - def->settings])
 			continue;
 		size_t j = (size_t)(t - def->settings);
 		if (res->values[i] < res->values[j]) {
-			bad[i] = 1;
+			res->refused[i] = 1;
 			const oeap_env_var *v = oeap_env_get(env, s->name);
-			if (add_problem(res, s->name, v, 1, "%s%lld is below %s (%lld%s): expected an integer >= %s",
+			if (add_problem(res, s->name, v, 1, 1, "%s%lld is below %s (%lld%s): expected an integer >= %s",
 			                v ? "" : "its default ", res->values[i], t->name, res->values[j],
 			                res->given[j] ? "" : ", its default", t->name))
 				goto oom;
 		}
 	}
 	int sw = res->switch_index;
-	int switch_bad = sw >= 0 && bad[sw];
+	int switch_bad = sw >= 0 && res->refused[sw];
 	res->on = sw < 0 || switch_bad || res->values[sw] != 0;
 	/* Off (the switch valid and zero): the binding warns about a bad value and runs on defaults. */
 	if (!res->on)
@@ -542,6 +544,15 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
 				goto oom;
 		}
+	/* Values the binding takes but that may well do nothing (warn_from): said,
+	 * not refused, since whether they do depends on what verify cannot see
+	 * (the model). Values ignored while off get no advice. */
+	for (size_t i = 0; !res->defaults_only && i < n; i++) {
+		const oeap_setting_def *s = &def->settings[i];
+		if (s->warn && res->given[i] && res->values[i] >= s->warn_from &&
+		    add_problem(res, s->name, oeap_env_get(env, s->name), 0, 0, "%lld or more: %s", s->warn_from, s->warn))
+			goto oom;
+	}
 	/* Names in the binding's namespace that are no setting. */
 	size_t plen = def->env_prefix ? strlen(def->env_prefix) : 0;
 	for (size_t k = 0; plen && k < env->n; k++) {
@@ -558,11 +569,11 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			}
 		}
 		int typo = closest && best <= 2;
-		if (typo ? add_problem(res, v->name, v, 1,
+		if (typo ? add_problem(res, v->name, v, 1, 0,
 		                       "not a setting of %s/%d: a typo of %s? The binding ignores it, so %s keeps its "
 		                       "default; rename or remove it",
 		                       def->name, def->version, closest, closest)
-		         : add_problem(res, v->name, v, 0, "not a setting of %s/%d, the binding ignores it%s%s%s", def->name,
+		         : add_problem(res, v->name, v, 0, 0, "not a setting of %s/%d, the binding ignores it%s%s%s", def->name,
 		                       def->version, closest ? " (closest: " : "", closest ? closest : "",
 		                       closest ? ")" : ""))
 			goto oom;
@@ -573,10 +584,8 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 		else
 			res->warnings++;
 	}
-	free(bad);
 	return 0;
 oom:
-	free(bad);
 	return -1;
 }
 
@@ -595,6 +604,7 @@ void oeap_settings_result_free(oeap_settings_result *res)
 	free(res->strings);
 	free(res->values);
 	free(res->given);
+	free(res->refused);
 	memset(res, 0, sizeof(*res));
 }
 
@@ -602,6 +612,8 @@ const char *oeap_settings_effective(const oeap_patchdef *def, const oeap_setting
                                     char *buf, size_t cap)
 {
 	const oeap_setting_def *s = &def->settings[i];
+	if (res->refused[i] && !res->defaults_only)
+		return NULL; /* on, the binding stops at import: a value it never runs with must not be shown as one */
 	switch (s->type) {
 	case OEAP_SETTING_INT:
 		snprintf(buf, cap, "%lld", res->values[i]);

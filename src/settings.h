@@ -64,6 +64,8 @@ typedef struct oeap_setting_problem {
 	char *origin;   /* file, or NULL: the environment */
 	long line;
 	int error;      /* 1: the binding would refuse to start (verify fails); 0: a warning */
+	int refused;    /* 1: a value the binding refuses (a rule broken); 0: a name it ignores, or advice
+	                   on a value it takes (the setting's warn_from) */
 	char message[512]; /* "expected an integer >= 0", "not a setting of sglang-oea/2 ..." */
 } oeap_setting_problem;
 
@@ -72,9 +74,10 @@ typedef struct oeap_settings_result {
 	int on;               /* the switch setting is on (no switch: always) */
 	int switch_index;     /* index in def->settings, -1 when the definition has none */
 	int defaults_only;    /* off with a bad value: the binding ignores every setting */
-	long long *values;    /* effective int/bool values, per def->settings */
+	long long *values;    /* effective int/bool values, per def->settings (meaningless where refused) */
 	char **strings;       /* effective string/path values (NULL: the default, e.g. recorded) */
 	int *given;           /* 1 when the environment set a valid value */
+	int *refused;         /* 1 when the binding refuses the value (its own rule or a cross rule) */
 	oeap_setting_problem *problems;
 	size_t nproblems;
 	size_t errors, warnings, nset; /* nset: variables of the definition that are set */
@@ -85,15 +88,22 @@ typedef struct oeap_settings_result {
  * binding applies them: a bad value is an error while the switch setting is
  * on or itself bad (the binding stops the import), a warning while it is off
  * (the binding warns and runs with defaults); a cross rule (at_least) with
- * the effective values. A variable with env_prefix that is no setting is an
- * error when its name is within two edits of a setting's, ASCII case
- * ignored (a typo that silently drops that setting), else a warning naming
- * the closest setting. Returns -1 only when memory ran out.
+ * the effective values. A value the binding takes at or above its setting's
+ * warn_from is a warning (the setting's `warn` says why). A variable with
+ * env_prefix that is no setting is an error when its name is within two
+ * edits of a setting's, ASCII case ignored (a typo that silently drops that
+ * setting), else a warning naming the closest setting. Returns -1 only when
+ * memory ran out.
  */
 int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res);
 void oeap_settings_result_free(oeap_settings_result *res);
 
-/* The effective value of setting `i` as text ("3", "true", a path, or NULL when it has none). */
+/*
+ * The value the binding runs with for setting `i`, as text ("3", "true", a
+ * path), or NULL when it has none: a refused value while the binding is on
+ * (it stops at import: there is no value to show), or a string or path left
+ * to a default the definition does not know (the recorded library).
+ */
 const char *oeap_settings_effective(const oeap_patchdef *def, const oeap_settings_result *res, size_t i,
                                     char *buf, size_t cap);
 
