@@ -140,6 +140,20 @@ static int env_name_valid(const char *s)
 	return 1;
 }
 
+/* The states of systemd's parse_env_file_internal(); the transitions are its own (ef_step). */
+typedef enum ef_state {
+	PRE_KEY,
+	KEY,
+	PRE_VALUE,
+	VALUE,
+	VALUE_ESCAPE,
+	SQ_VALUE,
+	DQ_VALUE,
+	DQ_VALUE_ESCAPE,
+	COMMENT,
+	COMMENT_ESCAPE
+} ef_state;
+
 typedef struct envfile_ctx {
 	const char *path;
 	oeap_env *env;
@@ -147,6 +161,10 @@ typedef struct envfile_ctx {
 	oeap_buf key, value;
 	int has_value;
 	long key_line;  /* where the assignment started */
+	ef_state state;
+	/* where the trailing blanks of the name and of an unquoted value begin (SIZE_MAX: none yet) */
+	size_t last_key_ws, last_value_ws;
+	long line, quote_line, comment_line; /* the current line; where a quote and a comment opened */
 } envfile_ctx;
 
 static int ef_fail(envfile_ctx *c, long line, const char *fmt, const char *arg)
@@ -199,164 +217,176 @@ static int ef_putc(envfile_ctx *c, oeap_buf *b, char ch)
 	return 0;
 }
 
+/*
+ * A comment ending in a backslash, at the line end `i`: systemd 254 and later
+ * read the next line as usual, 253 and earlier as part of the comment. Only
+ * a next line that would be an assignment makes the two differ: refused.
+ */
+static int ef_comment_continued(envfile_ctx *c, const char *text, size_t len, size_t i)
+{
+	size_t j = i + 1;
+	while (j < len && (text[j] == ' ' || text[j] == '\t'))
+		j++;
+	if (j < len && text[j] != '\n' && text[j] != '\r' && !in_set(text[j], SD_COMMENTS))
+		return ef_fail(c, c->comment_line, "%s",
+		               "a comment ending in a backslash: systemd 253 and older read the next line "
+		               "as part of the comment, 254 and newer as an assignment; remove the backslash");
+	c->state = PRE_KEY;
+	return 0;
+}
+
+/* One character `text[i]` through the state machine; non-zero: an error was set. */
+static int ef_step(envfile_ctx *c, const char *text, size_t len, size_t i)
+{
+	char ch = text[i];
+	switch (c->state) {
+	case PRE_KEY:
+		if (in_set(ch, SD_COMMENTS)) {
+			c->state = COMMENT;
+			c->comment_line = c->line;
+		} else if (!in_set(ch, SD_WHITESPACE)) {
+			c->state = KEY;
+			c->last_key_ws = SIZE_MAX;
+			c->key_line = c->line;
+			return ef_putc(c, &c->key, ch);
+		}
+		return 0;
+	case KEY:
+		if (in_set(ch, SD_NEWLINE))
+			/* systemd drops a line without '=' without a word: the setting it meant is lost. */
+			return ef_fail(c, c->key_line, "no '=' in '%s': systemd ignores this line", c->key.data);
+		if (ch == '=') {
+			c->state = PRE_VALUE;
+			c->last_value_ws = SIZE_MAX;
+			c->value.len = 0;
+			return 0;
+		}
+		if (!in_set(ch, SD_WHITESPACE))
+			c->last_key_ws = SIZE_MAX;
+		else if (c->last_key_ws == SIZE_MAX)
+			c->last_key_ws = c->key.len;
+		return ef_putc(c, &c->key, ch);
+	case PRE_VALUE:
+		if (in_set(ch, SD_NEWLINE)) {
+			c->state = PRE_KEY;
+			return ef_push(c, c->last_key_ws);
+		} else if (ch == '\'') {
+			c->state = SQ_VALUE;
+			c->quote_line = c->line;
+		} else if (ch == '"') {
+			c->state = DQ_VALUE;
+			c->quote_line = c->line;
+		} else if (ch == '\\') {
+			c->state = VALUE_ESCAPE;
+		} else if (!in_set(ch, SD_WHITESPACE)) {
+			c->state = VALUE;
+			return ef_putc(c, &c->value, ch);
+		}
+		return 0;
+	case VALUE:
+		if (in_set(ch, SD_NEWLINE)) {
+			c->state = PRE_KEY;
+			if (c->last_value_ws != SIZE_MAX)
+				c->value.len = c->last_value_ws; /* trailing blanks of an unquoted value go */
+			return ef_push(c, c->last_key_ws);
+		}
+		if (ch == '\\') {
+			c->state = VALUE_ESCAPE;
+			c->last_value_ws = SIZE_MAX;
+			return 0;
+		}
+		if (!in_set(ch, SD_WHITESPACE))
+			c->last_value_ws = SIZE_MAX;
+		else if (c->last_value_ws == SIZE_MAX)
+			c->last_value_ws = c->value.len;
+		return ef_putc(c, &c->value, ch);
+	case VALUE_ESCAPE:
+		c->state = VALUE;
+		/* an escaped newline is a continuation, eaten */
+		return in_set(ch, SD_NEWLINE) ? 0 : ef_putc(c, &c->value, ch);
+	case SQ_VALUE:
+		if (ch == '\'') {
+			c->state = PRE_VALUE;
+			return 0;
+		}
+		return ef_putc(c, &c->value, ch);
+	case DQ_VALUE:
+		if (ch == '"')
+			c->state = PRE_VALUE;
+		else if (ch == '\\')
+			c->state = DQ_VALUE_ESCAPE;
+		else
+			return ef_putc(c, &c->value, ch);
+		return 0;
+	case DQ_VALUE_ESCAPE:
+		c->state = DQ_VALUE;
+		if (in_set(ch, SD_NEED_ESCAPE))
+			return ef_putc(c, &c->value, ch);
+		if (ch == '\n')
+			return 0;
+		/* like a shell: other escapes keep the backslash */
+		return ef_putc(c, &c->value, '\\') || ef_putc(c, &c->value, ch);
+	case COMMENT:
+		if (ch == '\\')
+			c->state = COMMENT_ESCAPE;
+		else if (in_set(ch, SD_NEWLINE))
+			c->state = PRE_KEY;
+		return 0;
+	case COMMENT_ESCAPE:
+		if (in_set(ch, SD_NEWLINE))
+			return ef_comment_continued(c, text, len, i);
+		c->state = COMMENT;
+		return 0;
+	}
+	return 0;
+}
+
+/* The end of the text: what the state left open. */
+static int ef_finish(envfile_ctx *c)
+{
+	switch (c->state) {
+	case SQ_VALUE:
+	case DQ_VALUE:
+	case DQ_VALUE_ESCAPE:
+		/* systemd takes the rest of the file as the value: never what was meant. */
+		return ef_fail(c, c->quote_line, "%s", "a quote that is never closed (systemd would take the rest of "
+		                                       "the file as the value)");
+	case KEY:
+		return ef_fail(c, c->key_line, "no '=' in '%s': systemd ignores this line", c->key.data);
+	case VALUE:
+		if (c->last_value_ws != SIZE_MAX)
+			c->value.len = c->last_value_ws;
+		return ef_push(c, c->last_key_ws);
+	case PRE_VALUE:
+	case VALUE_ESCAPE:
+		return ef_push(c, c->last_key_ws);
+	default:
+		return 0;
+	}
+}
+
 int oeap_envfile_parse(const char *text, size_t len, const char *path, oeap_env *env, oeap_error *err)
 {
-	/* The states of systemd's parse_env_file_internal(); the transitions are its own. */
-	enum { PRE_KEY, KEY, PRE_VALUE, VALUE, VALUE_ESCAPE, SQ_VALUE, DQ_VALUE, DQ_VALUE_ESCAPE, COMMENT,
-	       COMMENT_ESCAPE } state = PRE_KEY;
 	envfile_ctx c;
 	memset(&c, 0, sizeof(c));
 	c.path = path;
 	c.env = env;
 	c.err = err;
-	size_t last_key_ws = SIZE_MAX, last_value_ws = SIZE_MAX;
-	long line = 1, quote_line = 0, comment_line = 0;
+	c.state = PRE_KEY;
+	c.last_key_ws = c.last_value_ws = SIZE_MAX;
+	c.line = 1;
 	int rc = 0;
 	for (size_t i = 0; i < len && rc == 0; i++) {
-		char ch = text[i];
-		if (ch == '\0') {
-			rc = ef_fail(&c, line, "%s", "a NUL byte: not a text file (systemd stops reading here)");
+		if (text[i] == '\0') {
+			rc = ef_fail(&c, c.line, "%s", "a NUL byte: not a text file (systemd stops reading here)");
 			break;
 		}
-		switch (state) {
-		case PRE_KEY:
-			if (in_set(ch, SD_COMMENTS)) {
-				state = COMMENT;
-				comment_line = line;
-			} else if (!in_set(ch, SD_WHITESPACE)) {
-				state = KEY;
-				last_key_ws = SIZE_MAX;
-				c.key_line = line;
-				rc = ef_putc(&c, &c.key, ch);
-			}
-			break;
-		case KEY:
-			if (in_set(ch, SD_NEWLINE)) {
-				/* systemd drops a line without '=' without a word: the setting it meant is lost. */
-				rc = ef_fail(&c, c.key_line, "no '=' in '%s': systemd ignores this line", c.key.data);
-			} else if (ch == '=') {
-				state = PRE_VALUE;
-				last_value_ws = SIZE_MAX;
-				c.value.len = 0;
-			} else {
-				if (!in_set(ch, SD_WHITESPACE))
-					last_key_ws = SIZE_MAX;
-				else if (last_key_ws == SIZE_MAX)
-					last_key_ws = c.key.len;
-				rc = ef_putc(&c, &c.key, ch);
-			}
-			break;
-		case PRE_VALUE:
-			if (in_set(ch, SD_NEWLINE)) {
-				state = PRE_KEY;
-				rc = ef_push(&c, last_key_ws);
-			} else if (ch == '\'') {
-				state = SQ_VALUE;
-				quote_line = line;
-			} else if (ch == '"') {
-				state = DQ_VALUE;
-				quote_line = line;
-			} else if (ch == '\\') {
-				state = VALUE_ESCAPE;
-			} else if (!in_set(ch, SD_WHITESPACE)) {
-				state = VALUE;
-				rc = ef_putc(&c, &c.value, ch);
-			}
-			break;
-		case VALUE:
-			if (in_set(ch, SD_NEWLINE)) {
-				state = PRE_KEY;
-				if (last_value_ws != SIZE_MAX)
-					c.value.len = last_value_ws; /* trailing blanks of an unquoted value go */
-				rc = ef_push(&c, last_key_ws);
-			} else if (ch == '\\') {
-				state = VALUE_ESCAPE;
-				last_value_ws = SIZE_MAX;
-			} else {
-				if (!in_set(ch, SD_WHITESPACE))
-					last_value_ws = SIZE_MAX;
-				else if (last_value_ws == SIZE_MAX)
-					last_value_ws = c.value.len;
-				rc = ef_putc(&c, &c.value, ch);
-			}
-			break;
-		case VALUE_ESCAPE:
-			state = VALUE;
-			if (!in_set(ch, SD_NEWLINE))
-				rc = ef_putc(&c, &c.value, ch); /* an escaped newline is a continuation, eaten */
-			break;
-		case SQ_VALUE:
-			if (ch == '\'')
-				state = PRE_VALUE;
-			else
-				rc = ef_putc(&c, &c.value, ch);
-			break;
-		case DQ_VALUE:
-			if (ch == '"')
-				state = PRE_VALUE;
-			else if (ch == '\\')
-				state = DQ_VALUE_ESCAPE;
-			else
-				rc = ef_putc(&c, &c.value, ch);
-			break;
-		case DQ_VALUE_ESCAPE:
-			state = DQ_VALUE;
-			if (in_set(ch, SD_NEED_ESCAPE))
-				rc = ef_putc(&c, &c.value, ch);
-			else if (ch != '\n' && !(rc = ef_putc(&c, &c.value, '\\')))
-				rc = ef_putc(&c, &c.value, ch); /* like a shell: other escapes keep the backslash */
-			break;
-		case COMMENT:
-			if (ch == '\\')
-				state = COMMENT_ESCAPE;
-			else if (in_set(ch, SD_NEWLINE))
-				state = PRE_KEY;
-			break;
-		case COMMENT_ESCAPE:
-			if (in_set(ch, SD_NEWLINE)) {
-				/* Read the next line as systemd 254 and later do, unless it would be
-				 * taken as an assignment: systemd 253 and earlier take it as comment. */
-				size_t j = i + 1;
-				while (j < len && (text[j] == ' ' || text[j] == '\t'))
-					j++;
-				if (j < len && text[j] != '\n' && text[j] != '\r' && !in_set(text[j], SD_COMMENTS)) {
-					rc = ef_fail(&c, comment_line, "%s",
-					             "a comment ending in a backslash: systemd 253 and older read the next line "
-					             "as part of the comment, 254 and newer as an assignment; remove the backslash");
-					break;
-				}
-				state = PRE_KEY;
-			} else {
-				state = COMMENT;
-			}
-			break;
-		}
-		if (ch == '\n')
-			line++;
+		rc = ef_step(&c, text, len, i);
+		if (text[i] == '\n')
+			c.line++;
 	}
-	if (rc == 0) {
-		switch (state) {
-		case SQ_VALUE:
-		case DQ_VALUE:
-		case DQ_VALUE_ESCAPE:
-			/* systemd takes the rest of the file as the value: never what was meant. */
-			rc = ef_fail(&c, quote_line, "%s", "a quote that is never closed (systemd would take the rest of "
-			                                   "the file as the value)");
-			break;
-		case KEY:
-			rc = ef_fail(&c, c.key_line, "no '=' in '%s': systemd ignores this line", c.key.data);
-			break;
-		case PRE_VALUE:
-		case VALUE:
-		case VALUE_ESCAPE:
-			if (state == VALUE && last_value_ws != SIZE_MAX)
-				c.value.len = last_value_ws;
-			rc = ef_push(&c, last_key_ws);
-			break;
-		default:
-			break;
-		}
-	}
+	if (rc == 0)
+		rc = ef_finish(&c);
 	oeap_buf_free(&c.key);
 	oeap_buf_free(&c.value);
 	return rc ? -1 : 0;
