@@ -66,7 +66,7 @@ typedef struct oeap_setting_problem {
 	int error;      /* 1: the binding would refuse to start (verify fails); 0: a warning */
 	int refused;    /* 1: a value the binding refuses (a rule broken); 0: a name it ignores, or advice
 	                   on a value it takes (the setting's warn_from) */
-	char message[512]; /* "expected an integer >= 0", "not a setting of sglang-oea/2 ..." */
+	char message[512]; /* "expected an integer >= 1", "not a setting of sglang-oea/2 ..." */
 } oeap_setting_problem;
 
 typedef struct oeap_settings_result {
