@@ -424,6 +424,122 @@ int oeap_revs_add(git_repository *repo, const char *spec, const char *path, size
 	return oeap_revs_add_counted(repo, spec, path, max, revs, NULL, err);
 }
 
+/* What the walk knows about the file at one commit and at its first parent. */
+typedef struct walk_step {
+	const char *path;  /* the commit's name for the file (in the walk's pool) */
+	int has;           /* tree_blob's answer there: 0 when the commit has it */
+	git_oid blob;
+	const char *ppath; /* the first parent's name for it: `path`, or the name before a rename */
+	int phas;          /* 1 when the first parent has it */
+	git_oid pblob;
+} walk_step;
+
+/*
+ * The parents of `c` (whose tree is `tree`): each one's name for the file is
+ * recorded in `paths`, for when the walk reaches that parent (the name before
+ * a rename when this commit renamed it), and the first parent's side fills
+ * st->ppath, st->phas and st->pblob. A root commit has no parent side.
+ */
+static int walk_parents(git_repository *repo, git_commit *c, git_tree *tree, walk_step *st, path_pool *pool,
+                        oid_map *paths, const char *what, oeap_error *err)
+{
+	git_commit *parent = NULL;
+	git_tree *ptree = NULL;
+	char *old = NULL;
+	int error = 0;
+	unsigned np = git_commit_parentcount(c);
+	st->phas = 0;
+	st->ppath = st->path;
+	for (unsigned i = 0; i < np; i++) {
+		const char *pp = st->path;
+		int ph;
+		git_oid pb;
+		if (git_commit_parent(&parent, c, i) || git_commit_tree(&ptree, parent)) {
+			error = oeap_git_fail(err, what, "cannot read a parent commit");
+			goto done;
+		}
+		if ((ph = tree_blob(ptree, st->path, &pb, err)) < 0) {
+			error = -1;
+			goto done;
+		}
+		if (ph == 1 && st->has == 0) {
+			if (find_rename(repo, ptree, tree, st->path, &old, err)) {
+				error = -1;
+				goto done;
+			}
+			if (old) {
+				long k = pool_intern(pool, old);
+				if (k < 0) {
+					error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+					goto done;
+				}
+				pp = pool->items[k];
+				if ((ph = tree_blob(ptree, pp, &pb, err)) < 0) {
+					error = -1;
+					goto done;
+				}
+				free(old);
+				old = NULL;
+			}
+		}
+		if (i == 0) {
+			st->phas = ph == 0;
+			st->pblob = pb;
+			st->ppath = pp;
+		}
+		long k = pool_intern(pool, pp);
+		if (k < 0 || oid_map_put_new(paths, git_commit_id(parent), (size_t)k)) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+			goto done;
+		}
+		git_tree_free(ptree);
+		git_commit_free(parent);
+		ptree = NULL;
+		parent = NULL;
+	}
+done:
+	free(old);
+	git_tree_free(ptree);
+	git_commit_free(parent);
+	return error;
+}
+
+/* Did the commit touch the file (against its first parent)? 1 with *kind set, else 0. */
+static int walk_touched(const walk_step *st, oeap_rev_kind *kind)
+{
+	*kind = OEAP_REV_CHANGED;
+	if (st->has == 0 && !st->phas)
+		return 1; /* added here (or a root commit that has it) */
+	if (st->has == 0)
+		return !git_oid_equal(&st->blob, &st->pblob) || strcmp(st->path, st->ppath) != 0;
+	if (st->phas) {
+		*kind = OEAP_REV_DELETED;
+		return 1;
+	}
+	return 0;
+}
+
+/* A walk from HEAD (spec NULL) or over the range `spec`; refuses what it cannot walk, naming why. */
+static int walk_start(git_repository *repo, const char *spec, const char *path, git_revwalk **walk,
+                      oeap_error *err)
+{
+	const char *what = spec ? spec : "HEAD";
+	if (!spec && git_repository_head_unborn(repo) == 1) {
+		git_error_clear();
+		return oeap_fail(err, OEAP_ERR_GIT, "HEAD", 0,
+		                 "HEAD is unborn: the current branch has no commits yet, so no revision touched %s",
+		                 path);
+	}
+	if (spec && strstr(spec, "..."))
+		return oeap_fail(err, OEAP_ERR_USAGE, spec, 0,
+		                 "symmetric ranges (A...B) are not supported: give A..B and B..A");
+	if (git_revwalk_new(walk, repo) || git_revwalk_sorting(*walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME))
+		return oeap_git_fail(err, what, "cannot walk the history");
+	if (spec ? git_revwalk_push_range(*walk, spec) : git_revwalk_push_head(*walk))
+		return oeap_git_fail(err, what, spec ? "not a range of this repository" : "cannot read HEAD");
+	return 0;
+}
+
 int oeap_revs_add_counted(git_repository *repo, const char *spec, const char *path, size_t max, oeap_revs *revs,
                           size_t *selected, oeap_error *err)
 {
@@ -439,29 +555,13 @@ int oeap_revs_add_counted(git_repository *repo, const char *spec, const char *pa
 	git_revwalk *walk = NULL;
 	oid_map paths = {0};
 	path_pool pool = {0};
-	git_commit *c = NULL, *parent = NULL;
-	git_tree *tree = NULL, *ptree = NULL;
-	char *old = NULL;
+	git_commit *c = NULL;
+	git_tree *tree = NULL;
 	size_t added = 0;
 	const char *what = spec ? spec : "HEAD";
 
-	if (!spec && git_repository_head_unborn(repo) == 1) {
-		git_error_clear();
-		return oeap_fail(err, OEAP_ERR_GIT, "HEAD", 0,
-		                 "HEAD is unborn: the current branch has no commits yet, so no revision touched %s",
-		                 path);
-	}
-	if (spec && strstr(spec, "..."))
-		return oeap_fail(err, OEAP_ERR_USAGE, spec, 0,
-		                 "symmetric ranges (A...B) are not supported: give A..B and B..A");
-	if (git_revwalk_new(&walk, repo) || git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME)) {
-		error = oeap_git_fail(err, what, "cannot walk the history");
+	if ((error = walk_start(repo, spec, path, &walk, err)))
 		goto done;
-	}
-	if (spec ? git_revwalk_push_range(walk, spec) : git_revwalk_push_head(walk)) {
-		error = oeap_git_fail(err, what, spec ? "not a range of this repository" : "cannot read HEAD");
-		goto done;
-	}
 	long start = pool_intern(&pool, path);
 	if (start < 0) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
@@ -474,87 +574,25 @@ int oeap_revs_add_counted(git_repository *repo, const char *spec, const char *pa
 		/* Topological order: every child came first and told us this
 		 * commit's name for the file; a tip has the name we were given. */
 		const size_t *pi = oid_map_get(&paths, &id);
-		const char *p = pool.items[pi ? *pi : (size_t)start];
-		git_oid blob, pblob;
-		int has, phas = 1;
-		memset(&blob, 0, sizeof(blob));
-		memset(&pblob, 0, sizeof(pblob));
-		const char *ppath = p;
-
+		walk_step st;
+		memset(&st, 0, sizeof(st));
+		st.path = pool.items[pi ? *pi : (size_t)start];
 		if (git_commit_lookup(&c, repo, &id) || git_commit_tree(&tree, c)) {
 			error = oeap_git_fail(err, what, "cannot read a commit of the walk");
 			goto done;
 		}
-		if ((has = tree_blob(tree, p, &blob, err)) < 0) {
+		if ((st.has = tree_blob(tree, st.path, &st.blob, err)) < 0 ||
+		    walk_parents(repo, c, tree, &st, &pool, &paths, what, err)) {
 			error = -1;
 			goto done;
 		}
-		unsigned np = git_commit_parentcount(c);
-		for (unsigned i = 0; i < np; i++) {
-			const char *pp = p;
-			int ph;
-			git_oid pb;
-			if (git_commit_parent(&parent, c, i) || git_commit_tree(&ptree, parent)) {
-				error = oeap_git_fail(err, what, "cannot read a parent commit");
-				goto done;
-			}
-			if ((ph = tree_blob(ptree, p, &pb, err)) < 0) {
-				error = -1;
-				goto done;
-			}
-			if (ph == 1 && has == 0) {
-				if (find_rename(repo, ptree, tree, p, &old, err)) {
-					error = -1;
-					goto done;
-				}
-				if (old) {
-					long k = pool_intern(&pool, old);
-					if (k < 0) {
-						error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
-						goto done;
-					}
-					pp = pool.items[k];
-					if ((ph = tree_blob(ptree, pp, &pb, err)) < 0) {
-						error = -1;
-						goto done;
-					}
-					free(old);
-					old = NULL;
-				}
-			}
-			if (i == 0) {
-				phas = ph == 0;
-				pblob = pb;
-				ppath = pp;
-			}
-			long k = pool_intern(&pool, pp);
-			if (k < 0 || oid_map_put_new(&paths, git_commit_id(parent), (size_t)k)) {
-				error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
-				goto done;
-			}
-			git_tree_free(ptree);
-			git_commit_free(parent);
-			ptree = NULL;
-			parent = NULL;
-		}
-		if (np == 0)
-			phas = 0;
-
-		int touched = 0;
-		oeap_rev_kind kind = OEAP_REV_CHANGED;
-		if (has == 0 && !phas)
-			touched = 1; /* added here (or a root commit that has it) */
-		else if (has == 0 && phas)
-			touched = !git_oid_equal(&blob, &pblob) || strcmp(p, ppath) != 0;
-		else if (has != 0 && phas) {
-			touched = 1;
-			kind = OEAP_REV_DELETED;
-		}
+		oeap_rev_kind kind;
+		int touched = walk_touched(&st, &kind);
 		if (touched && selected)
 			++*selected; /* also when an earlier argument listed it already */
 		if (touched && !revs_has(revs, &id)) {
-			const char *from = has == 0 && phas && strcmp(p, ppath) ? ppath : NULL;
-			if (revs_push(repo, revs, c, p, from, kind, has == 0, &blob, err)) {
+			const char *from = st.has == 0 && st.phas && strcmp(st.path, st.ppath) ? st.ppath : NULL;
+			if (revs_push(repo, revs, c, st.path, from, kind, st.has == 0, &st.blob, err)) {
 				error = -1;
 				goto done;
 			}
@@ -572,9 +610,6 @@ int oeap_revs_add_counted(git_repository *repo, const char *spec, const char *pa
 	}
 	git_error_clear();
 done:
-	free(old);
-	git_tree_free(ptree);
-	git_commit_free(parent);
 	git_tree_free(tree);
 	git_commit_free(c);
 	git_revwalk_free(walk);

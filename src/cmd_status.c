@@ -1,7 +1,10 @@
 /*
  * oeapatch status: one look at a checkout: applied or not, which version,
- * whether it drifted, which library it binds and whether that loads.
- * compute fills a status_result; print_json and print_text only print it.
+ * whether it drifted, which library it binds and whether that loads, and
+ * verify's verdict, computed by verify's own function (verify.h) with the
+ * settings of this environment: status says "verifies" exactly when verify
+ * would exit 0. compute fills a status_result; print_json and print_text
+ * only print it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +13,7 @@
 #include "cli.h"
 #include "fsio.h"
 #include "pipeline.h"
-#include "pycache.h"
-#include "trust.h"
+#include "verify.h"
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
@@ -19,7 +21,8 @@ static const oeap_option options[] = {
 };
 
 typedef struct status_result {
-	oeap_report rep;
+	oeap_verify_result verdict; /* verify's, with no options: this environment's settings */
+	oeap_report rep;            /* verdict.rep, moved here once computed */
 	char *bind_text;  /* the binding module's text, NULL when absent */
 	char *bind_path;
 	char *library;    /* the library it records, or NULL */
@@ -31,49 +34,57 @@ typedef struct status_result {
 
 static void status_result_free(status_result *r)
 {
+	oeap_verify_result_free(&r->verdict);
 	oeap_report_free(&r->rep);
 	free(r->bind_text);
 	free(r->bind_path);
 	free(r->library);
 }
 
-/* "not-applied", "applied" (and verifies) or "drift" (the failed checks say which). */
+/* Whether every check that failed is about the settings (the patch itself holds). */
+static int only_settings_failed(const oeap_report *rep)
+{
+	for (size_t i = 0; i < rep->n; i++)
+		if (!rep->checks[i].ok && strcmp(rep->checks[i].name, "settings") != 0)
+			return 0;
+	return 1;
+}
+
+/* "not-applied", "applied" (and verifies), "drift" (the failed checks say which) or "bad-settings"
+ * (the patch holds, but the binding would refuse the settings of this environment). */
 static const char *state_name(const status_result *r)
 {
-	return !r->rep.applied ? "not-applied" : r->rep.ok ? "applied" : "drift";
+	return !r->rep.applied ? "not-applied"
+	       : r->rep.ok     ? "applied"
+	       : only_settings_failed(&r->rep) ? "bad-settings"
+	                                       : "drift";
 }
 
 static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
 {
-	char *buf = NULL;
-	size_t len = 0, bind_len = 0;
+	size_t bind_len = 0;
 	int error = 0;
-	if ((error = oeap_read_file(cli->target, &buf, &len, err)))
+	/* verify's verdict, by verify's function: a status that says "verifies"
+	 * must mean what verify means, settings and library override included. */
+	static const oeap_verify_opts here; /* the work tree, this environment's settings */
+	if ((error = oeap_verify_compute(cli, &here, &r->verdict, err)))
 		goto done;
-	/* The same checks as verify, binding module and library included: a
-	 * status that says "verifies" must mean what verify means. */
-	if (oeap_verify_bytes(cli->def, buf, len, oeap_cli_target_rel(cli), &r->rep) ||
-	    (r->rep.applied && oeap_binding_verify(cli->def, cli->target, &r->rep)) ||
-	    !(r->bind_path = oeap_binding_path(cli->def, cli->target))) {
+	r->rep = r->verdict.rep;
+	memset(&r->verdict.rep, 0, sizeof(r->verdict.rep));
+	if (!(r->bind_path = oeap_binding_path(cli->def, cli->target))) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
 		goto done;
 	}
-	/* verify's bytecode check too: a shadowing pyc means the server runs other code. */
-	if (r->rep.applied && (error = oeap_pyc_check(cli->def, cli->target, oeap_cli_apply_hint(cli), &r->rep, err)))
-		goto done;
 	oeap_error ignore;
 	oeap_error_clear(&ignore);
 	if (oeap_read_file(r->bind_path, &r->bind_text, &bind_len, &ignore) == 0) {
-		r->library = oeap_binding_recorded_library(cli->def, r->bind_text, bind_len);
+		/* the library the server loads: the settings' override (which verify loaded), else the recorded one */
+		const char *o = r->verdict.library_override;
+		r->library = o ? strdup(o) : oeap_binding_recorded_library(cli->def, r->bind_text, bind_len);
 		if (oeap_binding_classify(cli->def, r->bind_text, bind_len, &r->bind)) {
 			error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
 			goto done;
 		}
-	}
-	/* verify's trust checks, with what this environment gives the binding */
-	if (r->rep.applied && oeap_trust_verify_environ(cli->def, cli->target, r->library, &r->rep)) {
-		error = oeap_fail(err, OEAP_ERR_INTERNAL, "status", 0, "out of memory");
-		goto done;
 	}
 	/* verify's library check already loaded it: report what it found. */
 	for (size_t i = 0; r->library && i < r->rep.n; i++)
@@ -81,9 +92,8 @@ static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
 			r->lib_ok = r->rep.checks[i].ok;
 			snprintf(r->lib_detail, sizeof(r->lib_detail), "%s", r->rep.checks[i].detail);
 		}
-	r->exit_code = r->rep.applied && r->rep.ok ? OEAP_EXIT_OK : OEAP_EXIT_DIFFERS;
+	r->exit_code = r->rep.applied && r->verdict.exit_code == OEAP_EXIT_OK ? OEAP_EXIT_OK : OEAP_EXIT_DIFFERS;
 done:
-	free(buf);
 	return error;
 }
 
@@ -143,12 +153,18 @@ static void print_text(const oeap_cli *cli, const status_result *r)
 		printf("state:    %snot applied%s (run `%s`)\n", bad, reset, oeap_cli_apply_hint(cli));
 	else if (rep->ok)
 		printf("state:    %sapplied (version %d), verifies%s\n", good, rep->version, reset);
+	else if (only_settings_failed(rep))
+		/* The patch holds; the server would not start with these settings (verify exits 1 alike). */
+		printf("state:    %sapplied (version %d), does NOT verify%s: the binding refuses the settings of this "
+		       "environment (run `oeapatch verify`)\n",
+		       bad, rep->version, reset);
 	else
 		printf("state:    %sapplied (version %d), DRIFT%s: %zu check%s failed (run `oeapatch verify`)\n", bad,
 		       rep->version, reset, failed, failed == 1 ? "" : "s");
 	for (size_t i = 0; rep->applied && i < rep->n; i++)
-		if (!rep->checks[i].ok)
-			printf("          %s: %s\n", rep->checks[i].name, rep->checks[i].detail);
+		if (!rep->checks[i].ok || rep->checks[i].warning)
+			printf("          %s%s: %s\n", rep->checks[i].ok ? "warning: " : "", rep->checks[i].name,
+			       rep->checks[i].detail);
 	if (r->bind_text && r->bind.kind == OEAP_BINDING_OTHER)
 		printf("binding:  %s (written by another oeapatch, definition %s: `%s` replaces it with this one's)\n",
 		       r->bind_path, r->bind.writer, oeap_cli_apply_hint(cli));

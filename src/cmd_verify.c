@@ -18,30 +18,20 @@
 #include "pycache.h"
 #include "settings.h"
 #include "trust.h"
+#include "verify.h"
 
 extern char **environ;
 
 enum { OPT_REF = OEAP_OPT_FIRST_FREE, OPT_SKIP_BINDING, OPT_ENV_FILE };
 
-/* systemd takes any number of EnvironmentFile= lines; this is plenty for one unit. */
-#define MAX_ENV_FILES 32
-
-typedef struct verify_opts {
-	const char *ref;
-	int skip_binding;
-	const char *env_files[MAX_ENV_FILES];
-	size_t nenv_files;
-	int too_many_env_files;
-} verify_opts;
-
 static int on_option(int val, const char *arg, void *user)
 {
-	verify_opts *o = user;
+	oeap_verify_opts *o = user;
 	if (val == OPT_REF)
 		o->ref = arg;
 	else if (val == OPT_SKIP_BINDING)
 		o->skip_binding = 1;
-	else if (val == OPT_ENV_FILE && o->nenv_files < MAX_ENV_FILES)
+	else if (val == OPT_ENV_FILE && o->nenv_files < OEAP_VERIFY_MAX_ENV_FILES)
 		o->env_files[o->nenv_files++] = arg;
 	else if (val == OPT_ENV_FILE)
 		o->too_many_env_files = 1;
@@ -108,28 +98,13 @@ done:
 	return rc;
 }
 
-/* What verify found: compute fills it, the printers print it. */
-typedef struct verify_result {
-	oeap_report rep;
-	int settings_checked;       /* 0: skipped (--ref without --env-file) */
-	oeap_env env;               /* the settings environment */
-	oeap_settings_result settings;
-	char *recorded_library;     /* what the binding module records, when it verified */
-	char ignored[512];          /* --env-file: the binding's variables of our own environment, ignored */
-	char what[4200];  /* --ref: "REV:path" */
-	char commit_hex[GIT_OID_HEXSZ + 1];
-	int exit_code;
-	const char *const *env_files;
-	size_t nenv_files;
-} verify_result;
-
 /*
  * The environment the server will get: the --env-file files in order (later
  * ones win, as systemd merges EnvironmentFile= lines), else our own. Our own
  * is not merged under the files: a shell's leftover setting would then
  * stand in for a value the server will not have (a false green).
  */
-static int settings_env(const oeap_cli *cli, const verify_opts *o, verify_result *r, oeap_error *err)
+static int settings_env(const oeap_cli *cli, const oeap_verify_opts *o, oeap_verify_result *r, oeap_error *err)
 {
 	if (!o->nenv_files)
 		return oeap_env_from_environ(&r->env, environ, err);
@@ -158,7 +133,7 @@ static const char *problem_origin(const oeap_setting_problem *p, char *buf, size
 }
 
 /* The "settings" checks: one per problem (FAIL or WARN), or one that holds. */
-static int settings_checks(const oeap_cli *cli, verify_result *r)
+static int settings_checks(const oeap_cli *cli, oeap_verify_result *r)
 {
 	const oeap_patchdef *def = cli->def;
 	const oeap_settings_result *s = &r->settings;
@@ -192,7 +167,7 @@ static int settings_checks(const oeap_cli *cli, verify_result *r)
 	                       def->nsettings, def->name, def->version, n ? src : "the environment");
 }
 
-static int compute(const oeap_cli *cli, const verify_opts *o, verify_result *r, oeap_error *err)
+int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_verify_result *r, oeap_error *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -233,6 +208,7 @@ static int compute(const oeap_cli *cli, const verify_opts *o, verify_result *r, 
 		const oeap_env_var *v = oeap_env_get(&r->env, cli->def->library_env);
 		library = v && *v->value ? v->value : NULL;
 	}
+	r->library_override = library;
 	/* Who can change what the server runs: the target, the module and the
 	 * library it loads (docs/security.md); a machine's files, so not --ref's. */
 	if ((buf && oeap_verify_bytes(cli->def, buf, len, ref ? r->what : oeap_cli_target_rel(cli), &r->rep)) ||
@@ -261,16 +237,31 @@ done:
 	return error;
 }
 
+void oeap_verify_result_free(oeap_verify_result *r)
+{
+	oeap_report_free(&r->rep);
+	oeap_env_free(&r->env);
+	oeap_settings_result_free(&r->settings);
+	free(r->recorded_library);
+	r->recorded_library = NULL;
+}
+
+/* A value the binding refuses while on: it stops at import, so no value of that setting is shown. */
+static int refused(const oeap_verify_result *r, size_t i)
+{
+	return r->settings.refused[i] && !r->settings.defaults_only;
+}
+
 /* The value the binding will run with for setting `i` (the recorded library when the override is unset). */
-static const char *effective(const oeap_cli *cli, const verify_result *r, size_t i, char *buf, size_t cap)
+static const char *effective(const oeap_cli *cli, const oeap_verify_result *r, size_t i, char *buf, size_t cap)
 {
 	const char *v = oeap_settings_effective(cli->def, &r->settings, i, buf, cap);
-	if (!v && cli->def->library_env && !strcmp(cli->def->settings[i].name, cli->def->library_env))
+	if (!v && !refused(r, i) && cli->def->library_env && !strcmp(cli->def->settings[i].name, cli->def->library_env))
 		v = r->recorded_library;
 	return v;
 }
 
-static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
+static json_t *settings_json(const oeap_cli *cli, const oeap_verify_result *r)
 {
 	const oeap_patchdef *def = cli->def;
 	const oeap_settings_result *s = &r->settings;
@@ -289,7 +280,9 @@ static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
 		const oeap_setting_def *d = &def->settings[i];
 		const char *v = effective(cli, r, i, buf, sizeof(buf));
 		json_t *jv;
-		if (d->type == OEAP_SETTING_INT)
+		if (refused(r, i))
+			jv = json_null();
+		else if (d->type == OEAP_SETTING_INT)
 			jv = json_integer(s->values[i]);
 		else if (d->type == OEAP_SETTING_BOOL)
 			jv = json_boolean(s->values[i]);
@@ -307,6 +300,7 @@ static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
 		if (p->line)
 			json_object_set_new(o, "line", json_integer(p->line));
 		json_object_set_new(o, "severity", json_string(p->error ? "error" : "warning"));
+		json_object_set_new(o, "refused", json_boolean(p->refused));
 		json_object_set_new(o, "message", oeap_json_str(p->message));
 		json_array_append_new(probs, o);
 	}
@@ -317,7 +311,7 @@ static json_t *settings_json(const oeap_cli *cli, const verify_result *r)
 }
 
 /* One line: what the server will run with. */
-static void print_effective(const oeap_cli *cli, const verify_result *r)
+static void print_effective(const oeap_cli *cli, const oeap_verify_result *r)
 {
 	const oeap_patchdef *def = cli->def;
 	const oeap_settings_result *s = &r->settings;
@@ -328,13 +322,17 @@ static void print_effective(const oeap_cli *cli, const verify_result *r)
 	for (size_t i = 0; i < def->nsettings; i++) {
 		const char *v = effective(cli, r, i, buf, sizeof(buf));
 		char *q = v && strpbrk(v, " '\"\\") ? oeap_quote(v, strlen(v)) : NULL;
-		printf(" %s=%s", def->settings[i].key, q ? q : v ? v : "(none recorded)");
+		printf(" %s=%s", def->settings[i].key, q ? q : v ? v : refused(r, i) ? "(refused)" : "(none recorded)");
 		free(q);
 		if ((int)i == s->switch_index && !s->on)
 			printf(" (off)");
 	}
-	if (s->errors)
-		printf(" (defaults where a value FAILed above: the binding refuses those)");
+	size_t nrefused = 0;
+	for (size_t i = 0; i < def->nsettings; i++)
+		nrefused += (size_t)refused(r, i);
+	if (nrefused)
+		printf(" (the binding stops at import on the value%s FAILed above: it runs with none of these)",
+		       nrefused == 1 ? "" : "s");
 	else if (s->defaults_only)
 		printf(" (defaults: the bad values above are ignored while off)");
 	printf("\n");
@@ -342,7 +340,7 @@ static void print_effective(const oeap_cli *cli, const verify_result *r)
 		printf("(ignored from verify's own environment, --env-file gives the server's: %s)\n", r->ignored);
 }
 
-static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_result *r)
+static void print_json(const oeap_cli *cli, const oeap_verify_opts *o, const oeap_verify_result *r)
 {
 	const char *ref = o->ref;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
@@ -365,7 +363,7 @@ static void print_json(const oeap_cli *cli, const verify_opts *o, const verify_r
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const verify_opts *o, const verify_result *r)
+static void print_text(const oeap_cli *cli, const oeap_verify_opts *o, const oeap_verify_result *r)
 {
 	const char *ref = o->ref;
 	size_t failed = 0, warnings = 0;
@@ -402,9 +400,9 @@ int cmd_verify(int argc, char **argv)
 	int rc = OEAP_EXIT_OK, first = 0;
 	oeap_cli cli;
 	oeap_error err;
-	verify_opts o;
+	oeap_verify_opts o;
 	memset(&o, 0, sizeof(o));
-	verify_result r;
+	oeap_verify_result r;
 	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
@@ -426,14 +424,14 @@ int cmd_verify(int argc, char **argv)
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
 	if (o.too_many_env_files) {
-		oeap_fail(&err, OEAP_ERR_USAGE, "--env-file", 0, "at most %d files", MAX_ENV_FILES);
+		oeap_fail(&err, OEAP_ERR_USAGE, "--env-file", 0, "at most %d files", OEAP_VERIFY_MAX_ENV_FILES);
 		return oeap_cli_error(&cli, &err);
 	}
 	if (o.skip_binding && !o.ref) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "verify", 0, "--skip-binding only applies with --ref");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (oeap_cli_open(&cli, !o.ref, &err) || compute(&cli, &o, &r, &err)) {
+	if (oeap_cli_open(&cli, !o.ref, &err) || oeap_verify_compute(&cli, &o, &r, &err)) {
 		rc = oeap_cli_error(&cli, &err);
 		goto done;
 	}
@@ -443,10 +441,7 @@ int cmd_verify(int argc, char **argv)
 		print_text(&cli, &o, &r);
 	rc = r.exit_code;
 done:
-	oeap_report_free(&r.rep);
-	oeap_env_free(&r.env);
-	oeap_settings_result_free(&r.settings);
-	free(r.recorded_library);
+	oeap_verify_result_free(&r);
 	oeap_cli_close(&cli);
 	return rc;
 }

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "fsio.h"
-#include "settings.h"
 
 #ifndef OEAPATCH_SOURCE_PATCHES
 #define OEAPATCH_SOURCE_PATCHES ""
@@ -270,8 +270,147 @@ static int bad(load_ctx *c, int line, const char *section, const char *name, con
 	return 0;
 }
 
+/* One key of [patch]. */
+static int on_patch(load_ctx *c, const char *section, const char *name, const char *value, int lineno)
+{
+	oeap_patchdef *def = c->def;
+	if (strcmp(name, "name") == 0)
+		return set_str(&def->name, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "version") == 0) {
+		def->version = positive_int(value);
+		return def->version >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
+	}
+	if (strcmp(name, "summary") == 0)
+		return set_str(&def->summary, value);
+	if (strcmp(name, "target") == 0)
+		return set_str(&def->target, value);
+	if (strcmp(name, "installed_target") == 0)
+		return set_str(&def->installed_target, value);
+	if (strcmp(name, "abi") == 0) {
+		def->abi = positive_int(value);
+		return def->abi >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
+	}
+	if (strcmp(name, "first_revision") == 0) {
+		if (!set_str(&def->first_revision, value))
+			return bad(c, lineno, section, name, "out of memory");
+		return valid_first_revision(def->first_revision) ||
+		       bad(c, lineno, section, name, "must be a commit id (7 to 40 hex digits) or a date YYYY-MM-DD");
+	}
+	return bad(c, lineno, section, name, "unknown key");
+}
+
+/* One key of [binding]. */
+static int on_binding(load_ctx *c, const char *section, const char *name, const char *value, int lineno)
+{
+	oeap_patchdef *def = c->def;
+	if (strcmp(name, "module") == 0) {
+		set_str(&def->binding_module, value);
+		return is_identifier(def->binding_module) || bad(c, lineno, section, name, "must be a Python identifier");
+	}
+	if (strcmp(name, "source") == 0) {
+		char path[PATH_MAX];
+		size_t len;
+		char *v = trimdup(value);
+		snprintf(path, sizeof(path), "%s/%s", def->dir, v ? v : "");
+		free(v);
+		free(def->binding_text);
+		def->binding_text = NULL;
+		if (read_def_file(path, "[binding] source", &def->binding_text, &len, c->err)) {
+			c->failed = 1;
+			return 0;
+		}
+		return 1;
+	}
+	if (strcmp(name, "library_env") == 0)
+		return set_str(&def->library_env, value);
+	if (strcmp(name, "trust_escape") == 0)
+		return set_str(&def->trust_escape, value);
+	if (strcmp(name, "env_prefix") == 0)
+		return set_str(&def->env_prefix, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "bool_true") == 0 || strcmp(name, "bool_false") == 0) {
+		char ***slot = name[5] == 't' ? &def->bool_true : &def->bool_false;
+		free_words(*slot);
+		*slot = split_words(value);
+		return *slot != NULL || bad(c, lineno, section, name, "expected the spellings, e.g. 'true 1 yes y'");
+	}
+	return bad(c, lineno, section, name, "unknown key");
+}
+
+/* One key of [setting:NAME]; what the keys must be together is load_settings' business. */
+static int on_setting(load_ctx *c, const char *section, const char *name, const char *value, int lineno)
+{
+	oeap_setting_def *st = setting_get(c->def, section + 8);
+	long long n;
+	if (!st)
+		return bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "key") == 0)
+		return set_str(&st->key, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "describe") == 0)
+		return set_str(&st->describe, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "type") == 0) {
+		static const char *types[] = {"int", "bool", "string", "path"};
+		for (size_t i = 0; i < 4; i++)
+			if (strcmp(value, types[i]) == 0) {
+				st->type = (oeap_setting_type)i;
+				return 1;
+			}
+		return bad(c, lineno, section, name, "must be int, bool, string or path");
+	}
+	if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0) {
+		if (!manifest_int(value, &n))
+			return bad(c, lineno, section, name, "must be an integer in the 32-bit signed range");
+		*(name[1] == 'i' ? &st->min : &st->max) = n;
+		return 1;
+	}
+	if (strcmp(name, "at_least") == 0)
+		return set_str(&st->at_least, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "range_reason") == 0)
+		return set_str(&st->range_reason, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "warn_from") == 0) {
+		if (!manifest_int(value, &st->warn_from))
+			return bad(c, lineno, section, name, "must be an integer in the 32-bit signed range");
+		st->has_warn_from = 1;
+		return 1;
+	}
+	if (strcmp(name, "warn") == 0)
+		return set_str(&st->warn, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "default") == 0)
+		return set_str(&st->default_value, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "switch") == 0)
+		return manifest_bool(value, &st->is_switch) || bad(c, lineno, section, name, "must be yes or no");
+	return bad(c, lineno, section, name, "unknown key");
+}
+
+/* One key of [anchor:NAME]. */
+static int on_anchor(load_ctx *c, const char *section, const char *name, const char *value, int lineno)
+{
+	oeap_anchor_def *a = anchor_get(c->def, section + 7);
+	if (!a)
+		return bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "describe") == 0)
+		return set_str(&a->describe, value);
+	if (strcmp(name, "query") == 0)
+		return set_str(&a->query_path, value);
+	if (strcmp(name, "capture") == 0)
+		return set_str(&a->capture, value);
+	if (strcmp(name, "contains") == 0)
+		return set_str(&a->contains_path, value);
+	if (strcmp(name, "in") == 0)
+		return set_str(&a->in, value);
+	if (strcmp(name, "pick") == 0) {
+		if (strcmp(value, "unique") == 0)
+			a->pick_last = 0;
+		else if (strcmp(value, "last") == 0)
+			a->pick_last = 1;
+		else
+			return bad(c, lineno, section, name, "must be 'unique' or 'last'");
+		return 1;
+	}
+	return bad(c, lineno, section, name, "unknown key");
+}
+
 /* [library]: what the binding needs of liboea (patchdef.h, docs/patch-definitions.md). */
-static int library_entry(load_ctx *c, const char *name, const char *value, int lineno)
+static int on_library(load_ctx *c, const char *section, const char *name, const char *value, int lineno)
 {
 	oeap_patchdef *def = c->def;
 	long long n;
@@ -280,14 +419,14 @@ static int library_entry(load_ctx *c, const char *name, const char *value, int l
 		def->library_symbols = split_words(value);
 		for (size_t i = 0; def->library_symbols && def->library_symbols[i]; i++)
 			if (!is_identifier(def->library_symbols[i]))
-				return bad(c, lineno, "library", name, "expected C function names separated by blanks");
+				return bad(c, lineno, section, name, "expected C function names separated by blanks");
 		return def->library_symbols != NULL ||
-		       bad(c, lineno, "library", name, "expected the entry points the binding calls, e.g. 'oea_abi_version'");
+		       bad(c, lineno, section, name, "expected the entry points the binding calls, e.g. 'oea_abi_version'");
 	}
 	if (strcmp(name, "problem_size") == 0) {
 		/* at least struct_size and flags; a block far larger is no struct of this ABI */
 		if (!manifest_int(value, &n) || n < 8 || n > OEAP_PROBLEM_SIZE_MAX)
-			return bad(c, lineno, "library", name, "must be the binding's sizeof(oea_problem), 8..4096");
+			return bad(c, lineno, section, name, "must be the binding's sizeof(oea_problem), 8..4096");
 		def->problem_size = (int)n;
 		return 1;
 	}
@@ -316,170 +455,72 @@ static int library_entry(load_ctx *c, const char *name, const char *value, int l
 			}
 		}
 		free_words(words);
-		return ok || bad(c, lineno, "library", name, "expected FIELD=INTEGER pairs, e.g. 'num_experts=1 top_k=1'");
+		return ok || bad(c, lineno, section, name, "expected FIELD=INTEGER pairs, e.g. 'num_experts=1 top_k=1'");
 	}
-	return bad(c, lineno, "library", name, "unknown key");
+	return bad(c, lineno, section, name, "unknown key");
 }
 
-static int on_entry(void *user, const char *section, const char *name, const char *value,
-                    int lineno)
+/* One key of [region:NAME]. */
+static int on_region(load_ctx *c, const char *section, const char *name, const char *value, int lineno)
+{
+	oeap_region_def *r = region_get(c->def, section + 7);
+	if (!r)
+		return bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "after") == 0)
+		return set_str(&r->after, value);
+	if (strcmp(name, "template") == 0)
+		return set_str(&r->template_path, value);
+	if (strcmp(name, "scope") == 0)
+		return set_str(&r->scope, value);
+	if (strcmp(name, "require") == 0) {
+		char *v = trimdup(value);
+		int ok = v != NULL;
+		for (char *save = NULL, *t = v ? strtok_r(v, " \t,", &save) : NULL; t && ok;
+		     t = strtok_r(NULL, " \t,", &save)) {
+			oeap_arg_def *a = arg_get(r, t);
+			ok = a != NULL;
+			if (a)
+				a->required = 1;
+		}
+		free(v);
+		return ok || bad(c, lineno, section, name, "out of memory");
+	}
+	if (strncmp(name, "arg.", 4) == 0) {
+		if (!is_identifier(name + 4))
+			return bad(c, lineno, section, name, "the keyword must be a Python identifier");
+		oeap_arg_def *a = arg_get(r, name + 4);
+		if (!a || !parse_args(a, value))
+			return bad(c, lineno, section, name,
+			           "expected dotted names separated by '|', e.g. 'top_k | topk_config.top_k'");
+		return 1;
+	}
+	return bad(c, lineno, section, name, "unknown key");
+}
+
+/* The manifest's sections: a fixed name ("patch"), or a prefix and a name of the definition's choosing. */
+static const struct {
+	const char *section; /* with a trailing ':', a prefix */
+	int (*on_key)(load_ctx *c, const char *section, const char *name, const char *value, int lineno);
+} section_kinds[] = {
+	{"patch", on_patch},
+	{"binding", on_binding},
+	{"library", on_library},
+	{"setting:", on_setting},
+	{"anchor:", on_anchor},
+	{"region:", on_region},
+};
+
+/* inih's callback for one key: handed to the function of its section's kind. */
+static int on_entry(void *user, const char *section, const char *name, const char *value, int lineno)
 {
 	load_ctx *c = user;
-	oeap_patchdef *def = c->def;
 	if (c->failed)
 		return 0;
-	if (strcmp(section, "patch") == 0) {
-		if (strcmp(name, "name") == 0)
-			return set_str(&def->name, value) || bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "version") == 0) {
-			def->version = positive_int(value);
-			return def->version >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
-		}
-		if (strcmp(name, "summary") == 0)
-			return set_str(&def->summary, value);
-		if (strcmp(name, "target") == 0)
-			return set_str(&def->target, value);
-		if (strcmp(name, "installed_target") == 0)
-			return set_str(&def->installed_target, value);
-		if (strcmp(name, "abi") == 0) {
-			def->abi = positive_int(value);
-			return def->abi >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
-		}
-		if (strcmp(name, "first_revision") == 0) {
-			if (!set_str(&def->first_revision, value))
-				return bad(c, lineno, section, name, "out of memory");
-			return valid_first_revision(def->first_revision) ||
-			       bad(c, lineno, section, name,
-			           "must be a commit id (7 to 40 hex digits) or a date YYYY-MM-DD");
-		}
-		return bad(c, lineno, section, name, "unknown key");
-	}
-	if (strcmp(section, "binding") == 0) {
-		if (strcmp(name, "module") == 0) {
-			set_str(&def->binding_module, value);
-			return is_identifier(def->binding_module) ||
-			       bad(c, lineno, section, name, "must be a Python identifier");
-		}
-		if (strcmp(name, "source") == 0) {
-			char path[PATH_MAX];
-			size_t len;
-			char *v = trimdup(value);
-			snprintf(path, sizeof(path), "%s/%s", def->dir, v ? v : "");
-			free(v);
-			free(def->binding_text);
-			def->binding_text = NULL;
-			if (read_def_file(path, "[binding] source", &def->binding_text, &len, c->err)) {
-				c->failed = 1;
-				return 0;
-			}
-			return 1;
-		}
-		if (strcmp(name, "library_env") == 0)
-			return set_str(&def->library_env, value);
-		if (strcmp(name, "trust_escape") == 0)
-			return set_str(&def->trust_escape, value);
-		if (strcmp(name, "env_prefix") == 0)
-			return set_str(&def->env_prefix, value) || bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "bool_true") == 0 || strcmp(name, "bool_false") == 0) {
-			char ***slot = name[5] == 't' ? &def->bool_true : &def->bool_false;
-			free_words(*slot);
-			*slot = split_words(value);
-			return *slot != NULL || bad(c, lineno, section, name, "expected the spellings, e.g. 'true 1 yes y'");
-		}
-		return bad(c, lineno, section, name, "unknown key");
-	}
-	if (strcmp(section, "library") == 0)
-		return library_entry(c, name, value, lineno);
-	if (strncmp(section, "setting:", 8) == 0) {
-		oeap_setting_def *st = setting_get(def, section + 8);
-		long long n;
-		if (!st)
-			return bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "key") == 0)
-			return set_str(&st->key, value) || bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "describe") == 0)
-			return set_str(&st->describe, value) || bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "type") == 0) {
-			static const char *types[] = {"int", "bool", "string", "path"};
-			for (size_t i = 0; i < 4; i++)
-				if (strcmp(value, types[i]) == 0) {
-					st->type = (oeap_setting_type)i;
-					return 1;
-				}
-			return bad(c, lineno, section, name, "must be int, bool, string or path");
-		}
-		if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0) {
-			if (!manifest_int(value, &n))
-				return bad(c, lineno, section, name, "must be an integer in the 32-bit signed range");
-			*(name[1] == 'i' ? &st->min : &st->max) = n;
-			return 1;
-		}
-		if (strcmp(name, "at_least") == 0)
-			return set_str(&st->at_least, value) || bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "default") == 0)
-			return set_str(&st->default_value, value) || bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "switch") == 0)
-			return manifest_bool(value, &st->is_switch) || bad(c, lineno, section, name, "must be yes or no");
-		return bad(c, lineno, section, name, "unknown key");
-	}
-	if (strncmp(section, "anchor:", 7) == 0) {
-		oeap_anchor_def *a = anchor_get(def, section + 7);
-		if (!a)
-			return bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "describe") == 0)
-			return set_str(&a->describe, value);
-		if (strcmp(name, "query") == 0)
-			return set_str(&a->query_path, value);
-		if (strcmp(name, "capture") == 0)
-			return set_str(&a->capture, value);
-		if (strcmp(name, "contains") == 0)
-			return set_str(&a->contains_path, value);
-		if (strcmp(name, "in") == 0)
-			return set_str(&a->in, value);
-		if (strcmp(name, "pick") == 0) {
-			if (strcmp(value, "unique") == 0)
-				a->pick_last = 0;
-			else if (strcmp(value, "last") == 0)
-				a->pick_last = 1;
-			else
-				return bad(c, lineno, section, name, "must be 'unique' or 'last'");
-			return 1;
-		}
-		return bad(c, lineno, section, name, "unknown key");
-	}
-	if (strncmp(section, "region:", 7) == 0) {
-		oeap_region_def *r = region_get(def, section + 7);
-		if (!r)
-			return bad(c, lineno, section, name, "out of memory");
-		if (strcmp(name, "after") == 0)
-			return set_str(&r->after, value);
-		if (strcmp(name, "template") == 0)
-			return set_str(&r->template_path, value);
-		if (strcmp(name, "scope") == 0)
-			return set_str(&r->scope, value);
-		if (strcmp(name, "require") == 0) {
-			char *v = trimdup(value);
-			int ok = v != NULL;
-			for (char *save = NULL, *t = v ? strtok_r(v, " \t,", &save) : NULL; t && ok;
-			     t = strtok_r(NULL, " \t,", &save)) {
-				oeap_arg_def *a = arg_get(r, t);
-				ok = a != NULL;
-				if (a)
-					a->required = 1;
-			}
-			free(v);
-			return ok || bad(c, lineno, section, name, "out of memory");
-		}
-		if (strncmp(name, "arg.", 4) == 0) {
-			if (!is_identifier(name + 4))
-				return bad(c, lineno, section, name, "the keyword must be a Python identifier");
-			oeap_arg_def *a = arg_get(r, name + 4);
-			if (!a || !parse_args(a, value))
-				return bad(c, lineno, section, name,
-				           "expected dotted names separated by '|', e.g. 'top_k | topk_config.top_k'");
-			return 1;
-		}
-		return bad(c, lineno, section, name, "unknown key");
+	for (size_t i = 0; i < sizeof(section_kinds) / sizeof(section_kinds[0]); i++) {
+		const char *kind = section_kinds[i].section;
+		size_t n = strlen(kind);
+		if (kind[n - 1] == ':' ? strncmp(section, kind, n) == 0 : strcmp(section, kind) == 0)
+			return section_kinds[i].on_key(c, section, name, value, lineno);
 	}
 	return bad(c, lineno, section, name, "unknown section");
 }
@@ -624,8 +665,17 @@ static int load_settings(oeap_patchdef *def, oeap_error *err)
 		}
 		if (!is_identifier(s->key))
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'key' must be an identifier");
-		if (s->type != OEAP_SETTING_INT && (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least))
-			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "min, max and at_least are for type = int");
+		if (s->type != OEAP_SETTING_INT &&
+		    (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least || s->range_reason || s->has_warn_from))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+			                 "min, max, at_least, range_reason and warn_from are for type = int");
+		if (!s->has_warn_from != !s->warn)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "warn_from and warn go together");
+		if (s->has_warn_from && (s->warn_from <= s->min || s->warn_from > s->max))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+			                 "warn_from (%lld) must be above min (%lld) and at most max (%lld): a value it warns "
+			                 "about must be one the binding takes, and not every one",
+			                 s->warn_from, s->min, s->max);
 		if (s->min > s->max)
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "min (%lld) is above max (%lld)", s->min, s->max);
 		if (s->type == OEAP_SETTING_BOOL && (!def->bool_true || !def->bool_false))
@@ -785,6 +835,8 @@ void oeap_patchdef_free(oeap_patchdef *def)
 		free(st->key);
 		free(st->describe);
 		free(st->at_least);
+		free(st->range_reason);
+		free(st->warn);
 		free(st->default_value);
 	}
 	free(def->settings);
@@ -813,6 +865,107 @@ const oeap_setting_def *oeap_patchdef_setting(const oeap_patchdef *def, const ch
 		if (strcmp(def->settings[i].name, name) == 0)
 			return &def->settings[i];
 	return NULL;
+}
+
+/* ------------------------------------------------ the value rule of a setting */
+
+static int blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+void oeap_setting_trim(const char *raw, const char **start, const char **end)
+{
+	const char *s = raw, *e = raw + strlen(raw);
+	while (s < e && blank(*s))
+		s++;
+	while (e > s && blank(e[-1]))
+		e--;
+	*start = s;
+	*end = e;
+}
+
+static int word_in(const char *s, size_t n, char **words)
+{
+	for (char **w = words; w && *w; w++)
+		if (strlen(*w) == n && strncasecmp(s, *w, n) == 0)
+			return 1;
+	return 0;
+}
+
+int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out)
+{
+	const char *p, *e;
+	oeap_setting_trim(raw, &p, &e);
+	*out = 0;
+	if (p == e)
+		return 1;
+	switch (s->type) {
+	case OEAP_SETTING_INT: {
+		int neg = 0;
+		long long v = 0;
+		if (*p == '+' || *p == '-')
+			neg = *p++ == '-';
+		if (p == e)
+			return -1;
+		for (; p < e; p++) {
+			if (*p < '0' || *p > '9')
+				return -1;
+			v = v * 10 + (*p - '0');
+			if (v > (long long)INT32_MAX + 1)
+				return -1; /* beyond any 32-bit value: stop before long long could overflow */
+		}
+		v = neg ? -v : v;
+		if (v < INT32_MIN || v > INT32_MAX || v < s->min || v > s->max)
+			return -1;
+		*out = v;
+		return 0;
+	}
+	case OEAP_SETTING_BOOL:
+		if (word_in(p, (size_t)(e - p), def->bool_true))
+			*out = 1;
+		else if (!word_in(p, (size_t)(e - p), def->bool_false))
+			return -1;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void join_words(char **words, char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (char **w = words; w && *w && n < cap; w++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%s", w == words ? "" : "/", *w);
+}
+
+void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap)
+{
+	char t[128], f[128];
+	switch (s->type) {
+	case OEAP_SETTING_INT:
+		if (s->min > INT32_MIN && s->max < INT32_MAX)
+			snprintf(buf, cap, "an integer in %lld..%lld", s->min, s->max);
+		else if (s->min > INT32_MIN)
+			snprintf(buf, cap, "an integer >= %lld", s->min);
+		else if (s->max < INT32_MAX)
+			snprintf(buf, cap, "an integer <= %lld", s->max);
+		else
+			snprintf(buf, cap, "a 32-bit integer");
+		break;
+	case OEAP_SETTING_BOOL:
+		join_words(def->bool_true, t, sizeof(t));
+		join_words(def->bool_false, f, sizeof(f));
+		snprintf(buf, cap, "a boolean (%s or %s)", t, f);
+		break;
+	case OEAP_SETTING_PATH:
+		snprintf(buf, cap, "a path");
+		break;
+	default:
+		snprintf(buf, cap, "a string");
+		break;
+	}
 }
 
 static int is_dir_with_manifest(const char *dir)

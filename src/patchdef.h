@@ -66,8 +66,14 @@ typedef struct oeap_setting_def {
 	oeap_setting_type type;
 	long long min, max; /* int: the allowed range (default: the 32-bit signed range) */
 	char *at_least;   /* int: another int setting this one must not be below, or NULL */
+	char *range_reason; /* int: why min..max is what it is, said with a refused value, or NULL */
 	char *default_value; /* as written in the environment; NULL: none (a path the binding records) */
 	int is_switch;    /* 1: its zero/false value turns the binding off (at most one setting) */
+	/* int: a value the binding takes but that may well do nothing from warn_from on (whether it does
+	 * depends on what verify cannot see, e.g. the model): a warning saying `warn`. NULL: none. */
+	long long warn_from;
+	int has_warn_from;
+	char *warn;
 } oeap_setting_def;
 
 /* The largest [library] problem_size accepted (a struct far beyond any ABI's is a typo). */
@@ -121,6 +127,29 @@ void oeap_patchdef_free(oeap_patchdef *def);
 const oeap_anchor_def *oeap_patchdef_anchor(const oeap_patchdef *def, const char *name);
 const oeap_region_def *oeap_patchdef_region(const oeap_patchdef *def, const char *name);
 const oeap_setting_def *oeap_patchdef_setting(const oeap_patchdef *def, const char *name);
+
+/*
+ * The value rule of a setting, one for every value, the binding's (its
+ * parse_settings follows the same, and tests/e2e/test_settings_crosscheck.py
+ * holds both to it): surrounding ASCII blanks (space, tab, CR, LF, VT, FF)
+ * are ignored; a value that is then empty is unset (the default). An int is
+ * an optional sign and ASCII digits (leading zeros allowed, no '_', no other
+ * digits) within the 32-bit signed range and the setting's min..max; a
+ * boolean is one of the definition's spellings, ASCII case-insensitive; a
+ * string or path is any value. It lives with the definition because loading
+ * one checks each default against it.
+ *
+ * oeap_setting_parse: 0 and *out set (ints; booleans 0/1; strings and
+ * paths: 0 with *out 0), 1 when blank (unset: the default applies), -1 when
+ * `raw` breaks the rule of `s`.
+ */
+int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out);
+
+/* [*start, *end) of `raw` without its surrounding ASCII blanks: the part of a value the rule reads. */
+void oeap_setting_trim(const char *raw, const char **start, const char **end);
+
+/* What `s` takes, in words: "an integer in 1..1024", "a boolean (true/1/yes/y or false/0/no/n)". */
+void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap);
 
 /*
  * Finds the directory of the definition called `name`: $OEAPATCH_PATCH_DIR

@@ -142,6 +142,20 @@ static int env_name_valid(const char *s)
 	return 1;
 }
 
+/* The states of systemd's parse_env_file_internal(); the transitions are its own (ef_step). */
+typedef enum ef_state {
+	PRE_KEY,
+	KEY,
+	PRE_VALUE,
+	VALUE,
+	VALUE_ESCAPE,
+	SQ_VALUE,
+	DQ_VALUE,
+	DQ_VALUE_ESCAPE,
+	COMMENT,
+	COMMENT_ESCAPE
+} ef_state;
+
 typedef struct envfile_ctx {
 	const char *path;
 	oeap_env *env;
@@ -149,6 +163,10 @@ typedef struct envfile_ctx {
 	oeap_buf key, value;
 	int has_value;
 	long key_line;  /* where the assignment started */
+	ef_state state;
+	/* where the trailing blanks of the name and of an unquoted value begin (SIZE_MAX: none yet) */
+	size_t last_key_ws, last_value_ws;
+	long line, quote_line, comment_line; /* the current line; where a quote and a comment opened */
 } envfile_ctx;
 
 static int ef_fail(envfile_ctx *c, long line, const char *fmt, const char *arg)
@@ -201,164 +219,176 @@ static int ef_putc(envfile_ctx *c, oeap_buf *b, char ch)
 	return 0;
 }
 
+/*
+ * A comment ending in a backslash, at the line end `i`: systemd 254 and later
+ * read the next line as usual, 253 and earlier as part of the comment. Only
+ * a next line that would be an assignment makes the two differ: refused.
+ */
+static int ef_comment_continued(envfile_ctx *c, const char *text, size_t len, size_t i)
+{
+	size_t j = i + 1;
+	while (j < len && (text[j] == ' ' || text[j] == '\t'))
+		j++;
+	if (j < len && text[j] != '\n' && text[j] != '\r' && !in_set(text[j], SD_COMMENTS))
+		return ef_fail(c, c->comment_line, "%s",
+		               "a comment ending in a backslash: systemd 253 and older read the next line "
+		               "as part of the comment, 254 and newer as an assignment; remove the backslash");
+	c->state = PRE_KEY;
+	return 0;
+}
+
+/* One character `text[i]` through the state machine; non-zero: an error was set. */
+static int ef_step(envfile_ctx *c, const char *text, size_t len, size_t i)
+{
+	char ch = text[i];
+	switch (c->state) {
+	case PRE_KEY:
+		if (in_set(ch, SD_COMMENTS)) {
+			c->state = COMMENT;
+			c->comment_line = c->line;
+		} else if (!in_set(ch, SD_WHITESPACE)) {
+			c->state = KEY;
+			c->last_key_ws = SIZE_MAX;
+			c->key_line = c->line;
+			return ef_putc(c, &c->key, ch);
+		}
+		return 0;
+	case KEY:
+		if (in_set(ch, SD_NEWLINE))
+			/* systemd drops a line without '=' without a word: the setting it meant is lost. */
+			return ef_fail(c, c->key_line, "no '=' in '%s': systemd ignores this line", c->key.data);
+		if (ch == '=') {
+			c->state = PRE_VALUE;
+			c->last_value_ws = SIZE_MAX;
+			c->value.len = 0;
+			return 0;
+		}
+		if (!in_set(ch, SD_WHITESPACE))
+			c->last_key_ws = SIZE_MAX;
+		else if (c->last_key_ws == SIZE_MAX)
+			c->last_key_ws = c->key.len;
+		return ef_putc(c, &c->key, ch);
+	case PRE_VALUE:
+		if (in_set(ch, SD_NEWLINE)) {
+			c->state = PRE_KEY;
+			return ef_push(c, c->last_key_ws);
+		} else if (ch == '\'') {
+			c->state = SQ_VALUE;
+			c->quote_line = c->line;
+		} else if (ch == '"') {
+			c->state = DQ_VALUE;
+			c->quote_line = c->line;
+		} else if (ch == '\\') {
+			c->state = VALUE_ESCAPE;
+		} else if (!in_set(ch, SD_WHITESPACE)) {
+			c->state = VALUE;
+			return ef_putc(c, &c->value, ch);
+		}
+		return 0;
+	case VALUE:
+		if (in_set(ch, SD_NEWLINE)) {
+			c->state = PRE_KEY;
+			if (c->last_value_ws != SIZE_MAX)
+				c->value.len = c->last_value_ws; /* trailing blanks of an unquoted value go */
+			return ef_push(c, c->last_key_ws);
+		}
+		if (ch == '\\') {
+			c->state = VALUE_ESCAPE;
+			c->last_value_ws = SIZE_MAX;
+			return 0;
+		}
+		if (!in_set(ch, SD_WHITESPACE))
+			c->last_value_ws = SIZE_MAX;
+		else if (c->last_value_ws == SIZE_MAX)
+			c->last_value_ws = c->value.len;
+		return ef_putc(c, &c->value, ch);
+	case VALUE_ESCAPE:
+		c->state = VALUE;
+		/* an escaped newline is a continuation, eaten */
+		return in_set(ch, SD_NEWLINE) ? 0 : ef_putc(c, &c->value, ch);
+	case SQ_VALUE:
+		if (ch == '\'') {
+			c->state = PRE_VALUE;
+			return 0;
+		}
+		return ef_putc(c, &c->value, ch);
+	case DQ_VALUE:
+		if (ch == '"')
+			c->state = PRE_VALUE;
+		else if (ch == '\\')
+			c->state = DQ_VALUE_ESCAPE;
+		else
+			return ef_putc(c, &c->value, ch);
+		return 0;
+	case DQ_VALUE_ESCAPE:
+		c->state = DQ_VALUE;
+		if (in_set(ch, SD_NEED_ESCAPE))
+			return ef_putc(c, &c->value, ch);
+		if (ch == '\n')
+			return 0;
+		/* like a shell: other escapes keep the backslash */
+		return ef_putc(c, &c->value, '\\') || ef_putc(c, &c->value, ch);
+	case COMMENT:
+		if (ch == '\\')
+			c->state = COMMENT_ESCAPE;
+		else if (in_set(ch, SD_NEWLINE))
+			c->state = PRE_KEY;
+		return 0;
+	case COMMENT_ESCAPE:
+		if (in_set(ch, SD_NEWLINE))
+			return ef_comment_continued(c, text, len, i);
+		c->state = COMMENT;
+		return 0;
+	}
+	return 0;
+}
+
+/* The end of the text: what the state left open. */
+static int ef_finish(envfile_ctx *c)
+{
+	switch (c->state) {
+	case SQ_VALUE:
+	case DQ_VALUE:
+	case DQ_VALUE_ESCAPE:
+		/* systemd takes the rest of the file as the value: never what was meant. */
+		return ef_fail(c, c->quote_line, "%s", "a quote that is never closed (systemd would take the rest of "
+		                                       "the file as the value)");
+	case KEY:
+		return ef_fail(c, c->key_line, "no '=' in '%s': systemd ignores this line", c->key.data);
+	case VALUE:
+		if (c->last_value_ws != SIZE_MAX)
+			c->value.len = c->last_value_ws;
+		return ef_push(c, c->last_key_ws);
+	case PRE_VALUE:
+	case VALUE_ESCAPE:
+		return ef_push(c, c->last_key_ws);
+	default:
+		return 0;
+	}
+}
+
 int oeap_envfile_parse(const char *text, size_t len, const char *path, oeap_env *env, oeap_error *err)
 {
-	/* The states of systemd's parse_env_file_internal(); the transitions are its own. */
-	enum { PRE_KEY, KEY, PRE_VALUE, VALUE, VALUE_ESCAPE, SQ_VALUE, DQ_VALUE, DQ_VALUE_ESCAPE, COMMENT,
-	       COMMENT_ESCAPE } state = PRE_KEY;
 	envfile_ctx c;
 	memset(&c, 0, sizeof(c));
 	c.path = path;
 	c.env = env;
 	c.err = err;
-	size_t last_key_ws = SIZE_MAX, last_value_ws = SIZE_MAX;
-	long line = 1, quote_line = 0, comment_line = 0;
+	c.state = PRE_KEY;
+	c.last_key_ws = c.last_value_ws = SIZE_MAX;
+	c.line = 1;
 	int rc = 0;
 	for (size_t i = 0; i < len && rc == 0; i++) {
-		char ch = text[i];
-		if (ch == '\0') {
-			rc = ef_fail(&c, line, "%s", "a NUL byte: not a text file (systemd stops reading here)");
+		if (text[i] == '\0') {
+			rc = ef_fail(&c, c.line, "%s", "a NUL byte: not a text file (systemd stops reading here)");
 			break;
 		}
-		switch (state) {
-		case PRE_KEY:
-			if (in_set(ch, SD_COMMENTS)) {
-				state = COMMENT;
-				comment_line = line;
-			} else if (!in_set(ch, SD_WHITESPACE)) {
-				state = KEY;
-				last_key_ws = SIZE_MAX;
-				c.key_line = line;
-				rc = ef_putc(&c, &c.key, ch);
-			}
-			break;
-		case KEY:
-			if (in_set(ch, SD_NEWLINE)) {
-				/* systemd drops a line without '=' without a word: the setting it meant is lost. */
-				rc = ef_fail(&c, c.key_line, "no '=' in '%s': systemd ignores this line", c.key.data);
-			} else if (ch == '=') {
-				state = PRE_VALUE;
-				last_value_ws = SIZE_MAX;
-				c.value.len = 0;
-			} else {
-				if (!in_set(ch, SD_WHITESPACE))
-					last_key_ws = SIZE_MAX;
-				else if (last_key_ws == SIZE_MAX)
-					last_key_ws = c.key.len;
-				rc = ef_putc(&c, &c.key, ch);
-			}
-			break;
-		case PRE_VALUE:
-			if (in_set(ch, SD_NEWLINE)) {
-				state = PRE_KEY;
-				rc = ef_push(&c, last_key_ws);
-			} else if (ch == '\'') {
-				state = SQ_VALUE;
-				quote_line = line;
-			} else if (ch == '"') {
-				state = DQ_VALUE;
-				quote_line = line;
-			} else if (ch == '\\') {
-				state = VALUE_ESCAPE;
-			} else if (!in_set(ch, SD_WHITESPACE)) {
-				state = VALUE;
-				rc = ef_putc(&c, &c.value, ch);
-			}
-			break;
-		case VALUE:
-			if (in_set(ch, SD_NEWLINE)) {
-				state = PRE_KEY;
-				if (last_value_ws != SIZE_MAX)
-					c.value.len = last_value_ws; /* trailing blanks of an unquoted value go */
-				rc = ef_push(&c, last_key_ws);
-			} else if (ch == '\\') {
-				state = VALUE_ESCAPE;
-				last_value_ws = SIZE_MAX;
-			} else {
-				if (!in_set(ch, SD_WHITESPACE))
-					last_value_ws = SIZE_MAX;
-				else if (last_value_ws == SIZE_MAX)
-					last_value_ws = c.value.len;
-				rc = ef_putc(&c, &c.value, ch);
-			}
-			break;
-		case VALUE_ESCAPE:
-			state = VALUE;
-			if (!in_set(ch, SD_NEWLINE))
-				rc = ef_putc(&c, &c.value, ch); /* an escaped newline is a continuation, eaten */
-			break;
-		case SQ_VALUE:
-			if (ch == '\'')
-				state = PRE_VALUE;
-			else
-				rc = ef_putc(&c, &c.value, ch);
-			break;
-		case DQ_VALUE:
-			if (ch == '"')
-				state = PRE_VALUE;
-			else if (ch == '\\')
-				state = DQ_VALUE_ESCAPE;
-			else
-				rc = ef_putc(&c, &c.value, ch);
-			break;
-		case DQ_VALUE_ESCAPE:
-			state = DQ_VALUE;
-			if (in_set(ch, SD_NEED_ESCAPE))
-				rc = ef_putc(&c, &c.value, ch);
-			else if (ch != '\n' && !(rc = ef_putc(&c, &c.value, '\\')))
-				rc = ef_putc(&c, &c.value, ch); /* like a shell: other escapes keep the backslash */
-			break;
-		case COMMENT:
-			if (ch == '\\')
-				state = COMMENT_ESCAPE;
-			else if (in_set(ch, SD_NEWLINE))
-				state = PRE_KEY;
-			break;
-		case COMMENT_ESCAPE:
-			if (in_set(ch, SD_NEWLINE)) {
-				/* Read the next line as systemd 254 and later do, unless it would be
-				 * taken as an assignment: systemd 253 and earlier take it as comment. */
-				size_t j = i + 1;
-				while (j < len && (text[j] == ' ' || text[j] == '\t'))
-					j++;
-				if (j < len && text[j] != '\n' && text[j] != '\r' && !in_set(text[j], SD_COMMENTS)) {
-					rc = ef_fail(&c, comment_line, "%s",
-					             "a comment ending in a backslash: systemd 253 and older read the next line "
-					             "as part of the comment, 254 and newer as an assignment; remove the backslash");
-					break;
-				}
-				state = PRE_KEY;
-			} else {
-				state = COMMENT;
-			}
-			break;
-		}
-		if (ch == '\n')
-			line++;
+		rc = ef_step(&c, text, len, i);
+		if (text[i] == '\n')
+			c.line++;
 	}
-	if (rc == 0) {
-		switch (state) {
-		case SQ_VALUE:
-		case DQ_VALUE:
-		case DQ_VALUE_ESCAPE:
-			/* systemd takes the rest of the file as the value: never what was meant. */
-			rc = ef_fail(&c, quote_line, "%s", "a quote that is never closed (systemd would take the rest of "
-			                                   "the file as the value)");
-			break;
-		case KEY:
-			rc = ef_fail(&c, c.key_line, "no '=' in '%s': systemd ignores this line", c.key.data);
-			break;
-		case PRE_VALUE:
-		case VALUE:
-		case VALUE_ESCAPE:
-			if (state == VALUE && last_value_ws != SIZE_MAX)
-				c.value.len = last_value_ws;
-			rc = ef_push(&c, last_key_ws);
-			break;
-		default:
-			break;
-		}
-	}
+	if (rc == 0)
+		rc = ef_finish(&c);
 	oeap_buf_free(&c.key);
 	oeap_buf_free(&c.value);
 	return rc ? -1 : 0;
@@ -375,108 +405,6 @@ int oeap_envfile_load(const char *path, oeap_env *env, oeap_error *err)
 	int rc = oeap_envfile_parse(text, len, path, env, err);
 	free(text);
 	return rc;
-}
-
-/* ------------------------------------------------------------ the rules */
-
-static int blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* [start, end) of `raw` without surrounding ASCII blanks. */
-static void strip(const char *raw, const char **start, const char **end)
-{
-	const char *s = raw, *e = raw + strlen(raw);
-	while (s < e && blank(*s))
-		s++;
-	while (e > s && blank(e[-1]))
-		e--;
-	*start = s;
-	*end = e;
-}
-
-static int word_in(const char *s, size_t n, char **words)
-{
-	for (char **w = words; w && *w; w++)
-		if (strlen(*w) == n && strncasecmp(s, *w, n) == 0)
-			return 1;
-	return 0;
-}
-
-int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out)
-{
-	const char *p, *e;
-	strip(raw, &p, &e);
-	*out = 0;
-	if (p == e)
-		return 1;
-	switch (s->type) {
-	case OEAP_SETTING_INT: {
-		int neg = 0;
-		long long v = 0;
-		if (*p == '+' || *p == '-')
-			neg = *p++ == '-';
-		if (p == e)
-			return -1;
-		for (; p < e; p++) {
-			if (*p < '0' || *p > '9')
-				return -1;
-			v = v * 10 + (*p - '0');
-			if (v > (long long)INT32_MAX + 1)
-				return -1; /* beyond any 32-bit value: stop before long long could overflow */
-		}
-		v = neg ? -v : v;
-		if (v < INT32_MIN || v > INT32_MAX || v < s->min || v > s->max)
-			return -1;
-		*out = v;
-		return 0;
-	}
-	case OEAP_SETTING_BOOL:
-		if (word_in(p, (size_t)(e - p), def->bool_true))
-			*out = 1;
-		else if (!word_in(p, (size_t)(e - p), def->bool_false))
-			return -1;
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-static void join_words(char **words, char *buf, size_t cap)
-{
-	size_t n = 0;
-	buf[0] = '\0';
-	for (char **w = words; w && *w && n < cap; w++)
-		n += (size_t)snprintf(buf + n, cap - n, "%s%s", w == words ? "" : "/", *w);
-}
-
-void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap)
-{
-	char t[128], f[128];
-	switch (s->type) {
-	case OEAP_SETTING_INT:
-		if (s->min > INT32_MIN && s->max < INT32_MAX)
-			snprintf(buf, cap, "an integer in %lld..%lld", s->min, s->max);
-		else if (s->min > INT32_MIN)
-			snprintf(buf, cap, "an integer >= %lld", s->min);
-		else if (s->max < INT32_MAX)
-			snprintf(buf, cap, "an integer <= %lld", s->max);
-		else
-			snprintf(buf, cap, "a 32-bit integer");
-		break;
-	case OEAP_SETTING_BOOL:
-		join_words(def->bool_true, t, sizeof(t));
-		join_words(def->bool_false, f, sizeof(f));
-		snprintf(buf, cap, "a boolean (%s or %s)", t, f);
-		break;
-	case OEAP_SETTING_PATH:
-		snprintf(buf, cap, "a path");
-		break;
-	default:
-		snprintf(buf, cap, "a string");
-		break;
-	}
 }
 
 /* ------------------------------------------------------------ the check */
@@ -508,10 +436,10 @@ static size_t edit_distance(const char *a, const char *b)
 	return d[n][m];
 }
 
-static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error,
-                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error, int refused,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error,
+static int add_problem(oeap_settings_result *res, const char *name, const oeap_env_var *v, int error, int refused,
                        const char *fmt, ...)
 {
 	oeap_setting_problem *a = realloc(res->problems, (res->nproblems + 1) * sizeof(*a));
@@ -526,6 +454,7 @@ static int add_problem(oeap_settings_result *res, const char *name, const oeap_e
 	p->origin = v && v->origin ? strdup(v->origin) : NULL;
 	p->line = v ? v->line : 0;
 	p->error = error;
+	p->refused = refused;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(p->message, sizeof(p->message), fmt, ap);
@@ -545,9 +474,9 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	res->values = calloc(n ? n : 1, sizeof(*res->values));
 	res->strings = calloc(n ? n : 1, sizeof(*res->strings));
 	res->given = calloc(n ? n : 1, sizeof(*res->given));
-	int *bad = calloc(n ? n : 1, sizeof(*bad));
-	if (!res->values || !res->strings || !res->given || !bad)
-		goto oom;
+	res->refused = calloc(n ? n : 1, sizeof(*res->refused));
+	if (!res->values || !res->strings || !res->given || !res->refused)
+		return -1;
 	char expected[256];
 	/* Each value on its own; problems are sorted into errors and warnings below. */
 	for (size_t i = 0; i < n; i++) {
@@ -562,7 +491,7 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			res->given[i] = 1;
 			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH) {
 				const char *a, *e;
-				strip(v->value, &a, &e);
+				oeap_setting_trim(v->value, &a, &e);
 				if (!(res->strings[i] = strndup(a, (size_t)(e - a))))
 					goto oom;
 			}
@@ -572,9 +501,10 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
 				goto oom;
 		} else {
-			bad[i] = 1;
+			res->refused[i] = 1;
 			oeap_setting_expected(def, s, expected, sizeof(expected));
-			if (add_problem(res, s->name, v, 1, "expected %s", expected))
+			if (add_problem(res, s->name, v, 1, 1, "expected %s%s%s%s", expected, s->range_reason ? " (" : "",
+			                s->range_reason ? s->range_reason : "", s->range_reason ? ")" : ""))
 				goto oom;
 		}
 	}
@@ -582,20 +512,20 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	for (size_t i = 0; i < n; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		const oeap_setting_def *t = s->at_least ? oeap_patchdef_setting(def, s->at_least) : NULL;
-		if (!t || bad[i] || bad[t - def->settings])
+		if (!t || res->refused[i] || res->refused[t - def->settings])
 			continue;
 		size_t j = (size_t)(t - def->settings);
 		if (res->values[i] < res->values[j]) {
-			bad[i] = 1;
+			res->refused[i] = 1;
 			const oeap_env_var *v = oeap_env_get(env, s->name);
-			if (add_problem(res, s->name, v, 1, "%s%lld is below %s (%lld%s): expected an integer >= %s",
+			if (add_problem(res, s->name, v, 1, 1, "%s%lld is below %s (%lld%s): expected an integer >= %s",
 			                v ? "" : "its default ", res->values[i], t->name, res->values[j],
 			                res->given[j] ? "" : ", its default", t->name))
 				goto oom;
 		}
 	}
 	int sw = res->switch_index;
-	int switch_bad = sw >= 0 && bad[sw];
+	int switch_bad = sw >= 0 && res->refused[sw];
 	res->on = sw < 0 || switch_bad || res->values[sw] != 0;
 	/* Off (the switch valid and zero): the binding warns about a bad value and runs on defaults. */
 	if (!res->on)
@@ -621,12 +551,21 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	for (size_t i = 0; res->on && def->library_env && i < n; i++)
 		if (res->given[i] && res->strings[i] && !strcmp(def->settings[i].name, def->library_env) &&
 		    oeap_library_relative(res->strings[i]) &&
-		    add_problem(res, def->settings[i].name, oeap_env_get(env, def->settings[i].name), 1,
+		    add_problem(res, def->settings[i].name, oeap_env_get(env, def->settings[i].name), 1, 1,
 		                "a relative path, which the binding refuses to load (the start stops, or, not strict, "
 		                "OEA stays off): it would be opened from the server's working directory, not this one; "
 		                "give an absolute path, or a bare file name that the loader's search path finds "
 		                "(LD_LIBRARY_PATH, the loader cache)"))
 			goto oom;
+	/* Values the binding takes but that may well do nothing (warn_from): said,
+	 * not refused, since whether they do depends on what verify cannot see
+	 * (the model). Values ignored while off get no advice. */
+	for (size_t i = 0; !res->defaults_only && i < n; i++) {
+		const oeap_setting_def *s = &def->settings[i];
+		if (s->warn && res->given[i] && res->values[i] >= s->warn_from &&
+		    add_problem(res, s->name, oeap_env_get(env, s->name), 0, 0, "%lld or more: %s", s->warn_from, s->warn))
+			goto oom;
+	}
 	/* Names in the binding's namespace that are no setting. */
 	size_t plen = def->env_prefix ? strlen(def->env_prefix) : 0;
 	for (size_t k = 0; plen && k < env->n; k++) {
@@ -643,11 +582,11 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			}
 		}
 		int typo = closest && best <= 2;
-		if (typo ? add_problem(res, v->name, v, 1,
+		if (typo ? add_problem(res, v->name, v, 1, 0,
 		                       "not a setting of %s/%d: a typo of %s? The binding ignores it, so %s keeps its "
 		                       "default; rename or remove it",
 		                       def->name, def->version, closest, closest)
-		         : add_problem(res, v->name, v, 0, "not a setting of %s/%d, the binding ignores it%s%s%s", def->name,
+		         : add_problem(res, v->name, v, 0, 0, "not a setting of %s/%d, the binding ignores it%s%s%s", def->name,
 		                       def->version, closest ? " (closest: " : "", closest ? closest : "",
 		                       closest ? ")" : ""))
 			goto oom;
@@ -658,10 +597,8 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 		else
 			res->warnings++;
 	}
-	free(bad);
 	return 0;
 oom:
-	free(bad);
 	return -1;
 }
 
@@ -680,6 +617,7 @@ void oeap_settings_result_free(oeap_settings_result *res)
 	free(res->strings);
 	free(res->values);
 	free(res->given);
+	free(res->refused);
 	memset(res, 0, sizeof(*res));
 }
 
@@ -687,6 +625,8 @@ const char *oeap_settings_effective(const oeap_patchdef *def, const oeap_setting
                                     char *buf, size_t cap)
 {
 	const oeap_setting_def *s = &def->settings[i];
+	if (res->refused[i] && !res->defaults_only)
+		return NULL; /* on, the binding stops at import: a value it never runs with must not be shown as one */
 	switch (s->type) {
 	case OEAP_SETTING_INT:
 		snprintf(buf, cap, "%lld", res->values[i]);

@@ -4,14 +4,9 @@
  * the environments they come from: this process's own, or systemd
  * EnvironmentFile= files.
  *
- * One rule for every value, the binding's (its parse_settings follows the
- * same, and tests/e2e/test_settings_crosscheck.py holds both to it):
- * surrounding ASCII blanks (space, tab, CR, LF, VT, FF) are ignored; a value
- * that is then empty is unset (the default). An int is an optional sign and
- * ASCII digits (leading zeros allowed, no '_', no other digits) within the
- * 32-bit signed range and the setting's min..max; a boolean is one of the
- * definition's spellings, ASCII case-insensitive; a string or path is any
- * value.
+ * The rule a single value must hold is the definition's own
+ * (oeap_setting_parse in patchdef.h, which loading a definition needs for
+ * its defaults): this module depends on the definition, never the reverse.
  */
 #ifndef OEAP_SETTINGS_H
 #define OEAP_SETTINGS_H
@@ -61,16 +56,6 @@ int oeap_envfile_parse(const char *text, size_t len, const char *path, oeap_env 
 /* Reads `path` and parses it (oeap_envfile_parse); a file that cannot be read is an error naming it. */
 int oeap_envfile_load(const char *path, oeap_env *env, oeap_error *err);
 
-/*
- * Parses `raw` by the rule of `s`: 0 and *out set (ints; booleans 0/1;
- * strings and paths: 0 with *out 0), 1 when blank (unset: the default
- * applies), -1 when it breaks the rule.
- */
-int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out);
-
-/* What `s` takes, in words: "an integer in 1..1024", "a boolean (true/1/yes/y or false/0/no/n)". */
-void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap);
-
 /* One thing wrong with the settings. */
 typedef struct oeap_setting_problem {
 	char *name;     /* the variable */
@@ -79,7 +64,9 @@ typedef struct oeap_setting_problem {
 	char *origin;   /* file, or NULL: the environment */
 	long line;
 	int error;      /* 1: the binding would refuse to start (verify fails); 0: a warning */
-	char message[512]; /* "expected an integer >= 0", "not a setting of sglang-oea/2 ..." */
+	int refused;    /* 1: a value the binding refuses (a rule broken); 0: a name it ignores, or advice
+	                   on a value it takes (the setting's warn_from) */
+	char message[512]; /* "expected an integer >= 1", "not a setting of sglang-oea/2 ..." */
 } oeap_setting_problem;
 
 typedef struct oeap_settings_result {
@@ -87,9 +74,10 @@ typedef struct oeap_settings_result {
 	int on;               /* the switch setting is on (no switch: always) */
 	int switch_index;     /* index in def->settings, -1 when the definition has none */
 	int defaults_only;    /* off with a bad value: the binding ignores every setting */
-	long long *values;    /* effective int/bool values, per def->settings */
+	long long *values;    /* effective int/bool values, per def->settings (meaningless where refused) */
 	char **strings;       /* effective string/path values (NULL: the default, e.g. recorded) */
 	int *given;           /* 1 when the environment set a valid value */
+	int *refused;         /* 1 when the binding refuses the value (its own rule or a cross rule) */
 	oeap_setting_problem *problems;
 	size_t nproblems;
 	size_t errors, warnings, nset; /* nset: variables of the definition that are set */
@@ -100,15 +88,22 @@ typedef struct oeap_settings_result {
  * binding applies them: a bad value is an error while the switch setting is
  * on or itself bad (the binding stops the import), a warning while it is off
  * (the binding warns and runs with defaults); a cross rule (at_least) with
- * the effective values. A variable with env_prefix that is no setting is an
- * error when its name is within two edits of a setting's, ASCII case
- * ignored (a typo that silently drops that setting), else a warning naming
- * the closest setting. Returns -1 only when memory ran out.
+ * the effective values. A value the binding takes at or above its setting's
+ * warn_from is a warning (the setting's `warn` says why). A variable with
+ * env_prefix that is no setting is an error when its name is within two
+ * edits of a setting's, ASCII case ignored (a typo that silently drops that
+ * setting), else a warning naming the closest setting. Returns -1 only when
+ * memory ran out.
  */
 int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res);
 void oeap_settings_result_free(oeap_settings_result *res);
 
-/* The effective value of setting `i` as text ("3", "true", a path, or NULL when it has none). */
+/*
+ * The value the binding runs with for setting `i`, as text ("3", "true", a
+ * path), or NULL when it has none: a refused value while the binding is on
+ * (it stops at import: there is no value to show), or a string or path left
+ * to a default the definition does not know (the recorded library).
+ */
 const char *oeap_settings_effective(const oeap_patchdef *def, const oeap_settings_result *res, size_t i,
                                     char *buf, size_t cap);
 

@@ -279,30 +279,6 @@ done:
 	return rc;
 }
 
-int oeap_trust_verify_environ(const oeap_patchdef *def, const char *target, const char *recorded, oeap_report *rep)
-{
-	extern char **environ;
-	oeap_env env;
-	oeap_settings_result s;
-	oeap_error err;
-	const char *library = recorded;
-	memset(&env, 0, sizeof(env));
-	memset(&s, 0, sizeof(s));
-	oeap_error_clear(&err);
-	int rc = -1;
-	if (oeap_env_from_environ(&env, environ, &err) || oeap_settings_check(def, &env, &s))
-		goto done;
-	/* The library the binding will load: the setting's, else the recorded one. */
-	for (size_t i = 0; def->library_env && i < def->nsettings; i++)
-		if (!strcmp(def->settings[i].name, def->library_env) && s.given[i] && s.strings[i])
-			library = s.strings[i];
-	rc = oeap_trust_verify(def, target, library, oeap_trust_escape_on(def, &s), rep);
-done:
-	oeap_settings_result_free(&s);
-	oeap_env_free(&env);
-	return rc;
-}
-
 int oeap_trust_escape_environ(const oeap_patchdef *def)
 {
 	extern char **environ;

@@ -86,11 +86,6 @@ char *oeap_trust_library_file(const char *library);
 int oeap_trust_verify(const struct oeap_patchdef *def, const char *target, const char *library, int escape,
                       struct oeap_report *rep);
 
-/* oeap_trust_verify() with the library and the escape that this process's
- * environment gives the binding (status, which has no --env-file). */
-int oeap_trust_verify_environ(const struct oeap_patchdef *def, const char *target, const char *recorded,
-                              struct oeap_report *rep);
-
 /* 1 when the escape setting is true in this process's environment (apply). */
 int oeap_trust_escape_environ(const struct oeap_patchdef *def);
 

@@ -113,7 +113,7 @@ def _path(environ, name, default):
 def parse_settings(environ):
     """The settings as a dict; raises SettingError naming the first bad variable.
 
-    SGLANG_OEA_K0           int >= 0, default 0 = off
+    SGLANG_OEA_K0           int 0..15, default 0 = off (16 = liboea's top-k limit)
     SGLANG_OEA_MIN_BATCH    int >= 1, default 2: fewer valid rows are left alone
     SGLANG_OEA_MAX_TOKENS   int 1..1024, default 1024: more rows are left alone
     SGLANG_OEA_STRICT       bool, default true: K0 > 0 and OEA cannot be enabled
@@ -127,7 +127,12 @@ def parse_settings(environ):
     SGLANG_OEA_ALLOW_UNTRUSTED  bool, default false: load a liboea that fails the
                             trust rule (trust_problem) with a warning
     """
-    k0 = _int(environ, "SGLANG_OEA_K0", 0, 0, expected="an integer >= 0 (0 turns OEA off)")
+    # liboea routes at most OEA_MAX_TOPK experts per token and OEA changes a
+    # layer only when k0 is below its top-k: from there on it never could.
+    k0 = _int(environ, "SGLANG_OEA_K0", 0, 0, OEA_MAX_TOPK - 1,
+              expected="an integer in 0..%d (0 turns OEA off; liboea routes at most %d "
+                       "experts per token, so a k0 of %d or more never changes a layer)"
+                       % (OEA_MAX_TOPK - 1, OEA_MAX_TOPK, OEA_MAX_TOPK))
     min_batch = _int(environ, "SGLANG_OEA_MIN_BATCH", 2, 1, expected="an integer >= 1")
     max_tokens = _int(environ, "SGLANG_OEA_MAX_TOKENS", OEA_MAX_ROWS, 1, OEA_MAX_ROWS,
                       expected="an integer in 1..%d (liboea's row limit)" % OEA_MAX_ROWS)

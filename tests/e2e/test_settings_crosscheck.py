@@ -16,10 +16,15 @@ is worth something only when they agree, so this test:
 - runs every value of VALUES for every setting through parse_settings({NAME:
   value}) and through `oeapatch verify --json`, once from the environment and
   once from a systemd EnvironmentFile (--env-file), and requires the same
-  verdict and, when valid, the same effective value;
+  verdict (verify's problems that say the binding refuses the value) and,
+  when valid, the same effective value;
+- imports the module under each of those environments and requires verify's
+  settings.effective to be what the import runs with: its SETTINGS when the
+  import goes on (every default when K0 is off and a value bad), and no value
+  (null) for the variable the import stops on;
 - checks the off/on leniency against the real import: with SGLANG_OEA_K0 valid
   and 0 a bad value is a warning (the import goes on), otherwise a failure (the
-  import stops), for the same environments.
+  import stops), for the same environments, with the same effective values.
 
 Prints one line per case, then `N passed, M failed`; exit 1 on any failure.
 """
@@ -53,6 +58,7 @@ VALUES = [
     "2147483648", "-2147483648", "-2147483649", "99999999999999999999999", "1024", "1025",
     "\u0663", "\uff13", "3\u00a0", "\u00a03", "TRUE", "True", "true", "Yes", "y", "N", "no",
     "FALSE", "off", "on", "t", "/opt/liboea.so", "  /opt/liboea.so  ", "caf\u00e9", "\udcff3",
+    "15", "16",  # K0: a warning (a no-op on top-8 models), refused (beyond liboea's top-k)
 ]
 
 
@@ -106,11 +112,12 @@ class Verify:
 
 
 def verify_verdict(doc):
-    """('bad', None) when verify reports a problem (only one variable is set: a value
-    can also break a cross rule, reported on the other setting), else ('ok', effective)."""
+    """('bad', None) when verify reports a value the binding refuses (only one variable
+    is set: a value can also break a cross rule, reported on the other setting), else
+    ('ok', effective). Advice on a value the binding takes (a warning) is no refusal."""
     settings = doc.get("settings")
     check(settings is not None, "no settings in verify's JSON: %r" % (doc,))
-    if settings["problems"]:
+    if any(p["refused"] for p in settings["problems"]):
         return "bad", None
     return "ok", settings["effective"]
 
@@ -136,6 +143,34 @@ def same_value(parsed, effective):
     return parsed == effective
 
 
+def effective_disagreement(imported, effective):
+    """What verify's settings.effective gets wrong about what the import runs with
+    (imported: ('on', SETTINGS) or ('stop', the variable it stopped on)), or None."""
+    how, what = imported
+    if how == "on":
+        if set(what) != set(effective):
+            return "keys: import %s, verify %s" % (sorted(what), sorted(effective))
+        wrong = {k: (what[k], effective[k]) for k in what if not same_value(what[k], effective[k])}
+        return "import runs with, verify shows: %r" % wrong if wrong else None
+    key = what[len(PREFIX):].lower()
+    if effective.get(key, "missing") is not None:
+        return "the import stops on %s, verify shows %s=%r (a value it never runs with)" % (
+            what, key, effective.get(key, "missing"))
+    return None
+
+
+def import_verdict(moe, env):
+    """('on', SETTINGS) when the module imports under `env`, ('stop', NAME) when the
+    import stops on a SGLANG_OEA_* variable NAME (its SettingError names it first)."""
+    try:
+        return "on", dict(load_module(moe, env).SETTINGS)
+    except Exception as exc:  # each import has its own SettingError class
+        check(type(exc).__name__ == "SettingError", "%r: the import failed otherwise: %r" % (env, exc))
+        m = re.match(r"(%s[A-Z0-9_]+)=" % PREFIX, str(exc))
+        check(m is not None, "%r: the import stopped without naming a variable: %s" % (env, exc))
+        return "stop", m.group(1)
+
+
 def binding_verdict(module, name, value):
     try:
         return "ok", module.parse_settings({name: value})
@@ -143,17 +178,28 @@ def binding_verdict(module, name, value):
         return "bad", None
 
 
+_CODE = {}  # path -> the module's code object: compiled once, run for every import
+
+
 def load_module(directory, env):
-    """Imports the written binding module under `env` (os.environ patched for the import)."""
+    """Imports the written binding module under `env` (os.environ patched for the import).
+
+    What exec_module does (a fresh module, its code run in it), with the code
+    compiled once: the test imports it several hundred times, and without a
+    bytecode cache (PYTHONDONTWRITEBYTECODE) each compile costs more than the run."""
+    path = os.path.join(directory, MODULE + ".py")
+    if path not in _CODE:
+        with open(path, "rb") as f:
+            _CODE[path] = compile(f.read(), path, "exec")
     saved = dict(os.environ)
     try:
         for k in list(os.environ):
             if k.upper().startswith(PREFIX):
                 del os.environ[k]
         os.environ.update(env)
-        spec = importlib.util.spec_from_file_location(MODULE, os.path.join(directory, MODULE + ".py"))
+        spec = importlib.util.spec_from_file_location(MODULE, path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        exec(_CODE[path], module.__dict__)
         return module
     finally:
         os.environ.clear()
@@ -208,12 +254,14 @@ def main():
         check(module.K0 == 0, "K0 unset gave %r" % module.K0)
 
         for name, typ, key in settings:
-            @case("%s: %d values, environment and EnvironmentFile, same verdicts" % (name, len(VALUES)))
+            @case("%s: %d values, environment and EnvironmentFile, same verdicts and effective values"
+                  % (name, len(VALUES)))
             def per_setting(name=name, key=key):
                 agree = bad = 0
                 mismatches = []
                 for value in VALUES:
                     want, parsed = binding_verdict(module, name, value)
+                    imported = import_verdict(moe, {name: value})
                     sources = [("env", dict(env={name: value}))]
                     if "\udcff" not in value:  # an EnvironmentFile is UTF-8
                         sources.append(("file", dict(env_file_text="# cross-check\n%s=%s\n" % (
@@ -221,7 +269,10 @@ def main():
                     for label, kw in sources:
                         rc, doc = verify.run(**kw)
                         got, effective = verify_verdict(doc)
-                        if got != want:
+                        wrong = effective_disagreement(imported, doc["settings"]["effective"])
+                        if wrong:
+                            mismatches.append("%s %r: %s" % (label, value, wrong))
+                        elif got != want:
                             mismatches.append("%s %r: binding %s, verify %s (exit %d)"
                                               % (label, value, want, got, rc))
                         elif got == "ok" and not same_value(parsed[key], effective[key]):
@@ -270,21 +321,23 @@ def main():
             ({"SGLANG_OEA_K0": "+1", "SGLANG_OEA_MIN_BATCH": "2000"}, False),
             ({"SGLANG_OEA_K0": "abc"}, False),
             ({"SGLANG_OEA_K0": "0x0", "SGLANG_OEA_STATS": "maybe"}, False),
+            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_STRICT": "on"}, False),
+            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_MIN_BATCH": "abc", "SGLANG_OEA_STATS": "yes"}, False),
+            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_MAX_TOKENS": "5000"}, False),
+            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_MIN_BATCH": "9", "SGLANG_OEA_MAX_TOKENS": "8"}, False),
+            ({"SGLANG_OEA_STRICT": "on", "SGLANG_OEA_STATS": "yes", "SGLANG_OEA_MIN_BATCH": "4"}, True),
         ]
 
-        @case("off (K0 valid and 0) warns, on or bad K0 stops: the import and verify agree")
+        @case("off (K0 valid and 0) warns, on or bad K0 stops: the import and verify agree, "
+              "and on what it runs with")
         def leniency():
             out = []
             for env, imports in lenient:
-                try:
-                    load_module(moe, env)
-                    imported = True
-                except Exception as exc:  # each import has its own SettingError class
-                    # K0 > 0 with valid settings would load liboea: not a case here
-                    check(type(exc).__name__ == "SettingError",
-                          "%r: the import failed otherwise: %r" % (env, exc))
-                    imported = False
+                verdict = import_verdict(moe, env)
+                imported = verdict[0] == "on"
                 rc, doc = verify.run(env=env)
+                wrong = effective_disagreement(verdict, doc["settings"]["effective"])
+                check(not wrong, "%r: %s" % (env, wrong))
                 warned = any(c.get("warning") for c in doc["checks"] if c["check"] == "settings")
                 check(imported == imports, "%r: the import %s" % (env, "went on" if imported else "stopped"))
                 check((rc == 0 and warned) if imports else rc == 1,

@@ -4,7 +4,8 @@
 # SGLANG_OEA_* environments and systemd EnvironmentFile= files (--env-file),
 # the switch (a bad value fails with K0 on, warns with K0 off), typos, the
 # precedence of files over verify's own environment, file syntax errors named
-# by file and line, the effective-settings line, --json, and --ref.
+# by file and line, the effective-settings line (no value for a refused one),
+# K0 beyond any top-k, status giving verify's verdict, --json, and --ref.
 set -u
 
 SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -31,6 +32,8 @@ EV() {
 	while [[ $# -gt 0 && $1 == *=* ]]; do vars+=("$1"); shift; done
 	env "${vars[@]}" "$OEAPATCH" verify -C "$C" "$@"
 }
+# hasnt DESC TEXT: passes when TEXT is not in $out.
+hasnt() { if grep -qF -- "$2" <<<"$out"; then bad "$1: '$2' in the output" "$out"; else ok "$1"; fi; }
 
 echo "== the environment"
 expect "nothing set: verified" 0 V
@@ -40,7 +43,7 @@ has "the recorded library in them" "library=$(realpath "$LIB")"
 expect "K0=3 and valid gates: verified" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MIN_BATCH=4 SGLANG_OEA_MAX_TOKENS=256
 has "k0 and gates as given" "settings: k0=3 min_batch=4 max_tokens=256"
 expect "the issue: K0=abc fails" 1 EV SGLANG_OEA_K0=abc
-has "named with its value and the expected form" "FAIL settings               SGLANG_OEA_K0='abc' (the environment): expected an integer >= 0"
+has "named with its value and the expected form" "FAIL settings               SGLANG_OEA_K0='abc' (the environment): expected an integer in 0..15"
 has "the verdict" "does NOT verify"
 expect "K0=3, STATS=maybe: fails (the import would stop)" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_STATS=maybe
 has "STATS named" "SGLANG_OEA_STATS='maybe' (the environment): expected a boolean (true/1/yes/y or false/0/no/n)"
@@ -58,6 +61,76 @@ has "with the closest setting" "not a setting of sglang-oea/2, the binding ignor
 expect "-q: the status alone" 1 env SGLANG_OEA_K0=abc "$OEAPATCH" verify -C "$C" -q
 check "-q prints nothing" test -z "$out"
 
+echo "== the settings line: what the binding runs with (issue 15.16)"
+# On, the binding stops at import on a refused value: it runs with no value
+# of that setting, so none is shown (once: strict=false, min_batch=0).
+expect "K0 on, STRICT=on: fails" 1 EV SGLANG_OEA_K0=1 SGLANG_OEA_STRICT=on
+has "strict refused, not false" "settings: k0=1 min_batch=2 max_tokens=1024 strict=(refused) speculative=false"
+has "and why" "(the binding stops at import on the value FAILed above: it runs with none of these)"
+hasnt "never strict=false" "strict=false"
+expect "K0 on, MIN_BATCH=abc: fails" 1 EV SGLANG_OEA_K0=1 SGLANG_OEA_MIN_BATCH=abc
+has "min_batch refused, not 0" "settings: k0=1 min_batch=(refused) max_tokens=1024"
+expect "K0 on, MAX_TOKENS=5000: fails" 1 EV SGLANG_OEA_K0=1 SGLANG_OEA_MAX_TOKENS=5000
+has "max_tokens refused, not 0" "min_batch=2 max_tokens=(refused) strict=true"
+expect "K0 off, STRICT=on: a warning" 0 EV SGLANG_OEA_STRICT=on SGLANG_OEA_STATS=yes
+has "the defaults the binding falls back to (strict=true, stats too)" "strict=true speculative=false stats=false"
+has "said so" "(defaults: the bad values above are ignored while off)"
+expect "K0 on, STRICT=on, --json" 1 EV SGLANG_OEA_K0=1 SGLANG_OEA_STRICT=on --json
+check "settings.effective: null for the refused value, the rest as read" "$PY" -c '
+import json, sys
+s = json.loads(sys.argv[1])["settings"]
+e = s["effective"]
+assert e["strict"] is None and e["k0"] == 1 and e["min_batch"] == 2 and e["stats"] is False, e
+assert [p["refused"] for p in s["problems"]] == [True], s["problems"]
+' "$out"
+
+echo "== K0 at or above the top-k (issue 15.18)"
+expect "K0=16: fails (liboea routes at most 16 experts per token: never a change)" 1 EV SGLANG_OEA_K0=16
+has "says why" "SGLANG_OEA_K0='16' (the environment): expected an integer in 0..15 (liboea routes at most 16 experts per token"
+expect "K0=8: verified with a warning (a no-op on top-8 models, verify does not know the model)" 0 EV SGLANG_OEA_K0=8
+has "the warning" "WARN settings               SGLANG_OEA_K0='8' (the environment): 8 or more: OEA changes only layers whose routed top-k is above k0"
+has "counted" "verified (19 checks, 1 warning)"
+has "k0 stands" "settings: k0=8 min_batch=2"
+expect "K0=15 --json: a warning, not refused" 0 EV SGLANG_OEA_K0=15 --json
+check "severity warning, refused false, k0 15" "$PY" -c '
+import json, sys
+s = json.loads(sys.argv[1])["settings"]
+p = s["problems"]
+assert len(p) == 1 and p[0]["severity"] == "warning" and p[0]["refused"] is False, p
+assert s["effective"]["k0"] == 15, s["effective"]
+' "$out"
+expect "K0=7: nothing to say" 0 EV SGLANG_OEA_K0=7
+hasnt "no warning" "WARN"
+
+echo "== status and verify: one verdict (issue 15.6)"
+for e in "X=1" "SGLANG_OEA_K0=abc" "SGLANG_OEA_K0=-1" "SGLANG_OEA_K0=16" "SGLANG_OEA_K0=3 SGLANG_OEA_STATS=maybe" \
+	"SGLANG_OEA_STATS=maybe" "SGLANG_OEA_K0=8" "SGLANG_OEA_KO=3" "SGLANG_OEA_LIBRARY=$WORK/nowhere.so"; do
+	# shellcheck disable=SC2086 # one word per assignment
+	env $e "$OEAPATCH" verify -C "$C" -q
+	vrc=$?
+	# shellcheck disable=SC2086
+	expect "status exits as verify does ($vrc) with $e" $vrc env $e "$OEAPATCH" status -C "$C"
+done
+expect "K0=abc: status" 1 env SGLANG_OEA_K0=abc "$OEAPATCH" status -C "$C"
+has "not 'verifies'" "state:    applied (version 2), does NOT verify: the binding refuses the settings of this environment"
+has "and which" "settings: SGLANG_OEA_K0='abc' (the environment): expected an integer in 0..15"
+expect "K0=-1: status --json" 1 env SGLANG_OEA_K0=-1 "$OEAPATCH" status -C "$C" --json
+check "ok false, state bad-settings" "$PY" -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["ok"] is False and d["state"] == "bad-settings", d
+assert [c["check"] for c in d["drift"]] == ["settings"], d["drift"]
+' "$out"
+expect "STATS=maybe, K0 off: status verifies, with the warning" 0 env SGLANG_OEA_STATS=maybe "$OEAPATCH" status -C "$C"
+has "the warning shown" "warning: settings: SGLANG_OEA_STATS='maybe'"
+expect "a library override that does not load: status fails as verify does" 1 \
+	env SGLANG_OEA_LIBRARY="$WORK/nowhere.so" "$OEAPATCH" status -C "$C" --json
+check "and names the library it checked" "$PY" -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["library"]["path"].endswith("/nowhere.so") and d["library"]["loads"] is False, d["library"]
+' "$out"
+
 echo "== --json"
 expect "a bad value, --json" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_MAX_TOKENS=4096 --json
 check "ok false, the problem and the effective settings in the document" "$PY" -c '
@@ -69,7 +142,10 @@ assert s["source"] == ["environment"] and s["on"] is True and s["switch"] == "SG
 p = s["problems"]
 assert len(p) == 1 and p[0]["variable"] == "SGLANG_OEA_MAX_TOKENS" and p[0]["value"] == "4096", p
 assert p[0]["severity"] == "error" and "1..1024" in p[0]["message"], p
-assert s["effective"]["k0"] == 3 and s["effective"]["strict"] is True, s["effective"]
+assert p[0]["refused"] is True, p
+# what the binding runs with: none for the refused value, the rest as read
+e = s["effective"]
+assert e["k0"] == 3 and e["strict"] is True and e["max_tokens"] is None, e
 assert any(c["check"] == "settings" and not c["ok"] for c in d["checks"])
 ' "$out"
 expect "a warning, --json" 0 EV SGLANG_OEA_STATS=maybe --json
@@ -128,9 +204,9 @@ d = json.JSONDecoder().raw_decode(sys.argv[1][sys.argv[1].index("{"):])[0]  # st
 e = d["error"]
 assert d["ok"] is False and e["line"] == 2 and e["where"].endswith("export.env:2"), d
 ' "$out"
-printf 'SGLANG_OEA_K0=2\\\n0\nSGLANG_OEA_LIBRARY="%s"  # not a comment\n' "$LIB" >"$WORK/cont.env"
+printf 'SGLANG_OEA_K0=1\\\n2\nSGLANG_OEA_LIBRARY="%s"  # not a comment\n' "$LIB" >"$WORK/cont.env"
 expect "continuation and text after a closing quote (systemd joins it)" 1 V --env-file "$WORK/cont.env"
-has "k0 continued over two lines" "settings: k0=20 "
+has "k0 continued over two lines" "settings: k0=12 "
 has "the joined library value is what is checked" "# not a comment"
 
 echo "== --ref"

@@ -31,7 +31,7 @@ static void test_real_rules(void **state)
 		const char *def, *at_least;
 		int sw;
 	} want[] = {
-		{"SGLANG_OEA_K0", "k0", OEAP_SETTING_INT, 0, INT32_MAX, "0", NULL, 1},
+		{"SGLANG_OEA_K0", "k0", OEAP_SETTING_INT, 0, 15, "0", NULL, 1},
 		{"SGLANG_OEA_MIN_BATCH", "min_batch", OEAP_SETTING_INT, 1, INT32_MAX, "2", NULL, 0},
 		{"SGLANG_OEA_MAX_TOKENS", "max_tokens", OEAP_SETTING_INT, 1, 1024, "1024", "SGLANG_OEA_MIN_BATCH", 0},
 		{"SGLANG_OEA_STRICT", "strict", OEAP_SETTING_BOOL, INT32_MIN, INT32_MAX, "true", NULL, 0},
@@ -150,7 +150,7 @@ static void test_broken_rules_refused(void **state)
 {
 	(void)state;
 	expect_refused("type = int\nmin = 0\n", "type = float\nmin = 0\n", "must be int, bool, string or path");
-	expect_refused("min = 0\ndefault = 0\n", "min = 0\ndefault = -1\n", "default '-1' is not an integer >= 0");
+	expect_refused("min = 1\ndefault = 2\n", "min = 1\ndefault = 0\n", "default '0' is not an integer >= 1");
 	expect_refused("max = 1024\n", "max = 1024\nmaximum = 3\n", "unknown key");
 	expect_refused("at_least = SGLANG_OEA_MIN_BATCH", "at_least = SGLANG_OEA_MIN_BACH", "must name another int");
 	expect_refused("at_least = SGLANG_OEA_MIN_BATCH", "at_least = SGLANG_OEA_STATS", "must name another int");
@@ -164,6 +164,13 @@ static void test_broken_rules_refused(void **state)
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = int\n", "needs a 'default'");
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = path\nmin = 3\n", "are for type = int");
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X-Y]\ntype = path\n", "environment variable");
+	/* warn_from: on an int, with its words, at a value the binding takes (and not at every one) */
+	expect_refused("warn_from = 8\n", "", "warn_from and warn go together");
+	expect_refused("warn_from = 8\n", "warn_from = 16\n", "warn_from (16) must be above min (0) and at most max (15)");
+	expect_refused("warn_from = 8\n", "warn_from = 0\n", "must be above min");
+	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = bool\ndefault = no\nwarn_from = 1\nwarn = w\n",
+	               "are for type = int");
+	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = path\nrange_reason = r\n", "are for type = int");
 }
 
 /* ------------------------------------------------------------ the value rule */
@@ -184,7 +191,8 @@ static void test_value_rule(void **state)
 		{"3", 0, 3},         {" 3 ", 0, 3},        {"\t3\n", 0, 3},    {"+3", 0, 3},        {"03", 0, 3},
 		{"-0", 0, 0},        {"", 1, 0},           {"  ", 1, 0},       {"3.0", -1, 0},      {"0x3", -1, 0},
 		{"1_0", -1, 0},      {"-3", -1, 0},        {"3 4", -1, 0},     {"+", -1, 0},        {"-", -1, 0},
-		{"2147483647", 0, 2147483647LL},          {"2147483648", -1, 0}, {"99999999999999999999999", -1, 0},
+		{"15", 0, 15},       {"16", -1, 0},        {"2147483647", -1, 0}, {"2147483648", -1, 0},
+		{"99999999999999999999999", -1, 0},
 		{"\xd9\xa3", -1, 0}, /* ARABIC-INDIC DIGIT THREE */
 		{"3\xc2\xa0", -1, 0}, /* NO-BREAK SPACE is not an ASCII blank */
 		{"+-3", -1, 0},
@@ -200,6 +208,11 @@ static void test_value_rule(void **state)
 	assert_int_equal(oeap_setting_parse(def, mt, "1024", &v), 0);
 	assert_int_equal(oeap_setting_parse(def, mt, "1025", &v), -1);
 	assert_int_equal(oeap_setting_parse(def, mt, "0", &v), -1);
+	/* the 32-bit range itself, on a setting without a max */
+	const oeap_setting_def *si = oeap_patchdef_setting(def, "SGLANG_OEA_STATS_INTERVAL");
+	assert_int_equal(oeap_setting_parse(def, si, "2147483647", &v), 0);
+	assert_true(v == 2147483647LL);
+	assert_int_equal(oeap_setting_parse(def, si, "2147483648", &v), -1);
 	static const struct {
 		const char *raw;
 		int rc;
@@ -218,7 +231,9 @@ static void test_value_rule(void **state)
 	oeap_setting_expected(def, mt, buf, sizeof(buf));
 	assert_string_equal(buf, "an integer in 1..1024");
 	oeap_setting_expected(def, k0, buf, sizeof(buf));
-	assert_string_equal(buf, "an integer >= 0");
+	assert_string_equal(buf, "an integer in 0..15");
+	oeap_setting_expected(def, si, buf, sizeof(buf));
+	assert_string_equal(buf, "an integer >= 1");
 	oeap_setting_expected(def, st, buf, sizeof(buf));
 	assert_string_equal(buf, "a boolean (true/1/yes/y or false/0/no/n)");
 	oeap_patchdef_free(def);
@@ -309,6 +324,107 @@ static void test_check(void **state)
 	assert_non_null(strstr(problem(&r, "sglang_oea_k0")->message, "a typo of SGLANG_OEA_K0?"));
 	assert_false(problem(&r, "SGLANG_OEA_PROMETHEUS")->error);
 	assert_null(problem(&r, "SGLANG_OTHER"));
+	oeap_settings_result_free(&r);
+	oeap_patchdef_free(def);
+}
+
+/* The effective value of the setting `name` as oeap_settings_effective gives it (NULL: none). */
+static const char *eff(const oeap_patchdef *def, const oeap_settings_result *r, const char *name, char *buf)
+{
+	const oeap_setting_def *s = oeap_patchdef_setting(def, name);
+	assert_non_null(s);
+	return oeap_settings_effective(def, r, (size_t)(s - def->settings), buf, 64);
+}
+
+static void test_effective(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	oeap_settings_result r;
+	char buf[64];
+	/* Issue 15.16: on, a refused value is no value the binding runs with (it stops at import), so
+	 * none is shown: not 0 or false (STRICT=on read as strict=false though the default is true). */
+	static const char *const refused[][2] = {
+		{"SGLANG_OEA_STRICT", "on"},
+		{"SGLANG_OEA_MIN_BATCH", "abc"},
+		{"SGLANG_OEA_MAX_TOKENS", "5000"},
+		{"SGLANG_OEA_STATS_INTERVAL", "0"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		r = check_env(def, (const char *[]){"SGLANG_OEA_K0", "1", refused[i][0], refused[i][1], NULL});
+		assert_int_equal(r.errors, 1);
+		assert_true(problem(&r, refused[i][0])->refused);
+		if (eff(def, &r, refused[i][0], buf))
+			fail_msg("%s=%s with K0 on: shown as %s, though the binding refuses it", refused[i][0], refused[i][1],
+			         buf);
+		assert_string_equal(eff(def, &r, "SGLANG_OEA_K0", buf), "1"); /* the others: what it reads */
+		oeap_settings_result_free(&r);
+	}
+	/* A bad switch: no k0 either. */
+	r = check_env(def, (const char *[]){"SGLANG_OEA_K0", "-1", NULL});
+	assert_true(r.on);
+	assert_null(eff(def, &r, "SGLANG_OEA_K0", buf));
+	assert_string_equal(eff(def, &r, "SGLANG_OEA_STRICT", buf), "true");
+	oeap_settings_result_free(&r);
+	/* The cross rule refuses the setting that has it. */
+	r = check_env(def, (const char *[]){"SGLANG_OEA_K0", "1", "SGLANG_OEA_MIN_BATCH", "9", "SGLANG_OEA_MAX_TOKENS",
+	                                    "8", NULL});
+	assert_null(eff(def, &r, "SGLANG_OEA_MAX_TOKENS", buf));
+	assert_string_equal(eff(def, &r, "SGLANG_OEA_MIN_BATCH", buf), "9");
+	assert_true(problem(&r, "SGLANG_OEA_MAX_TOKENS")->refused);
+	oeap_settings_result_free(&r);
+	/* Off: the binding warns and runs on every default, which is what is shown (strict=true). */
+	r = check_env(def, (const char *[]){"SGLANG_OEA_STRICT", "on", "SGLANG_OEA_STATS", "yes", NULL});
+	assert_int_equal(r.errors, 0);
+	assert_true(r.defaults_only);
+	assert_true(problem(&r, "SGLANG_OEA_STRICT")->refused);
+	assert_string_equal(eff(def, &r, "SGLANG_OEA_STRICT", buf), "true");
+	assert_string_equal(eff(def, &r, "SGLANG_OEA_STATS", buf), "false"); /* valid, but ignored with the rest */
+	oeap_settings_result_free(&r);
+	/* A name the binding ignores is not a refused value. */
+	r = check_env(def, (const char *[]){"SGLANG_OEA_K0", "2", "SGLANG_OEA_MIN_BACTH", "4", NULL});
+	assert_int_equal(r.errors, 1);
+	assert_false(problem(&r, "SGLANG_OEA_MIN_BACTH")->refused);
+	assert_string_equal(eff(def, &r, "SGLANG_OEA_MIN_BATCH", buf), "2");
+	oeap_settings_result_free(&r);
+	oeap_patchdef_free(def);
+}
+
+static void test_k0_beyond_topk(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	oeap_settings_result r;
+	char buf[64];
+	/* Issue 15.18: liboea routes at most 16 experts per token (OEA_MAX_TOPK) and OEA changes a layer only
+	 * when k0 is below its top-k: from 16 on it never could. Refused, by the binding and by verify. */
+	static const char *const never[] = {"16", "17", "1024", "2147483647"};
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
+		r = check_env(def, (const char *[]){"SGLANG_OEA_K0", never[i], NULL});
+		if (r.errors != 1)
+			fail_msg("K0=%s: %zu errors, expected 1", never[i], r.errors);
+		const oeap_setting_problem *p = problem(&r, "SGLANG_OEA_K0");
+		assert_true(p->error && p->refused);
+		assert_non_null(strstr(p->message, "expected an integer in 0..15 (liboea routes at most 16 experts"));
+		assert_null(eff(def, &r, "SGLANG_OEA_K0", buf));
+		oeap_settings_result_free(&r);
+	}
+	/* 8..15: a no-op for a model routing 8 or fewer (most), right for a larger top-k. verify does not
+	 * know the model: a warning, and the value stands. */
+	static const char *const maybe[] = {"8", " 08 ", "15"};
+	for (size_t i = 0; i < sizeof(maybe) / sizeof(maybe[0]); i++) {
+		r = check_env(def, (const char *[]){"SGLANG_OEA_K0", maybe[i], NULL});
+		assert_int_equal(r.errors, 0);
+		assert_int_equal(r.warnings, 1);
+		const oeap_setting_problem *p = problem(&r, "SGLANG_OEA_K0");
+		assert_false(p->error || p->refused);
+		assert_non_null(strstr(p->message, "8 or more: OEA changes only layers whose routed top-k is above k0"));
+		assert_non_null(eff(def, &r, "SGLANG_OEA_K0", buf)); /* the value stands */
+		oeap_settings_result_free(&r);
+	}
+	/* Below: nothing to say. */
+	r = check_env(def, (const char *[]){"SGLANG_OEA_K0", "7", NULL});
+	assert_int_equal(r.nproblems, 0);
 	oeap_settings_result_free(&r);
 	oeap_patchdef_free(def);
 }
@@ -427,6 +543,8 @@ int main(void)
 		cmocka_unit_test(test_broken_rules_refused),
 		cmocka_unit_test(test_value_rule),
 		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_effective),
+		cmocka_unit_test(test_k0_beyond_topk),
 		cmocka_unit_test(test_envfile_syntax),
 		cmocka_unit_test(test_envfile_load),
 	};
