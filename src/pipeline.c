@@ -532,7 +532,7 @@ int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len
 
 	memset(o, 0, sizeof(*o));
 	memset(&rep, 0, sizeof(rep));
-	if ((error = scan_regions(buf, len, what, &rs, err)))
+	if ((error = pysource_check_size(len, what, err)) || (error = scan_regions(buf, len, what, &rs, err)))
 		goto done;
 	if (oeap_regions_count(&rs, def->name)) {
 		if ((error = oeap_verify_bytes(def, buf, len, what, &rep))) {
@@ -592,6 +592,15 @@ int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
 		goto done;
 	}
+	/* What apply writes, every later command must be able to read
+	 * (checked before the result is parsed: no work past the limit). */
+	if ((error = pysource_check_size(out.len, what, NULL))) {
+		oeap_fail(err, OEAP_ERR_INPUT, what, 0,
+		          "the patched result would be %zu bytes (the input is %zu), over oeapatch's limit of %zu "
+		          "bytes for a Python source file: refusing to write a file that could not be read back",
+		          out.len, blen, PYSOURCE_MAX_BYTES);
+		goto done;
+	}
 	/* Read the result back with verify's own checks before anyone writes it
 	 * (the parse and plan of the original are the ones just made). */
 	oeap_report_free(&rep);
@@ -629,7 +638,7 @@ int oeap_revert_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 	oeap_regions rs = {0};
 	oeap_buf out = OEAP_BUF_INIT;
 	memset(o, 0, sizeof(*o));
-	if ((error = scan_regions(buf, len, what, &rs, err)))
+	if ((error = pysource_check_size(len, what, err)) || (error = scan_regions(buf, len, what, &rs, err)))
 		goto done;
 	if (!oeap_regions_count(&rs, def->name)) {
 		o->before = OEAP_STATE_CLEAN;

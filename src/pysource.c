@@ -48,6 +48,16 @@ static long line_of(const char *buf, size_t off)
 	return line;
 }
 
+int pysource_check_size(size_t len, const char *what, oeap_error *err)
+{
+	if (len <= PYSOURCE_MAX_BYTES)
+		return 0;
+	return oeap_fail(err, OEAP_ERR_INPUT, what, 0,
+	                 "%zu bytes (%.1f MiB), over oeapatch's limit of %zu bytes (%zu MiB) for a Python source "
+	                 "file (memory grows with the size: docs/reliability.md)",
+	                 len, (double)len / (1 << 20), PYSOURCE_MAX_BYTES, PYSOURCE_MAX_BYTES >> 20);
+}
+
 int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
                          oeap_error *err)
 {

@@ -101,6 +101,21 @@ enum {
  */
 int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n);
 
+/*
+ * The largest Python source oeapatch reads, in bytes: 8 MiB, about 130 times
+ * the largest real topk.py (about 60 kB). Memory grows with the input (about
+ * 40 bytes per byte at peak: the tree-sitter trees of the original and the
+ * patched text, docs/performance.md), so without a limit a 50 MB file took
+ * 1.9 GB; just under the limit apply peaks at about 310 MB. apply also
+ * refuses a result above it, so whatever it writes can be read back.
+ */
+#define PYSOURCE_MAX_BYTES ((size_t)8 << 20)
+
+/* Refuses `len` above PYSOURCE_MAX_BYTES (OEAP_ERR_INPUT, naming `what`, the
+ * size and the limit); 0 when it fits. Every command calls it on the bytes it
+ * read before any other work, so nothing is parsed or written above it. */
+int pysource_check_size(size_t len, const char *what, oeap_error *err);
+
 /* Checks buf for what parsing refuses, without parsing (shared with region scanning). */
 int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
                          oeap_error *err);

@@ -13,8 +13,10 @@
 #     output, verify and status hold, a second apply is a no-op, revert gives
 #     the file back byte for byte (cmp) and removes the binding module.
 #  3. A file patched by an older version of the definition is upgraded in place.
-#  4. A 50 MB file (a real fixture plus generated functions) lands quickly or
-#     is refused clearly; time and peak RSS are printed, correctness asserted.
+#  4. The size limit (PYSOURCE_MAX_BYTES): a file one byte over it is refused
+#     by apply, verify, status and revert (exit 2, the file, its size and the
+#     limit named, nothing changed) and failed by check; one a little under
+#     it lands, verifies and reverts byte-identically (time and peak RSS printed).
 #  4b. Pathological shapes: 100000 nested parentheses (valid, and around a
 #     syntax error) and tens of thousands of statements before the anchor
 #     land or are refused without a crash and in linear time.
@@ -27,8 +29,8 @@
 # is reported as skipped (exit 77) where it cannot run; no argument runs the rest.
 #
 # Environment (set by ctest): OEAPATCH (the CLI), OEA_LIBRARY (liboea),
-# OEAPATCH_SOURCE_DIR (the repository). OEAPATCH_BIG_MB overrides the size of
-# the big file (default 50). Prints what it checks; ends with "N passed, M failed".
+# OEAPATCH_SOURCE_DIR (the repository). Prints what it checks; ends with
+# "N passed, M failed".
 set -uo pipefail
 part=${1:-main}
 case $part in
@@ -44,13 +46,10 @@ fix=$src/tests/fixtures
 golden=$src/tests/golden
 target_rel=python/sglang/srt/layers/moe/topk.py
 binding_name=_oeapatch_sglang_oea.py
-big_mb=${OEAPATCH_BIG_MB:-50}
 sanitized=0
 if grep -qa '__asan_init' "$OEAPATCH"; then
-  # An AddressSanitizer build is several times slower and hungrier: the
-  # plain build's run does the 50 MB file, this one a 10 MB one.
+  # An AddressSanitizer build is several times slower: smaller shapes in 4b.
   sanitized=1
-  big_mb=${OEAPATCH_BIG_MB:-10}
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-bad-input.XXXXXX")
@@ -346,27 +345,84 @@ root=$(new_checkout "$patched")
 sed -i -E '/# >>> oeapatch sglang-oea\/2 callsite/{n;s/$/  # tweak/}' "$root/$target_rel"
 refuse "older version with an edited region (upgrade)" "$root" 1 'edited by hand.*(revert|restore)'
 
-echo "== 4. a ${big_mb} MB file"
-root=$(new_checkout "$fix/eras/2025-08_topk_config.py")
-big=$root/$target_rel
-/usr/bin/python3 - "$big" "$big_mb" <<'EOF'
+# The limit is src/pysource.h's PYSOURCE_MAX_BYTES, read from the source so
+# the test follows the constant.
+limit=$(/usr/bin/python3 - "$src/src/pysource.h" <<'EOF'
+import re, sys
+m = re.search(r"#define PYSOURCE_MAX_BYTES \(\(size_t\)(\d+) << (\d+)\)", open(sys.argv[1]).read())
+print(int(m.group(1)) << int(m.group(2)) if m else "")
+EOF
+)
+[ -n "$limit" ] || { bad "size limit: PYSOURCE_MAX_BYTES found in src/pysource.h"; limit=0; }
+echo "== 4. the size limit ($limit bytes): one byte over is refused, a little under lands"
+# sized ROOT BYTES: the 2025-08 era plus generated functions, padded with a
+# comment to exactly BYTES bytes, as topk.py of a fresh checkout.
+sized() {
+  /usr/bin/python3 - "$fix/eras/2025-08_topk_config.py" "$1/$target_rel" "$2" <<'EOF'
 import sys
-path, mb = sys.argv[1], int(sys.argv[2])
-parts, size, i = [], 0, 0
-while size < mb * 1024 * 1024:
+base, path, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+text = open(base, "rb").read()
+parts, size, i = [text], len(text), 0
+while True:
     f = (f"\n\ndef _routing_helper_{i}(router_logits, top_k={i % 8 + 1}, renormalize=True):\n"
          f"    \"\"\"Helper {i}: scores of the first top_k experts.\"\"\"\n"
          f"    scores = router_logits.softmax(dim=-1)  # shape [tokens, experts]\n"
          f"    weights, ids = scores.topk(top_k, dim=-1)\n"
          f"    if renormalize:\n"
          f"        weights = weights / weights.sum(dim=-1, keepdim=True)\n"
-         f"    return weights, ids + {i % 64}\n")
+         f"    return weights, ids + {i % 64}\n").encode()
+    if size + len(f) + 3 > want:
+        break
     parts.append(f)
     size += len(f)
     i += 1
-with open(path, "a") as out:
-    out.write("".join(parts))
+pad = want - size  # a comment line "#...#\n" of exactly that many bytes (>= 2)
+parts.append(b"#" * (pad - 1) + b"\n")
+out = b"".join(parts)
+assert len(out) == want, (len(out), want)
+open(path, "wb").write(out)
 EOF
+}
+# (a) one byte over: every command refuses it (exit 2) naming the file, its
+# size and the limit; apply leaves it byte-identical and writes nothing.
+root=$(new_checkout)
+sized "$root" $((limit + 1))
+refuse "one byte over the size limit" "$root" 2 "topk\.py: $((limit + 1)) bytes .*limit of $limit bytes"
+for cmd in verify status revert; do
+  out=$work/over.$cmd
+  before=$(state "$root/$target_rel")
+  "$OEAPATCH" $cmd -C "$root" >"$out" 2>&1
+  rc=$?
+  if [ $rc -eq 2 ] && grep -Eq "topk\.py: $((limit + 1)) bytes .*limit of $limit bytes" "$out"; then
+    ok "over the limit: $cmd refuses it (exit 2, file, size and limit named)"
+  else
+    bad "over the limit: $cmd refuses it (exit 2, file, size and limit named)" "exit $rc: $(head -c 300 "$out")"
+  fi
+  [ "$(state "$root/$target_rel")" = "$before" ] && ok "over the limit: $cmd leaves it unchanged" ||
+    bad "over the limit: $cmd leaves it unchanged"
+done
+# A file of exactly the limit is read, but what apply would write is larger:
+# refused too, so that everything apply writes can be read back.
+root2=$(new_checkout)
+sized "$root2" "$limit"
+refuse "patched result over the size limit" "$root2" 2 "topk\.py: the patched result would be [0-9]+ bytes \(the input is $limit\), over .*limit of $limit bytes"
+# check reports such a revision as a failure of that revision, not a crash.
+if command -v git >/dev/null; then
+  (cd "$root" && git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm big) >/dev/null 2>&1
+  out=$work/over.check
+  "$OEAPATCH" check -C "$root" --skip-binding HEAD >"$out" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -Eq "$((limit + 1)) bytes .*limit of $limit bytes" "$out"; then
+    ok "over the limit: check fails that revision, naming size and limit (exit 1)"
+  else
+    bad "over the limit: check fails that revision, naming size and limit (exit 1)" "exit $rc: $(head -c 400 "$out")"
+  fi
+fi
+# (b) a little under (room left for the regions apply adds): lands, verifies,
+# reverts byte-identically. Time and peak RSS are printed, not asserted.
+root=$(new_checkout)
+big=$root/$target_rel
+sized "$root" $((limit - 65536))
 cp "$big" "$work/big.orig"
 size=$(stat -c %s "$big")
 timing=$work/big.time
@@ -374,26 +430,24 @@ if [ -x /usr/bin/time ]; then
   /usr/bin/time -v -o "$timing" "$OEAPATCH" apply -C "$root" --library "$OEA_LIBRARY" >"$work/big.out" 2>&1
   rc=$?
 else
-  start=$(date +%s.%N)
   "$OEAPATCH" apply -C "$root" --library "$OEA_LIBRARY" >"$work/big.out" 2>&1
   rc=$?
-  echo "Elapsed (wall clock) time (h:mm:ss or m:ss): $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" >"$timing"
+  : >"$timing"
 fi
 wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): *//p' "$timing")
 rss=$(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$timing")
 echo "      $size bytes: apply exit $rc, wall ${wall:-?}, peak RSS ${rss:-?} kB"
 if [ $rc -eq 0 ]; then
-  ok "big file: apply lands"
-  start=$(date +%s.%N)
-  check "big file: verify holds" "$OEAPATCH" verify -C "$root" >/dev/null 2>&1
+  ok "under the limit: apply lands"
+  if "$OEAPATCH" verify -C "$root" >"$work/big.verify" 2>&1; then
+    ok "under the limit: verify holds"
+  else
+    bad "under the limit: verify holds" "$(grep -m3 -E '^FAIL|oeapatch:' "$work/big.verify")"
+  fi
   "$OEAPATCH" revert -C "$root" >/dev/null 2>&1
-  echo "      verify + revert: $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f s", b-a}')"
-  check "big file: revert is byte-identical" cmp -s "$big" "$work/big.orig"
-elif [ $rc -eq 2 ] && grep -Eqi 'large|size|MB|bytes' "$work/big.out"; then
-  ok "big file: refused clearly: $(head -n 1 "$work/big.out")"
-  check "big file: unchanged" cmp -s "$big" "$work/big.orig"
+  check "under the limit: revert is byte-identical" cmp -s "$big" "$work/big.orig"
 else
-  bad "big file: lands or is refused clearly" "exit $rc: $(head -c 300 "$work/big.out")"
+  bad "under the limit: apply lands" "exit $rc: $(head -c 300 "$work/big.out")"
 fi
 
 echo "== 4b. pathological shapes: deep nesting, long bodies (no crash, no quadratic work)"

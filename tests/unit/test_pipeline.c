@@ -791,6 +791,45 @@ static void test_apply_checks_its_own_result(void **state)
 	free(dir);
 }
 
+/* A real era padded with comment lines to PYSOURCE_MAX_BYTES + 1 bytes: apply
+ * and revert refuse it as bad input before any other work (no bytes out),
+ * naming its size; the same era unpadded still applies. */
+static void test_size_limit_refused(void **state)
+{
+	(void)state;
+	size_t n;
+	char *era = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
+	size_t len = PYSOURCE_MAX_BYTES + 1;
+	char *big = malloc(len);
+	assert_non_null(big);
+	memcpy(big, era, n);
+	for (size_t i = n; i < len; i++)
+		big[i] = (i - n) % 2 ? '\n' : '#';
+	big[len - 1] = '\n';
+	char size[32];
+	snprintf(size, sizeof(size), "%zu bytes", len);
+	oeap_outcome o;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, big, len, "big.py", &o, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_string_equal(err.where, "big.py");
+	assert_non_null(strstr(err.message, size));
+	assert_non_null(strstr(err.message, "limit"));
+	assert_null(o.out);
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_revert_bytes(def, big, len, "big.py", 0, &o, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_non_null(strstr(err.message, size));
+	assert_null(o.out);
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_apply_bytes(def, era, n, "era.py", &o, &err), 0);
+	assert_true(o.changed);
+	oeap_outcome_free(&o);
+	free(big);
+	free(era);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -815,6 +854,7 @@ int main(void)
 		cmocka_unit_test(test_revert_not_applied_is_noop),
 		cmocka_unit_test(test_first_error_wins),
 		cmocka_unit_test(test_apply_checks_its_own_result),
+		cmocka_unit_test(test_size_limit_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -357,6 +357,28 @@ static void test_check_bytes_alone(void **state)
 	assert_int_equal(err.line, 2);
 }
 
+/* The size limit at its boundary: the limit itself is read, one byte more is
+ * refused with the file, its size and the limit named. */
+static void test_size_limit(void **state)
+{
+	(void)state;
+	oeap_error err;
+	char want[64];
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_check_size(0, "t.py", &err), 0);
+	assert_int_equal(pysource_check_size(PYSOURCE_MAX_BYTES, "t.py", &err), 0);
+	assert_int_equal(err.kind, OEAP_ERR_NONE);
+	assert_int_equal(pysource_check_size(PYSOURCE_MAX_BYTES + 1, "t.py", &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_INPUT);
+	assert_string_equal(err.where, "t.py");
+	snprintf(want, sizeof(want), "%zu bytes", PYSOURCE_MAX_BYTES + 1);
+	assert_non_null(strstr(err.message, want));
+	snprintf(want, sizeof(want), "limit of %zu bytes", PYSOURCE_MAX_BYTES);
+	assert_non_null(strstr(err.message, want));
+	/* SIZE_MAX must not wrap into "fits". */
+	assert_int_equal(pysource_check_size((size_t)-1, "t.py", NULL), -1);
+}
+
 static void test_missing_node_refused(void **state)
 {
 	(void)state;
@@ -490,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_no_eol_counts_as_lf),
 		cmocka_unit_test(test_line_helpers),
 		cmocka_unit_test(test_check_bytes_alone),
+		cmocka_unit_test(test_size_limit),
 		cmocka_unit_test(test_missing_node_refused),
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_refuse_what_python3_refuses),
