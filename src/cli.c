@@ -650,9 +650,11 @@ void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 	json_object_set_new(j, "root", oeap_json_str(cli->root));
 	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
 	if (cli->python)
+		/* paths by the quoting rule: "s" would drop the whole object for one byte that is not UTF-8 */
 		json_object_set_new(j, "python",
-		                    json_pack("{s:s,s:s,s:s,s:s}", "given", cli->python, "executable", cli->python_exe,
-		                              "version", cli->python_version, "package", cli->python_package));
+		                    json_pack("{s:o,s:o,s:o,s:o}", "given", oeap_json_str(cli->python), "executable",
+		                              oeap_json_str(cli->python_exe), "version", oeap_json_str(cli->python_version),
+		                              "package", oeap_json_str(cli->python_package)));
 }
 
 /* Quotes `s` for a POSIX shell when it needs it. */
