@@ -267,7 +267,10 @@ int oeap_trust_verify(const oeap_patchdef *def, const char *target, const char *
 		goto done;
 	if (lstat(bind, &st) == 0 && (rc = report_path(rep, def, "binding", bind, owner, escape, &failed)))
 		goto done;
-	if (library && (lib = oeap_trust_library_file(library)) &&
+	/* A relative path names a file of the server's working directory, not
+	 * of ours: judging the one here would be an "ok" about another file (the
+	 * library check FAILs it already). */
+	if (library && !oeap_library_relative(library) && (lib = oeap_trust_library_file(library)) &&
 	    (rc = report_path(rep, def, "library", lib, owner, escape, &failed)))
 		goto done;
 	if (escape && !failed)
