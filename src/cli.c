@@ -11,6 +11,7 @@
 
 #include "binding.h"
 #include "fsio.h"
+#include "quote.h"
 
 /* The options every command takes, before the command (they become the
  * command's defaults) or after it. */
@@ -650,32 +651,11 @@ void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 	json_object_set_new(j, "root", oeap_json_str(cli->root));
 	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
 	if (cli->python)
+		/* paths by the quoting rule: "s" would drop the whole object for one byte that is not UTF-8 */
 		json_object_set_new(j, "python",
-		                    json_pack("{s:s,s:s,s:s,s:s}", "given", cli->python, "executable", cli->python_exe,
-		                              "version", cli->python_version, "package", cli->python_package));
-}
-
-/* Quotes `s` for a POSIX shell when it needs it. */
-static void shell_word(char *out, size_t cap, const char *s)
-{
-	if (s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-+=:@,")] == '\0') {
-		snprintf(out, cap, "%s", s);
-		return;
-	}
-	size_t n = 0;
-	if (cap < 3)
-		return;
-	out[n++] = '\'';
-	for (; *s && n + 5 < cap; s++) {
-		if (*s == '\'') {
-			memcpy(out + n, "'\\''", 4);
-			n += 4;
-		} else {
-			out[n++] = *s;
-		}
-	}
-	out[n++] = '\'';
-	out[n] = '\0';
+		                    json_pack("{s:o,s:o,s:o,s:o}", "given", oeap_json_str(cli->python), "executable",
+		                              oeap_json_str(cli->python_exe), "version", oeap_json_str(cli->python_version),
+		                              "package", oeap_json_str(cli->python_package)));
 }
 
 const char *oeap_cli_apply_hint(const oeap_cli *cli)
@@ -686,9 +666,9 @@ const char *oeap_cli_apply_hint(const oeap_cli *cli)
 	 * venv's bin/python is a symlink whose target knows nothing of the venv. */
 	if (cli->python && strchr(cli->python, '/') && cli->python[0] != '/' && getcwd(cwd, sizeof(cwd))) {
 		snprintf(python, sizeof(python), "%s/%s", cwd, cli->python);
-		shell_word(word, sizeof(word), python);
+		oeap_shell_word(word, sizeof(word), python);
 	} else {
-		shell_word(word, sizeof(word), cli->python ? cli->python : cli->root ? cli->root : cli->dir);
+		oeap_shell_word(word, sizeof(word), cli->python ? cli->python : cli->root ? cli->root : cli->dir);
 	}
 	snprintf(hint, sizeof(hint), "oeapatch apply %s %s%s%s", cli->python ? "--python" : "-C", word,
 	         strcmp(cli->patch, "sglang-oea") ? " --patch " : "", strcmp(cli->patch, "sglang-oea") ? cli->patch : "");

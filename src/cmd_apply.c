@@ -285,8 +285,10 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 		goto done;
 	}
 	/* Bytecode Python would run instead of the files as they are (an
-	 * unchecked-hash pyc of the unpatched source): apply removes it. */
-	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 1, 0, 0, &r->bytecode, err)))
+	 * unchecked-hash pyc of the unpatched source): apply removes it. A file
+	 * to be written loses every entry (as below, after the write), so --check
+	 * lists those: what apply would remove, not what shadows the old bytes. */
+	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 1, r->out.changed, r->bp.needed, &r->bytecode, err)))
 		goto done;
 	/* Nothing to write: "already applied" needs no write access (a
 	 * read-only image, a 0444 file), so neither the lock nor the checks

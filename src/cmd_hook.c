@@ -393,7 +393,9 @@ static void print_json(const oeap_cli *cli, hook_action_kind action, const hook_
 			json_object_set_new(e, "reapply", json_boolean(row->info.reapply));
 		}
 		if (row->ours)
-			json_object_set_new(e, "untrusted", row->untrusted[0] ? json_string(row->untrusted) : json_null());
+			/* the message names paths: json_string drops it (a missing key reads as trusted) for
+			 * one byte that is not UTF-8, the quoting rule keeps it */
+			json_object_set_new(e, "untrusted", row->untrusted[0] ? oeap_json_str(row->untrusted) : json_null());
 		json_object_set_new(e, "stray_chained", json_boolean(row->info.stray_chained));
 		json_object_set_new(e, "edited", json_boolean(row->ours && row->info.edited));
 		json_array_append_new(arr, e);

@@ -121,8 +121,10 @@ static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, 
 		goto done;
 	}
 	/* Bytecode that would run instead of what is left: a pyc of the patched
-	 * target with its mtime and size, or the sourceless module of ours. */
-	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 0, 0, r->bind_ours, &r->bytecode, err)))
+	 * target with its mtime and size, or the sourceless module of ours. A
+	 * target to be rewritten loses every entry (as below, after the write),
+	 * so --check lists those: what revert would remove. */
+	if ((error = oeap_pyc_find_patch(cli->def, cli->target, 0, r->out.changed, r->bind_ours, &r->bytecode, err)))
 		goto done;
 	/* "Nothing to revert" needs no write access (a read-only image). */
 	if (!writes || (!r->out.changed && !r->bind_ours && !r->bytecode.n))

@@ -772,6 +772,18 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 	if ((error = load_anchor_queries(def, err)) || (error = load_regions(def, err)) ||
 	    (error = load_settings(def, err)))
 		goto done;
+	/* verify and apply read the escape as this bool setting (trust.h); a name
+	 * that is none would silently leave them without the escape the binding
+	 * honours, so the definition is refused instead. */
+	if (def->trust_escape) {
+		const oeap_setting_def *esc = oeap_patchdef_setting(def, def->trust_escape);
+		if (!esc || esc->type != OEAP_SETTING_BOOL) {
+			error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0, "[binding] trust_escape = %s: %s",
+			                  def->trust_escape,
+			                  esc ? "that setting is not type = bool" : "there is no [setting:] of that name");
+			goto done;
+		}
+	}
 	*out = def;
 	def = NULL;
 done:

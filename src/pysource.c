@@ -3,39 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Returns the length of the UTF-8 sequence at p (1..4), or 0 when invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t left)
-{
-	unsigned c = p[0];
-	size_t n;
-	uint32_t cp;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (left < n)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and code points past U+10FFFF are invalid. */
-	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
+#include "quote.h"
 
 static long line_of(const char *buf, size_t off)
 {
@@ -86,7 +54,7 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 			i++;
 			continue;
 		}
-		size_t n = utf8_seq((const unsigned char *)buf + i, len - i);
+		size_t n = oeap_utf8_seq(buf + i, len - i);
 		if (!n)
 			return oeap_fail(err, OEAP_ERR_INPUT, what, line_of(buf, i),
 			                 "invalid UTF-8 at offset %zu: Python source must be UTF-8 to be patched safely", i);

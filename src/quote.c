@@ -1,6 +1,7 @@
 #include "quote.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "buf.h"
@@ -94,4 +95,31 @@ char *oeap_quote(const char *s, size_t n)
 		return NULL;
 	}
 	return oeap_buf_detach(&b, NULL);
+}
+
+void oeap_shell_word(char *out, size_t cap, const char *s)
+{
+	if (!cap)
+		return;
+	/* The binding's _shell_word() has the same plain set: its trust messages
+	 * and verify's must be the same text (test_trust_crosscheck.py). */
+	if (*s && s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-+")] == '\0') {
+		snprintf(out, cap, "%s", s);
+		return;
+	}
+	size_t n = 0;
+	out[0] = '\0';
+	if (cap < 3)
+		return;
+	out[n++] = '\'';
+	for (; *s && n + 5 < cap; s++) {
+		if (*s == '\'') {
+			memcpy(out + n, "'\\''", 4);
+			n += 4;
+		} else {
+			out[n++] = *s;
+		}
+	}
+	out[n++] = '\'';
+	out[n] = '\0';
 }

@@ -35,4 +35,10 @@ int oeap_quote_needed(const char *s, size_t n, oeap_quote_for fmt);
  * when memory ran out. */
 char *oeap_quote(const char *s, size_t n);
 
+/* `s` as one POSIX shell word, for the commands messages give to run: as
+ * it is when it needs no quoting, else between single quotes (an inner one
+ * as '\''). Written to `out` (cap bytes), truncated at a byte boundary when
+ * it does not fit. This is for a shell, not the rule above. */
+void oeap_shell_word(char *out, size_t cap, const char *s);
+
 #endif

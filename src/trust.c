@@ -11,6 +11,7 @@
 
 #include "binding.h"
 #include "pipeline.h"
+#include "quote.h"
 #include "settings.h"
 
 /* The kernel's limit (MAXSYMLINKS): a longer chain is a loop for it too. */
@@ -26,44 +27,22 @@ static void owner_text(uid_t uid, char *out, size_t cap)
 		snprintf(out, cap, "uid %u", (unsigned)uid);
 }
 
-/* `s` as one sh word for the fix a message gives (quoted unless plain). */
-static void shell_word(const char *s, char *out, size_t cap)
-{
-	size_t n = 0;
-	int plain = *s != '\0';
-	for (const char *c = s; *c; c++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._+-", *c))
-			plain = 0;
-	if (plain) {
-		snprintf(out, cap, "%s", s);
-		return;
-	}
-	if (cap < 3)
-		return;
-	out[n++] = '\'';
-	for (const char *c = s; *c && n + 5 < cap; c++) {
-		if (*c == '\'') {
-			memcpy(out + n, "'\\''", 4);
-			n += 4;
-		} else {
-			out[n++] = *c;
-		}
-	}
-	out[n++] = '\'';
-	out[n] = '\0';
-}
-
 static int offend(oeap_trust_problem *p, const char *path, const struct stat *st, const char *why,
                   const char *fix)
 {
 	char who[320], word[1024];
 	owner_text(st->st_uid, who, sizeof(who));
-	shell_word(path, word, sizeof(word));
+	oeap_shell_word(word, sizeof(word), path);
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	p->uid = st->st_uid;
 	p->mode = (unsigned)(st->st_mode & 07777);
-	snprintf(p->message, sizeof(p->message), "%s (owner %s, mode %04o) %s: `%s %s`", path, who, p->mode, why, fix,
-	         word);
+	int n = snprintf(p->message, sizeof(p->message), "%s (owner %s, mode %04o) %s: `%s %s`", path, who, p->mode,
+	                 why, fix, word);
+	/* A fix cut short would name another path (or none): a long path gets
+	 * the reason without it (p->path holds the whole path). */
+	if (n < 0 || (size_t)n >= sizeof(p->message) || strlen(word) + 1 >= sizeof(word))
+		n = snprintf(p->message, sizeof(p->message), "%s (owner %s, mode %04o) %s", path, who, p->mode, why);
+	(void)n;
 	return 1;
 }
 
@@ -267,7 +246,10 @@ int oeap_trust_verify(const oeap_patchdef *def, const char *target, const char *
 		goto done;
 	if (lstat(bind, &st) == 0 && (rc = report_path(rep, def, "binding", bind, owner, escape, &failed)))
 		goto done;
-	if (library && (lib = oeap_trust_library_file(library)) &&
+	/* A relative path names a file of the server's working directory, not
+	 * of ours: judging the one here would be an "ok" about another file (the
+	 * library check FAILs it already). */
+	if (library && !oeap_library_relative(library) && (lib = oeap_trust_library_file(library)) &&
 	    (rc = report_path(rep, def, "library", lib, owner, escape, &failed)))
 		goto done;
 	if (escape && !failed)

@@ -80,7 +80,8 @@ char *oeap_trust_library_file(const char *library);
  * and "trust:library" (when `library`, the one the binding will load, is
  * not NULL) for the checkout whose target is `target` to `rep`. With
  * `escape` set, a failing path is a warning naming the setting, and when
- * none fails one warning says the setting is set. Paths that do not exist
+ * none fails one warning says the setting is set. Paths that do not exist,
+ * and a relative library path (the server's working directory is not ours),
  * add nothing (the binding and library checks say so). -1 only on OOM.
  */
 int oeap_trust_verify(const struct oeap_patchdef *def, const char *target, const char *library, int escape,

@@ -15,7 +15,9 @@
 #  5. revert removes the bytecode of the patched target and of the binding
 #     module, including a legacy sourceless pyc of it (which Python would
 #     import once the module is gone);
-#  6. --json lists what was removed; --check says what would be.
+#  6. --json lists what was removed; --check says what would be;
+#  7. --check lists every entry of a file to be rewritten, as apply and
+#     revert then remove them (valid ones of the old bytes too).
 #
 # Environment (set by ctest): OEAPATCH, OEA_LIBRARY, OEAPATCH_SOURCE_DIR.
 set -uo pipefail
@@ -150,5 +152,30 @@ check "Python trusts the stamp: patched code" test "$(runs "$t")" = patched
 expect "revert again" 0 "$OEAPATCH" -C "$co" revert
 has "it removes that pyc" "bytecode  removed $pyc"
 check "Python runs the original" test "$(runs "$t")" = unpatched
+
+echo "== 7. --check lists what the command then removes"
+# A file apply or revert rewrites loses every cache entry of it (each was
+# compiled from bytes that are gone), valid ones too: --check must list
+# those, and give that reason, not judge them against the old bytes.
+compile "$work/original.py" TIMESTAMP
+stamp_as_target # the original's bytes, the original's stamp: valid, Python runs it
+check "Python runs the original's own timestamp pyc" test "$(runs "$t")" = unpatched
+expect "apply --check" 0 "$OEAPATCH" -C "$co" apply --check --json --library "$OEA_LIBRARY"
+has "it lists the pyc apply would remove" "\"path\": \"$pyc\""
+has "as compiled from the bytes apply replaces" '"why": "compiled from the bytes this command replaced"'
+if grep -qF "compiled from other bytes" <<<"$out"; then bad "it does not call the source's own pyc one of other bytes" "$out"; else ok "it does not call the source's own pyc one of other bytes"; fi
+compile "$work/original.py" CHECKED_HASH
+expect "apply --check with a checked-hash pyc of the original" 0 "$OEAPATCH" -C "$co" apply --check --json --library "$OEA_LIBRARY"
+has "it lists that pyc too" "\"path\": \"$pyc\""
+check "apply --check removed nothing" test -e "$pyc"
+expect "apply" 0 "$OEAPATCH" -C "$co" apply --json --library "$OEA_LIBRARY"
+has "apply removes what --check listed" "\"path\": \"$pyc\""
+check "the pyc is gone" test ! -e "$pyc"
+compile "$t" CHECKED_HASH
+expect "revert --check with a checked-hash pyc of the patched source" 0 "$OEAPATCH" -C "$co" revert --check --json
+has "it lists the pyc revert would remove" "\"path\": \"$pyc\""
+expect "revert" 0 "$OEAPATCH" -C "$co" revert --json
+has "revert removes what --check listed" "\"path\": \"$pyc\""
+check "the pyc is gone" test ! -e "$pyc"
 
 e2e_summary

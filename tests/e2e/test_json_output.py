@@ -159,6 +159,47 @@ def checkout_cases(work, lib):
         check(error.get("message"), "no message: %r" % error)
     error_path()
 
+    @case("--python at a path that is not UTF-8: the python object is kept, quoted")
+    def python_path():
+        # A real venv (its sys.executable is the path it is run by), reached
+        # through a link whose name is not UTF-8, with the target installed.
+        venv = os.path.join(work, b"venv")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        link = os.path.join(work, b"py-caf\xe9")
+        os.symlink(venv, link)
+        py = os.path.join(link, b"bin", b"python")
+        site = subprocess.run([py, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, stdout=subprocess.PIPE).stdout.strip()
+        put(site, b"sglang/srt/layers/moe/topk.py", "2025-08_topk_config.py")
+        open(os.path.join(site, b"sglang", b"__init__.py"), "wb").close()
+        rc, doc, err = run(["status", "--json", "--python", py])
+        check(rc == 1, "exit %d: %r" % (rc, err[:300]))
+        python = doc.get("python")
+        check(isinstance(python, dict), "no python object: %r" % doc)
+        check(unquote(python["given"]) == py, "given %r is not %r" % (python["given"], py))
+        check(unquote(python["package"]).startswith(link), "package %r" % python["package"])
+        return "given %r" % python["given"]
+    python_path()
+
+    @case("hook status: an untrusted hook at a path that is not UTF-8 keeps its reason")
+    def hook_untrusted():
+        repo = os.path.join(work, b"hooks-caf\xe9")
+        git(work, "init", "-q", repo)
+        put(repo, TARGET, "2025-08_topk_config.py")
+        rc, doc, err = run(["hook", "install", "--only", "post-merge", "--json", "-C", repo])
+        check(rc == 0, "hook install: exit %d: %r" % (rc, err[:300]))
+        hook = os.path.join(repo, b".git", b"hooks", b"post-merge")
+        os.chmod(hook, 0o775)  # writable by its group: the trust rule fails it
+        rc, doc, err = run(["hook", "status", "--json", "-C", repo])
+        check(rc == 1, "exit %d: %r" % (rc, err[:300]))
+        row = [h for h in doc["hooks"] if h["hook"] == "post-merge"][0]
+        why = row.get("untrusted")
+        check(why is not None, "post-merge's untrusted is %r (missing or null reads as trusted): %r" % (why, row))
+        check(hook in unquote(why) and b"writable by its group" in unquote(why), "untrusted %r" % why)
+        return "untrusted %r" % why[:60]
+    hook_untrusted()
+
 
 def commit(repo, message, date, encoding=None):
     """A commit of everything with `message` as its bytes: git re-encodes a message

@@ -161,6 +161,11 @@ cd "$WORK" || exit 1
 expect "K0 on: verify fails" 1 env SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY=ld/liboea.so.2 "$OEAPATCH" verify -C "$C"
 has "the settings check names it" "FAIL settings               SGLANG_OEA_LIBRARY='ld/liboea.so.2' (the environment): a relative path"
 has "the library check refuses it" "ld/liboea.so.2 is a relative path: the server would open it from its own working directory"
+if grep -qF "trust:library" <<<"$out"; then
+	bad "no trust verdict on the file it names here (the server's would be another)" "$out"
+else
+	ok "no trust verdict on the file it names here (the server's would be another)"
+fi
 expect "K0 off: the library check still fails" 1 env SGLANG_OEA_LIBRARY=ld/liboea.so.2 "$OEAPATCH" verify -C "$C"
 has "naming it" "FAIL library                ld/liboea.so.2 is a relative path"
 expect "./ is relative too" 1 env SGLANG_OEA_LIBRARY=./ld/liboea.so.2 "$OEAPATCH" verify -C "$C"

@@ -618,6 +618,27 @@ static void test_no_regions(void **state)
 	expect_definition_error(&err, NULL, "no [region:...]", -1);
 }
 
+/* [binding] trust_escape names the bool setting verify, apply and the
+ * binding read; a name that is no such setting was once taken silently, and
+ * verify then had no escape where the binding had one. */
+static void test_trust_escape_no_setting(void **state)
+{
+	fixture *f = *state;
+	edit_ini(f, "trust_escape = SGLANG_OEA_ALLOW_UNTRUSTED", "trust_escape = SGLANG_OEA_ALLOW_UNTRUSTD");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini",
+	                        "[binding] trust_escape = SGLANG_OEA_ALLOW_UNTRUSTD: there is no [setting:] of that name",
+	                        -1);
+}
+
+static void test_trust_escape_not_bool(void **state)
+{
+	fixture *f = *state;
+	edit_ini(f, "trust_escape = SGLANG_OEA_ALLOW_UNTRUSTED", "trust_escape = SGLANG_OEA_K0");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "trust_escape = SGLANG_OEA_K0: that setting is not type = bool", -1);
+}
+
 static void test_missing_manifest(void **state)
 {
 	fixture *f = *state;
@@ -669,6 +690,8 @@ int main(void)
 		T(test_missing_target),
 		T(test_bad_binding_module),
 		T(test_no_regions),
+		T(test_trust_escape_no_setting),
+		T(test_trust_escape_not_bool),
 		T(test_missing_manifest),
 	};
 #undef T

@@ -144,6 +144,26 @@ static void test_json_str(void **state)
 	json_decref(j);
 }
 
+/* The shell word of the fixes messages give: pasted into sh, it must name
+ * the same file (an inner quote closed, escaped, reopened). */
+static void test_shell_word(void **state)
+{
+	(void)state;
+	char w[64];
+	oeap_shell_word(w, sizeof(w), "/opt/oea/lib-2.1+x_y");
+	assert_string_equal(w, "/opt/oea/lib-2.1+x_y");
+	oeap_shell_word(w, sizeof(w), "/opt/a:b");
+	assert_string_equal(w, "'/opt/a:b'");
+	oeap_shell_word(w, sizeof(w), "/tmp/a b");
+	assert_string_equal(w, "'/tmp/a b'");
+	oeap_shell_word(w, sizeof(w), "/tmp/it's");
+	assert_string_equal(w, "'/tmp/it'\\''s'");
+	oeap_shell_word(w, sizeof(w), "");
+	assert_string_equal(w, "''");
+	oeap_shell_word(w, 2, "a b");
+	assert_string_equal(w, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -151,6 +171,7 @@ int main(void)
 		cmocka_unit_test(test_needed),
 		cmocka_unit_test(test_quote_form),
 		cmocka_unit_test(test_json_str),
+		cmocka_unit_test(test_shell_word),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

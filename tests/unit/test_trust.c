@@ -221,6 +221,35 @@ static void the_build_trees_library_passes(void **state)
 	assert_int_equal(oeap_trust_check(lib, 0, &p), 0);
 }
 
+/* A path too long for the message with its fix: the message gives the
+ * reason without the fix, never a command cut inside the path (it would
+ * name another file, or leave a quote open). */
+static void a_long_path_never_gets_a_cut_fix(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	char rel[900];
+	size_t n = 0;
+	for (int i = 0; i < 3; i++) {
+		n += (size_t)snprintf(rel + n, sizeof(rel) - n, "%s%.*s", i ? "/" : "", 250,
+		                      "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+		                      "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+		                      "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd");
+		mkdir_mode(rel, 0700);
+	}
+	assert_int_equal(chmod(at(rel), 0770), 0);
+	assert_int_equal(check(rel, 0, &p), 1);
+	assert_string_equal(p.path, at(rel));
+	assert_non_null(strstr(p.message, "is writable by its group"));
+	assert_null(strchr(p.message, '`'));
+	/* a short one keeps its fix */
+	mkdir_mode("short", 0770);
+	assert_int_equal(check("short", 0, &p), 1);
+	char want[PATH_MAX + 32];
+	snprintf(want, sizeof(want), "`chmod go-w %s`", at("short"));
+	assert_non_null(strstr(p.message, want));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -234,6 +263,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(what_cannot_be_walked_is_an_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_relative_path_is_taken_from_the_current_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_build_trees_library_passes, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_long_path_never_gets_a_cut_fix, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
