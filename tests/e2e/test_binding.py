@@ -13,6 +13,7 @@ Prints one line per case, then `N passed, M failed`; exit 1 on any failure.
 """
 
 import argparse
+import atexit
 import configparser
 import ctypes
 import importlib.util
@@ -20,6 +21,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -210,6 +212,7 @@ def main():
     consts = header_constants(header)
     oracle = Oracle(library, header)
     tmp = tempfile.mkdtemp(prefix="oea-binding-")
+    atexit.register(shutil.rmtree, tmp, True)  # every return of main, and a failure
     text = render(library, abi=consts["OEA_ABI_VERSION"])
     path = write_module(tmp, text)
     # Bad-ABI copy: the binding must refuse a library of another ABI.
