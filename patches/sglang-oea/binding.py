@@ -267,21 +267,34 @@ def library_path_problem(path):
 
 def load_library(path):
     """Open liboea at `path`, declare its functions and check it as this module uses it:
-    LIBRARY_SYMBOLS exported, ABI_VERSION, and PROBLEM_PROBE accepted by oea_problem_check.
+    the path rule (library_path_problem), the trust rule (trust_problem, with
+    SGLANG_OEA_ALLOW_UNTRUSTED a warning), LIBRARY_SYMBOLS exported,
+    ABI_VERSION, and PROBLEM_PROBE accepted by oea_problem_check.
 
     Returns the ctypes handle; raises OSError or RuntimeError with the reason.
     """
     import ctypes
 
+    # The path rule first: a relative path would be walked by the trust rule
+    # from this process's working directory, and the answer (a missing file,
+    # or a trust failure that the escape would let through) would hide the
+    # reason it can never be used.
     problem = library_path_problem(path)
     if problem:
         raise OSError(problem)
+    # Trusted before it is loaded; a bare name is found by the loader's search
+    # path (the server's environment, ld.so.cache), so it is checked as soon as
+    # the loader has said which file it opened.
+    if "/" in path:
+        _check_trust(path)
     if OeaProblem is None:
         _declare_structs()
     if ctypes.sizeof(OeaProblem) != PROBLEM_SIZE:
         raise RuntimeError("this module's oea_problem is %d bytes, its patch definition declares %d"
                            % (ctypes.sizeof(OeaProblem), PROBLEM_SIZE))
     lib = ctypes.CDLL(path)
+    if "/" not in path:
+        _check_trust(_loaded_file(lib) or path)
     missing = [name for name in LIBRARY_SYMBOLS if not hasattr(lib, name)]
     if missing:
         raise RuntimeError("does not export %s, which this module calls (not a liboea of ABI %d)"
@@ -454,14 +467,7 @@ def _enable():
     try:
         if not LIBRARY:
             raise OSError("no library path recorded and SGLANG_OEA_LIBRARY is not set")
-        # Checked before it is loaded; a bare name is found by the loader's
-        # search path (the server's environment, ld.so.cache), so it is
-        # checked as soon as the loader has said which file it opened.
-        if "/" in LIBRARY:
-            _check_trust(LIBRARY)
         lib = load_library(LIBRARY)
-        if "/" not in LIBRARY:
-            _check_trust(_loaded_file(lib) or LIBRARY)
     except (OSError, RuntimeError) as exc:
         text = "oeapatch: SGLANG_OEA_K0=%d, but liboea at %r is unusable: %s" % (
             K0, LIBRARY, exc)

@@ -13,6 +13,7 @@ Prints one line per case, then `N passed, M failed`; exit 1 on any failure.
 """
 
 import argparse
+import atexit
 import configparser
 import ctypes
 import importlib.util
@@ -20,6 +21,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,7 +39,8 @@ HEADER_LINE = (
 )
 ENV_KEYS = ("SGLANG_OEA_K0", "SGLANG_OEA_MIN_BATCH", "SGLANG_OEA_MAX_TOKENS",
             "SGLANG_OEA_STRICT", "SGLANG_OEA_LIBRARY", "SGLANG_OEA_STATS",
-            "SGLANG_OEA_SPECULATIVE", "SGLANG_OEA_STATS_INTERVAL")
+            "SGLANG_OEA_SPECULATIVE", "SGLANG_OEA_STATS_INTERVAL",
+            "SGLANG_OEA_ALLOW_UNTRUSTED")
 
 
 # ------------------------------------------------------------------ rendering
@@ -95,8 +98,9 @@ def load(path, name, env):
                 os.environ[k] = v
 
 
-def run_child(path, env, body):
-    """Import the module in a fresh interpreter; return (rc, stdout, stderr)."""
+def run_child(path, env, body, cwd=None):
+    """Import the module in a fresh interpreter (in `cwd`, default this one's);
+    return (rc, stdout, stderr)."""
     script = (
         "import json, logging, sys\n"
         "logging.basicConfig(level=logging.WARNING, format='LOG %%(levelname)s %%(message)s')\n"
@@ -105,7 +109,7 @@ def run_child(path, env, body):
     )
     child_env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
     child_env.update(env)
-    proc = subprocess.run([sys.executable, "-c", script], env=child_env,
+    proc = subprocess.run([sys.executable, "-c", script], env=child_env, cwd=cwd,
                           capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -208,6 +212,7 @@ def main():
     consts = header_constants(header)
     oracle = Oracle(library, header)
     tmp = tempfile.mkdtemp(prefix="oea-binding-")
+    atexit.register(shutil.rmtree, tmp, True)  # every return of main, and a failure
     text = render(library, abi=consts["OEA_ABI_VERSION"])
     path = write_module(tmp, text)
     # Bad-ABI copy: the binding must refuse a library of another ABI.
@@ -370,8 +375,42 @@ def main():
                                  body)
         check(rc == 0 and json.loads(out) == [True, link], "%r %r" % (out, err))
 
+    @case("a relative library path is refused as one, before the trust rule walks it")
+    def t_relative():
+        # The path rule comes first: what a relative path names depends on the
+        # server's working directory, so it is never walked from there (a
+        # missing file gave "No such file or directory"; a file there that
+        # fails the trust rule gave the trust message and pointed at
+        # SGLANG_OEA_ALLOW_UNTRUSTED, which cannot make the path usable).
+        body = ("import %s as m\nprint(json.dumps([m.ENABLED, m._lib is None]))\n" % MODULE)
+        rel = "lib/liboea-rel.so"
+        empty = os.path.join(tmp, "rel-none")
+        there = os.path.join(tmp, "rel-there")
+        os.makedirs(empty, exist_ok=True)
+        os.makedirs(os.path.join(there, "lib"), exist_ok=True)
+        copy = os.path.join(there, rel)
+        with open(library, "rb") as src, open(copy, "wb") as dst:
+            dst.write(src.read())
+        os.chmod(copy, 0o664)  # group-writable: the trust rule refuses it
+        env = {"SGLANG_OEA_K0": "3", "SGLANG_OEA_LIBRARY": rel}
+        for where in (empty, there):
+            rc, out, err = run_child(path, env, body, cwd=where)
+            check(rc != 0 and "ImportError" in err and "%r is a relative path" % rel in err,
+                  "from %s, strict: rc %d err %r" % (where, rc, err[-600:]))
+            check("No such file" not in err and "refused:" not in err and
+                  "SGLANG_OEA_ALLOW_UNTRUSTED" not in err,
+                  "from %s, strict: not the path rule's message: %r" % (where, err[-600:]))
+        rc, out, err = run_child(path, dict(env, SGLANG_OEA_STRICT="false",
+                                            SGLANG_OEA_ALLOW_UNTRUSTED="true"), body, cwd=there)
+        warnings = [l for l in err.splitlines() if l.startswith("LOG WARNING")]
+        check(rc == 0 and json.loads(out) == [True, True], "not strict: rc %d out %r err %r"
+              % (rc, out, err[-400:]))
+        check(len(warnings) == 1 and "is a relative path" in warnings[0] and
+              "loaded anyway" not in warnings[0], "not strict, the escape set: %s" % warnings)
+        return "refused as relative, from a folder without it and from one with it"
+
     for fn in (t_template, t_layout, t_off, t_bad_env, t_missing_lib, t_bad_abi, t_bools,
-               t_startup, t_paths):
+               t_startup, t_paths, t_relative):
         fn()
 
     # ---------------------------------------------------- routing, in process
