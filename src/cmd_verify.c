@@ -44,7 +44,8 @@ static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
 	{"ref", required_argument, OPT_REF, "REV",
 	 "verify the file as committed at REV (read from git, not the work tree): the binding module must be in "
-	 "that commit too; the library check is skipped, and so is the settings check unless --env-file names files"},
+	 "that commit too; the library, bytecode and trust checks are skipped, and so is the settings check unless "
+	 "--env-file names files"},
 	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
 	 "with --ref: do not require the binding module in the commit (every deploy runs `oeapatch apply`, which "
 	 "writes it)"},
@@ -356,7 +357,10 @@ static void print_json(const oeap_cli *cli, const oeap_verify_opts *o, const oea
 	if (ref) {
 		json_object_set_new(j, "ref", oeap_json_str(ref));
 		json_object_set_new(j, "commit", oeap_json_str(r->commit_hex));
-		json_t *skipped = o->skip_binding ? json_pack("[s,s]", "binding", "library") : json_pack("[s]", "library");
+		/* what is about a machine, not a commit: the library it loads, the
+		 * bytecode beside the files, who can change them */
+		json_t *skipped = o->skip_binding ? json_pack("[s,s,s,s]", "binding", "library", "bytecode", "trust")
+		                                  : json_pack("[s,s,s]", "library", "bytecode", "trust");
 		if (!r->settings_checked)
 			json_array_append_new(skipped, json_string("settings"));
 		json_object_set_new(j, "skipped", skipped);
@@ -378,7 +382,7 @@ static void print_text(const oeap_cli *cli, const oeap_verify_opts *o, const oea
 	if (r->settings_checked)
 		print_effective(cli, r);
 	if (ref)
-		printf("(at %s, commit %.12s: the library check is about a machine and was skipped%s%s)\n", ref,
+		printf("(at %s, commit %.12s: the library, bytecode and trust checks are about a machine and were skipped%s%s)\n", ref,
 		       r->commit_hex, r->settings_checked ? "" : ", so were the settings (--env-file checks a file's)",
 		       o->skip_binding ? "; the binding check was skipped: --skip-binding" : "");
 	char warned[64] = "";

@@ -294,7 +294,13 @@ def load_library(path):
                            % (ctypes.sizeof(OeaProblem), PROBLEM_SIZE))
     lib = ctypes.CDLL(path)
     if "/" not in path:
-        _check_trust(_loaded_file(lib) or path)
+        found = _loaded_file(lib)
+        if found is None:
+            # Never judge another file (path relative to our working
+            # directory) in place of the one the loader opened.
+            raise OSError("the loader found %s, but cannot say which file it opened (no dlinfo), so the "
+                          "trust rule cannot be checked: give SGLANG_OEA_LIBRARY an absolute path" % path)
+        _check_trust(found)
     missing = [name for name in LIBRARY_SYMBOLS if not hasattr(lib, name)]
     if missing:
         raise RuntimeError("does not export %s, which this module calls (not a liboea of ABI %d)"

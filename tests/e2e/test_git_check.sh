@@ -211,7 +211,7 @@ git add "$B" && C14=$(commit 2026-03-02 "carry the binding too")
 git checkout -q -- . && git clean -qfdx
 expect "verify --ref HEAD (target and binding committed)" 0 "$OEAPATCH" verify --ref HEAD
 has "... checks the binding in the commit" "ok   binding"
-has "... says the library check was skipped" "was skipped"
+has "... says the machine checks were skipped" "library, bytecode and trust checks are about a machine and were skipped"
 printf '# edited\n' >>"$B" && git commit -qam "edit the committed binding"
 expect "verify --ref of a commit with an edited binding module fails" 1 "$OEAPATCH" verify --ref HEAD
 has "... naming it" "FAIL binding"
@@ -222,7 +222,7 @@ expect "verify --ref C1 (no file there)" 1 "$OEAPATCH" verify --ref "$C1"
 has "... says the file is not there" "no $T at $C1"
 expect "verify --ref of an unknown revision" 2 "$OEAPATCH" verify --ref nope
 expect "verify --ref --json" 0 "$OEAPATCH" verify --json --ref HEAD
-[ "$(json "d['commit'], d['skipped']")" = "$C14 ['library', 'settings']" ] && ok "... reports the commit" ||
+[ "$(json "d['commit'], d['skipped']")" = "$C14 ['library', 'bytecode', 'trust', 'settings']" ] && ok "... reports the commit" ||
 	bad "verify --ref json" "$out"
 git clone -q --bare "$R" "$WORK/bare2.git"
 expect "verify --ref on a bare repository" 0 "$OEAPATCH" verify -C "$WORK/bare2.git" --ref main
