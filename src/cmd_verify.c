@@ -213,8 +213,10 @@ int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_ver
 		library = v && *v->value ? v->value : NULL;
 	}
 	r->library_override = library;
-	/* Who can change what the server runs: the target, the module and the
-	 * library it loads (docs/security.md); a machine's files, so not --ref's. */
+	/* The file's own checks; then, for a work tree, the binding and the
+	 * library it loads, and who can change the target, the module and that
+	 * library (docs/security.md: a machine's files, so not --ref's); then the
+	 * settings. */
 	if ((buf && oeap_verify_bytes(cli->def, buf, len, ref ? r->what : oeap_cli_target_rel(cli), &r->rep)) ||
 	    (!ref && r->rep.applied &&
 	     oeap_binding_verify_with(cli->def, cli->target, library, &r->rep, &r->recorded_library)) ||
