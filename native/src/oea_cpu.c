@@ -13,14 +13,21 @@
 #include "oea.h"
 #include "oea_internal.h"
 #include "oea_row.h"
+#include "oea_simd.h"
 
 #define OEA_MASK_WORDS (OEA_MAX_EXPERTS / 32)
 
-/* What phase 1 leaves for phase 2 (the kernel keeps the same in shared memory). */
+/*
+ * What phase 1 leaves for phase 2 (the kernel keeps the same in shared
+ * memory). Phase 1's order is kept as the routed columns of P_i in key
+ * order, 4 bits each (R <= 16, so k0 <= 15 columns fit in 60 bits): phase 2
+ * re-reads those k0 keys and scores instead of ranking the row again.
+ */
 typedef struct oea_cpu_rows {
 	uint8_t state[OEA_MAX_ROWS]; /* OEA_ROW_* or 0xff when beyond num_valid_rows */
 	float m[OEA_MAX_ROWS];       /* softmax row max */
 	float s[OEA_MAX_ROWS];       /* softmax row sum */
+	uint64_t p1[OEA_MAX_ROWS];   /* phase 1: column of rank r in bits 4r..4r+3 */
 } oea_cpu_rows;
 
 static int oea_bit(const uint32_t *mask, int e)
@@ -33,141 +40,306 @@ static void oea_set_bit(uint32_t *mask, int e)
 	mask[e >> 5] |= 1u << (e & 31);
 }
 
-static int oea_popcount(const uint32_t *mask)
+/* Sets bits [lo, hi). */
+static void oea_set_range(uint32_t *mask, int lo, int hi)
+{
+	for (; lo < hi && (lo & 31); lo++)
+		oea_set_bit(mask, lo);
+	for (; lo + 32 <= hi; lo += 32)
+		mask[lo >> 5] = ~0u;
+	for (; lo < hi; lo++)
+		oea_set_bit(mask, lo);
+}
+
+/* Bits set in the first `words` words (the rest are zero). */
+static int oea_popcount(const uint32_t *mask, int words)
 {
 	int w, c = 0;
 
-	for (w = 0; w < OEA_MASK_WORDS; w++)
+	for (w = 0; w < words; w++)
 		c += __builtin_popcount(mask[w]);
 	return c;
 }
 
-/* Softmax max and sum of a row in the lane order of oea_row.h. */
-static void oea_cpu_softmax_stats(const void *row, int dtype, int E, float *m, float *s)
+/*
+ * A row's logits as fp32 in `lf` (the conversions of oea_logit), followed by
+ * zeros up to a multiple of 4, so that 4-wide loads never leave the buffer.
+ */
+static void oea_cpu_load_row(const void *row, int dtype, int E, float *lf)
 {
+	int e;
+
+	if (dtype == OEA_DTYPE_F32) {
+		memcpy(lf, row, sizeof(float) * (size_t)E);
+	} else {
+		for (e = 0; e < E; e++)
+			lf[e] = oea_logit(row, dtype, e);
+	}
+	for (e = E; e & 3; e++)
+		lf[e] = 0.0f;
+}
+
+/*
+ * Softmax max and sum of a row in the lane order of oea_row.h (lane j takes
+ * experts j, j + 32, ... in turn, then the butterfly): lane j's running value
+ * sits in lane j % 4 of acc[j / 4], so each vector operation advances four
+ * lanes by one step, as oea_lane_max and oea_lane_sum do one lane at a time.
+ * Lanes past E keep their value (no step), as the scalar loops make none.
+ */
+static void oea_cpu_softmax_stats(const float *lf, int E, float *m, float *s)
+{
+	const oea_v4i iota = {0, 1, 2, 3};
+	oea_v4f acc[OEA_LANES / 4];
 	float v[OEA_LANES];
 	float mm;
-	int lane;
+	int e, q, full = E & ~3;
 
-	for (lane = 0; lane < OEA_LANES; lane++)
-		v[lane] = oea_lane_max(row, dtype, E, lane);
+	for (q = 0; q < OEA_LANES / 4; q++)
+		acc[q] = oea_v4f_splat(oea_f_from_bits(0xff800000u)); /* -inf */
+	for (e = 0; e < full; e += 4) {
+		oea_v4f x = oea_v4f_load(lf + e);
+		q = (e / 4) % (OEA_LANES / 4);
+		acc[q] = oea_v4f_sel(x > acc[q], x, acc[q]); /* oea_max2(acc, x) */
+	}
+	if (full < E) {
+		oea_v4f x = oea_v4f_load(lf + full);
+		q = (full / 4) % (OEA_LANES / 4);
+		acc[q] = oea_v4f_sel((iota + full < E) & (x > acc[q]), x, acc[q]);
+	}
+	for (q = 0; q < OEA_LANES / 4; q++)
+		oea_v4f_store(v + 4 * q, acc[q]);
 	mm = oea_tree_max32(v);
-	for (lane = 0; lane < OEA_LANES; lane++)
-		v[lane] = oea_lane_sum(row, dtype, E, lane, mm);
+	for (q = 0; q < OEA_LANES / 4; q++)
+		acc[q] = oea_v4f_splat(0.0f);
+	for (e = 0; e < full; e += 4) {
+		q = (e / 4) % (OEA_LANES / 4);
+		acc[q] = acc[q] + oea_exp4(oea_v4f_load(lf + e) - mm);
+	}
+	if (full < E) {
+		q = (full / 4) % (OEA_LANES / 4);
+		acc[q] = oea_v4f_sel(iota + full < E, acc[q] + oea_exp4(oea_v4f_load(lf + full) - mm),
+				     acc[q]);
+	}
+	for (q = 0; q < OEA_LANES / 4; q++)
+		oea_v4f_store(v + 4 * q, acc[q]);
 	*s = oea_tree_sum32(v);
 	*m = mm;
 }
 
-static int oea_cpu_nonfinite(const void *row, int dtype, int E, const float *bias)
+/* The non-finite flag of oea_lane_nonfinite over all lanes: some logit is
+ * NaN or +-inf (the bias's part is the same for every row: bias_bad). */
+static int oea_cpu_nonfinite(const float *lf, int E, int bias_bad)
 {
-	int lane, bad = 0;
+	oea_v4i fin = oea_v4i_splat(-1);
+	int e;
 
-	for (lane = 0; lane < OEA_LANES; lane++)
-		bad |= oea_lane_nonfinite(row, dtype, E, lane, bias);
-	return bad;
+	/* The zero padding after E is finite. */
+	for (e = 0; e < E; e += 4) {
+		oea_v4f x = oea_v4f_load(lf + e);
+		fin &= x - x == 0.0f; /* oea_isfinite */
+	}
+	return bias_bad || oea_v4_any(~fin);
 }
 
 /*
- * Phase 1 of one row: the k0 routed ids with the highest key, in key order
- * (by rank: expert a's rank is the number of routed experts better than it).
- * Fills id/key/score[0..k0) and the original column of each.
+ * Phase 1 of one row: the k0 routed ids with the highest key. Returns their
+ * columns in key order, 4 bits each. The routed entries are put in key order
+ * by insertion (the order is total, so any sort gives this order). With
+ * softmax and no bias the key is the logit, so no score is computed here.
  */
-static void oea_cpu_phase1(const oea_problem *p, const void *lrow, const void *irow, int R,
-			   float m, float s, int32_t *id, float *key, float *score, int *col)
+static uint64_t oea_cpu_phase1(const oea_problem *p, const float *lf, const void *irow, int R,
+			       float m, float s)
 {
 	int32_t rid[OEA_MAX_TOPK];
-	float rkey[OEA_MAX_TOPK], rscore[OEA_MAX_TOPK];
+	float rkey[OEA_MAX_TOPK];
+	int col[OEA_MAX_TOPK];
+	int need_score = p->correction_bias || p->scoring == OEA_SCORING_SIGMOID;
+	uint64_t cols = 0;
 	int a, b;
 
 	for (a = 0; a < R; a++) {
-		float l;
-		rid[a] = (int32_t)oea_id_load(irow, p->ids_dtype, a);
-		l = oea_logit(lrow, p->logits_dtype, rid[a]);
-		rscore[a] = oea_score(l, p->scoring, m, s);
-		rkey[a] = oea_key(l, rscore[a], p->scoring, p->correction_bias, rid[a]);
-	}
-	for (a = 0; a < R; a++) {
-		int rank = 0;
-		for (b = 0; b < R; b++)
-			rank += oea_better(rkey[b], rid[b], rkey[a], rid[a]);
-		if (rank < p->k0) {
-			id[rank] = rid[a];
-			key[rank] = rkey[a];
-			score[rank] = rscore[a];
-			col[rank] = a;
+		int32_t e = (int32_t)oea_id_load(irow, p->ids_dtype, a);
+		float l = lf[e], sc = 0.0f, k;
+		if (need_score)
+			sc = oea_score(l, p->scoring, m, s);
+		k = oea_key(l, sc, p->scoring, p->correction_bias, e);
+		for (b = a; b > 0 && oea_better(k, e, rkey[b - 1], rid[b - 1]); b--) {
+			rid[b] = rid[b - 1];
+			rkey[b] = rkey[b - 1];
+			col[b] = col[b - 1];
 		}
+		rid[b] = e;
+		rkey[b] = k;
+		col[b] = a;
+	}
+	for (a = 0; a < p->k0; a++)
+		cols |= (uint64_t)col[a] << (4 * a);
+	return cols;
+}
+
+/*
+ * Puts candidate (e, k, sc) into the best `want` held in id/key/score
+ * [k0..k0+want), kept in key order; c is k0 + the number held. Returns the
+ * new c.
+ */
+static int oea_cpu_offer(int k0, int want, int c, int32_t *id, float *key, float *score, int e,
+			 float k, float sc)
+{
+	int pos;
+
+	if (c - k0 == want && !oea_better(k, e, key[c - 1], id[c - 1]))
+		return c;
+	if (c - k0 < want)
+		c++;
+	for (pos = c - 1; pos > k0 && oea_better(k, e, key[pos - 1], id[pos - 1]); pos--) {
+		id[pos] = id[pos - 1];
+		key[pos] = key[pos - 1];
+		score[pos] = score[pos - 1];
+	}
+	id[pos] = e;
+	key[pos] = k;
+	score[pos] = sc;
+	return c;
+}
+
+/*
+ * The candidates of `cand` in words [w0, words) whose key may rank before the
+ * threshold `thr`: those not below it (NaN keys compare false and are kept
+ * for oea_better). Four keys per comparison, written as bits into `hit`.
+ */
+static void oea_cpu_hits(const float *kr, const uint32_t *cand, int w0, int words, float thr,
+			 uint32_t *hit)
+{
+	oea_v4f t = oea_v4f_splat(thr);
+	int w, b;
+
+	for (w = w0; w < words; w++) {
+		uint32_t h = 0;
+		if (cand[w])
+			for (b = 0; b < 32; b += 4)
+				h |= (uint32_t)oea_v4_mask(~(oea_v4f_load(kr + 32 * w + b) < t)) << b;
+		hit[w] = h & cand[w];
 	}
 }
 
-static int oea_cpu_group_allowed(const void *irow, int ids_dtype, int R, int gsize, int e)
-{
-	int a;
-
-	for (a = 0; a < R; a++)
-		if (oea_id_load(irow, ids_dtype, a) / gsize == e / gsize)
-			return 1;
-	return 0;
-}
-
-/* Phase 2 of one row and its output. */
+/*
+ * Phase 2 of one row and its output. The candidates are U \ P_i within the
+ * row's groups; the best `want` of them are kept by insertion (the kernel
+ * uses a repeated warp argmax: the same set, the order being total). In a
+ * large batch U covers nearly every expert, so that scan is the cost; what
+ * keeps it cheap without changing what is selected:
+ *  - the row's own routed experts outside P_i are offered first: a
+ *    framework routed them for their high keys, so once `want` are held the
+ *    threshold (the last key held) is high;
+ *  - from then on only the candidates whose key is not below the threshold
+ *    are offered: they are found four keys per comparison (oea_cpu_hits),
+ *    so a typical row offers next to none;
+ *  - the keys are computed 4-wide for the whole row (oea_simd.h), and not
+ *    at all with softmax and no bias, where the key is the logit.
+ */
 static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows,
-			   const uint32_t *u, int R)
+			   const uint32_t *u, const float *bias, int R)
 {
 	const void *lrow = oea_row_ptr(p->logits, p->logits_dtype, p->logits_row_stride, i);
 	void *irow = (void *)oea_row_ptr(p->ids, p->ids_dtype, p->ids_row_stride, i);
 	float *wrow = (float *)oea_row_ptr(p->weights, OEA_DTYPE_F32, p->weights_row_stride, i);
+	_Alignas(16) float lf[OEA_MAX_EXPERTS + 32];
+	_Alignas(16) float kbuf[OEA_MAX_EXPERTS + 32], sr[OEA_MAX_EXPERTS + 32];
+	const float *kr = lf; /* the keys of the row's experts */
 	int32_t id[OEA_MAX_TOPK];
 	float key[OEA_MAX_TOPK], score[OEA_MAX_TOPK];
-	int col[OEA_MAX_TOPK];
-	uint32_t pmask[OEA_MASK_WORDS] = {0};
-	int gsize = p->num_expert_group > 0 ? p->num_experts / p->num_expert_group : 0;
-	int want = R - p->k0, c = p->k0, e, a;
+	uint32_t cand[OEA_MASK_WORDS], hit[OEA_MASK_WORDS];
+	uint32_t pmask[OEA_MASK_WORDS] = {0}, allow[OEA_MASK_WORDS] = {0};
+	float m = rows->m[i], s = rows->s[i];
+	int E = p->num_experts, words = (E + 31) / 32;
+	int gsize = p->num_expert_group > 0 ? E / p->num_expert_group : 0;
+	/* Softmax without a bias ranks by the logit: no score until selected. */
+	int logit_key = !p->correction_bias && p->scoring == OEA_SCORING_SOFTMAX;
+	int k0 = p->k0, want = R - k0, c = k0, col0 = (int)(rows->p1[i] & 15u), a, w, e;
 
-	oea_cpu_phase1(p, lrow, irow, R, rows->m[i], rows->s[i], id, key, score, col);
-	for (a = 0; a < p->k0; a++)
-		oea_set_bit(pmask, id[a]);
-
-	/* Keep the best `want` candidates in id/key/score[k0..k0+want), in key
-	 * order, by insertion: a different loop from the kernel's repeated
-	 * warp argmax, the same set because the order is total. */
-	for (e = 0; e < p->num_experts; e++) {
-		float l, sc, k;
-		int n_in = c - p->k0, pos;
-
-		if (!oea_bit(u, e) || oea_bit(pmask, e))
-			continue;
-		if (gsize && !oea_cpu_group_allowed(irow, p->ids_dtype, R, gsize, e))
-			continue;
-		l = oea_logit(lrow, p->logits_dtype, e);
-		sc = oea_score(l, p->scoring, rows->m[i], rows->s[i]);
-		k = oea_key(l, sc, p->scoring, p->correction_bias, e);
-		if (n_in == want && !oea_better(k, e, key[c - 1], id[c - 1]))
-			continue;
-		if (n_in < want)
-			c++;
-		for (pos = c - 1; pos > p->k0 && oea_better(k, e, key[pos - 1], id[pos - 1]); pos--) {
-			id[pos] = id[pos - 1];
-			key[pos] = key[pos - 1];
-			score[pos] = score[pos - 1];
+	oea_cpu_load_row(lrow, p->logits_dtype, E, lf);
+	for (e = (E + 3) & ~3; e < 32 * words; e++)
+		lf[e] = 0.0f; /* whole words for oea_cpu_hits */
+	if (!logit_key) {
+		for (e = 0; e < 32 * words; e += 4) {
+			oea_v4f sc = oea_score4(oea_v4f_load(lf + e), p->scoring, m, s);
+			oea_v4f_store(sr + e, sc);
+			/* oea_key: score + bias (bias is padded to whole words) */
+			oea_v4f_store(kbuf + e, bias ? sc + oea_v4f_load(bias + e) : sc);
 		}
-		id[pos] = e;
-		key[pos] = k;
-		score[pos] = sc;
+		kr = kbuf;
 	}
+
+	/* P_i again from phase 1's columns: the same ids, keys and scores. */
+	for (a = 0; a < k0; a++) {
+		int col = (int)((rows->p1[i] >> (4 * a)) & 15u);
+		float l;
+		id[a] = (int32_t)oea_id_load(irow, p->ids_dtype, col);
+		l = lf[id[a]];
+		score[a] = oea_score(l, p->scoring, m, s);
+		key[a] = oea_key(l, score[a], p->scoring, p->correction_bias, id[a]);
+		oea_set_bit(pmask, id[a]);
+	}
+
+	/* The row's candidates: U \ P_i within the groups of its routed ids. */
+	if (gsize)
+		for (a = 0; a < R; a++) {
+			int g = (int)oea_id_load(irow, p->ids_dtype, a) / gsize;
+			oea_set_range(allow, g * gsize, (g + 1) * gsize);
+		}
+	for (w = 0; w < words; w++)
+		cand[w] = u[w] & ~pmask[w] & (gsize ? allow[w] : ~0u);
+
+	/* The row's own routed candidates first (each taken out of the scan). */
+	for (a = 0; a < R; a++) {
+		e = (int)oea_id_load(irow, p->ids_dtype, a);
+		if (!oea_bit(cand, e))
+			continue;
+		cand[e >> 5] &= ~(1u << (e & 31));
+		c = oea_cpu_offer(k0, want, c, id, key, score, e, kr[e], logit_key ? 0.0f : sr[e]);
+	}
+
+	/* Then every other candidate that may still rank: all of them while
+	 * fewer than `want` are held, those at or above the threshold after. */
+	if (c - k0 == want)
+		oea_cpu_hits(kr, cand, 0, words, key[c - 1], hit);
+	else
+		memcpy(hit, cand, sizeof(uint32_t) * (size_t)words);
+	for (w = 0; w < words; w++)
+		while (hit[w]) {
+			int full = c - k0 == want;
+			e = 32 * w + __builtin_ctz(hit[w]);
+			hit[w] &= hit[w] - 1;
+			c = oea_cpu_offer(k0, want, c, id, key, score, e, kr[e],
+					  logit_key ? 0.0f : sr[e]);
+			if (!full && c - k0 == want) {
+				/* Just filled: narrow the rest to the threshold. */
+				uint32_t later = e % 32 == 31 ? 0 : ~0u << (e % 32 + 1);
+				uint32_t rest = cand[w] & later;
+				oea_cpu_hits(kr, cand, w, words, key[c - 1], hit);
+				hit[w] &= rest;
+			}
+		}
+	/* With the logit as key a score is computed once selected. */
+	if (logit_key)
+		for (a = k0; a < c; a++)
+			score[a] = oea_score(key[a], p->scoring, m, s);
 	/* id[0] is the best phase-1 expert (phase 1 is in key order); the
 	 * fillers need the whole batch's U (spec version 3, rule 5). */
-	oea_row_finish(c, id, key, score, R, p->renormalize, col[0], score[0], u, p->num_experts,
-		       irow, p->ids_dtype, wrow);
+	oea_row_finish(c, id, key, score, R, p->renormalize, col0, score[0], u, E, irow,
+		       p->ids_dtype, wrow);
 }
 
 static int route_host(const oea_problem *caller)
 {
 	oea_cpu_rows rows;
+	_Alignas(16) float bias[OEA_MAX_EXPERTS + 32];
 	oea_problem q;
 	const oea_problem *p = &q;
 	uint32_t u[OEA_MASK_WORDS] = {0}, tb[OEA_MASK_WORDS] = {0};
+	_Alignas(16) float lf[OEA_MAX_EXPERTS + 4];
 	oea_stats st;
-	int error, R, nvr, i, a, gated;
+	int error, R, nvr, i, a, e, gated, bias_bad = 0;
 
 	error = oea_problem_load(caller, &q);
 	if (error)
@@ -181,14 +353,15 @@ static int route_host(const oea_problem *caller)
 		int v = *(const volatile int32_t *)p->num_valid_rows;
 		nvr = v < 0 ? 0 : v < p->n ? v : p->n;
 	}
+	if (p->correction_bias)
+		for (e = 0; e < p->num_experts; e++)
+			bias_bad |= !oea_isfinite(p->correction_bias[e]);
 
 	/* Phase 1 over all rows: validity, T before, softmax statistics, U. */
 	for (i = 0; i < p->n; i++) {
 		const void *lrow = oea_row_ptr(p->logits, p->logits_dtype, p->logits_row_stride, i);
 		const void *irow = oea_row_ptr(p->ids, p->ids_dtype, p->ids_row_stride, i);
-		int32_t id[OEA_MAX_TOPK];
-		float key[OEA_MAX_TOPK], score[OEA_MAX_TOPK];
-		int col[OEA_MAX_TOPK];
+		uint64_t cols;
 
 		rows.state[i] = i < nvr ? (uint8_t)oea_row_classify(irow, p->ids_dtype, R,
 								   p->num_experts)
@@ -198,7 +371,8 @@ static int route_host(const oea_problem *caller)
 			st.invalid_rows++;
 		if (rows.state[i] != OEA_ROW_VALID)
 			continue;
-		if (oea_cpu_nonfinite(lrow, p->logits_dtype, p->num_experts, p->correction_bias)) {
+		oea_cpu_load_row(lrow, p->logits_dtype, p->num_experts, lf);
+		if (oea_cpu_nonfinite(lf, p->num_experts, bias_bad)) {
 			/* Refuse before anything is written: phase 2 has not started. */
 			if (p->flags & OEA_FLAG_REJECT_NONFINITE) {
 				error = OEA_ERR_NONFINITE;
@@ -212,32 +386,39 @@ static int route_host(const oea_problem *caller)
 		if (p->k0 >= R)
 			continue;
 		if (p->scoring == OEA_SCORING_SOFTMAX)
-			oea_cpu_softmax_stats(lrow, p->logits_dtype, p->num_experts, &rows.m[i],
-					      &rows.s[i]);
-		oea_cpu_phase1(p, lrow, irow, R, rows.m[i], rows.s[i], id, key, score, col);
+			oea_cpu_softmax_stats(lf, p->num_experts, &rows.m[i], &rows.s[i]);
+		cols = oea_cpu_phase1(p, lf, irow, R, rows.m[i], rows.s[i]);
+		rows.p1[i] = cols;
 		for (a = 0; a < p->k0; a++)
-			oea_set_bit(u, id[a]);
+			oea_set_bit(u, (int)oea_id_load(irow, p->ids_dtype, (int)((cols >> (4 * a)) & 15u)));
 	}
 
 	/* The minimum-batch gate counts the rows phase 1 found processable. */
 	gated = p->min_valid_rows > 0 && st.valid_rows < (uint32_t)p->min_valid_rows;
 	st.gated = (uint32_t)gated;
-	st.t_before = (uint32_t)oea_popcount(tb);
+	st.t_before = (uint32_t)oea_popcount(tb, (p->num_experts + 31) / 32);
 	/* T after counts the rewritten rows' distinct ids: all of U (every
 	 * member is some row's phase-1 expert), plus the R - |U| fillers from
 	 * outside U that every row takes when |U| < R (spec version 3). */
 	if (p->k0 >= R || gated || st.valid_rows == 0) {
 		st.t_after = st.t_before;
 	} else {
-		int tu = oea_popcount(u);
+		int tu = oea_popcount(u, (p->num_experts + 31) / 32);
 		st.t_after = (uint32_t)(tu < R ? R : tu);
 	}
 
 	/* Phase 2: every row sees the complete U. */
-	if (p->k0 < R && !gated)
+	if (p->k0 < R && !gated) {
+		/* The bias padded with zeros to whole words of 32, for 4-wide loads. */
+		if (p->correction_bias) {
+			memcpy(bias, p->correction_bias, sizeof(float) * (size_t)p->num_experts);
+			for (e = p->num_experts; e & 31; e++)
+				bias[e] = 0.0f;
+		}
 		for (i = 0; i < p->n; i++)
 			if (rows.state[i] == OEA_ROW_VALID)
-				oea_cpu_phase2(p, i, &rows, u, R);
+				oea_cpu_phase2(p, i, &rows, u, p->correction_bias ? bias : NULL, R);
+	}
 
 	if (p->stats)
 		memcpy(p->stats, &st, sizeof st);

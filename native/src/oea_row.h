@@ -434,16 +434,20 @@ OEA_HD void oea_row_fillers(int c, const int32_t *id, int R, const uint32_t *u, 
 			    int32_t *fill)
 {
 	uint32_t sel[OEA_MAX_EXPERTS / 32] = {0};
-	int j = c, tier, e;
+	int j = c, tier, w, b;
 
-	for (e = 0; e < c; e++)
-		sel[id[e] >> 5] |= 1u << (id[e] & 31);
+	for (b = 0; b < c; b++)
+		sel[id[b] >> 5] |= 1u << (id[b] & 31);
+	/* A word at a time: a row of a large batch has no filler at all, a
+	 * small batch's rows find theirs in the first words. */
 	for (tier = 0; tier < 2; tier++)
-		for (e = 0; e < E && j < R; e++) {
-			int in_u = (u[e >> 5] >> (e & 31)) & 1u;
-			int in_s = (sel[e >> 5] >> (e & 31)) & 1u;
-			if (tier == 0 ? in_u && !in_s : !in_u)
-				fill[j++] = e;
+		for (w = 0; w < (E + 31) / 32 && j < R; w++) {
+			uint32_t x = tier == 0 ? u[w] & ~sel[w] : ~u[w];
+			if (E - 32 * w < 32)
+				x &= (1u << (E - 32 * w)) - 1u; /* no expert at or past E */
+			for (b = 0; x && j < R; b++, x >>= 1)
+				if (x & 1u)
+					fill[j++] = 32 * w + b;
 		}
 }
 
