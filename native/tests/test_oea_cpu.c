@@ -5,9 +5,13 @@
  *   oracle      oea_route_host against a brute-force, sort-based oracle
  *               written independently below, bit for bit, on thousands of
  *               random cases (tests/oea_testcase.h) and hand-made corners
+ *   fastpath    the same comparison over a grid of batch sizes (1..1024) and
+ *               expert counts (1..512) around the blocks and words that the
+ *               CPU reference's fast paths work in, and batches of ties
  *   properties  the invariants of the spec on random cases
  *   errors      every status code, with its message
- *   numerics    oea_exp and the fp16/bf16 conversions against libm
+ *   numerics    oea_exp and the fp16/bf16 conversions against libm; the
+ *               4-wide exp and scores of oea_simd.h against oea_exp bitwise
  *
  * The oracle shares only oea_exp (the numeric primitive, checked against libm
  * in "numerics") with the library: validity, reductions, orders, selection,
@@ -26,6 +30,7 @@
 
 #include "oea.h"
 #include "oea_row.h"
+#include "oea_simd.h"
 #include "oea_testcase.h"
 
 /* Number of random cases per group; OEA_TEST_CASES overrides. */
@@ -645,6 +650,66 @@ static void test_oracle_shapes(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/*
+ * The CPU reference's fast paths (oea_cpu.c: 4-wide sums and keys, phase 2
+ * seeded with the row's routed experts and narrowed by threshold masks,
+ * fillers by words) against the brute-force oracle over a grid of shapes:
+ * every batch size around the powers of two up to 1024 rows, every expert
+ * count around the 4-wide blocks and 32-bit words up to 512. The rest of each
+ * case is random (ties, equal rows, NaN/inf, bias, groups, scorings, dtypes,
+ * k0, padding), two cases per shape.
+ */
+static void test_fastpath_grid(void **state)
+{
+	static const int ns[] = {1, 2, 3, 16, 17, 64, 127, 128, 129, 255, 256, 257, 300, 1024};
+	static const int es[] = {1, 2, 5, 8, 31, 32, 33, 100, 127, 128, 129, 255, 256, 257,
+				 384, 511, 512};
+	int a, b, k, bad = 0;
+
+	(void)state;
+	for (a = 0; a < (int)(sizeof ns / sizeof ns[0]); a++)
+		for (b = 0; b < (int)(sizeof es / sizeof es[0]); b++)
+			for (k = 0; k < 2 && bad < 5; k++) {
+				unsigned long seed = 0xfa570000u + (unsigned long)(a * 1000 + b * 10 + k);
+				tc_rng r = {seed};
+				tc_force f = {ns[a], es[b], -1, -1, -1};
+				tcase tc;
+				assert_int_equal(tcase_random_forced(&tc, &r, 0, &f), 0);
+				bad += !compare_case(&tc, seed);
+				tcase_free(&tc);
+			}
+	assert_int_equal(bad, 0);
+}
+
+/*
+ * A batch where every row's key ties with many others (all logits equal,
+ * or a few levels), at the shapes of the benchmark: the threshold masks must
+ * keep an equal key of a lower index, which ranks before.
+ */
+static void test_fastpath_ties(void **state)
+{
+	int k, bad = 0;
+
+	(void)state;
+	for (k = 0; k < 200 && bad < 5; k++) {
+		unsigned long seed = 0x71e50000u + (unsigned long)k;
+		tc_rng r = {seed};
+		tc_force f = {k % 2 ? 256 : 16, k % 4 < 2 ? 128 : 256, 8, OEA_DTYPE_F32, -1};
+		tcase tc;
+		int i, e;
+
+		assert_int_equal(tcase_random_forced(&tc, &r, 0, &f), 0);
+		for (i = 0; i < tc.p.n; i++)
+			for (e = 0; e < tc.p.num_experts; e++) {
+				float *l = (float *)tc.logits + (size_t)i * (size_t)tc.p.logits_row_stride;
+				l[e] = k % 3 == 0 ? 0.5f : (float)tc_int(&r, -2, 2);
+			}
+		bad += !compare_case(&tc, seed);
+		tcase_free(&tc);
+	}
+	assert_int_equal(bad, 0);
+}
+
 /* ---- properties ------------------------------------------------------- */
 
 static int64_t case_id(const tcase *tc, const unsigned char *ids, int i, int c)
@@ -1149,6 +1214,88 @@ static void test_exp(void **state)
 	assert_true(oea_exp(88.7f) < INFINITY);
 }
 
+/* 1 when oea_exp4 and oea_exp4_any give oea_exp's bits on every lane of v. */
+static int exp4_matches(const float *v)
+{
+	float fast[4], any[4];
+	int j;
+
+	oea_v4f_store(fast, oea_exp4(oea_v4f_load(v)));
+	oea_v4f_store(any, oea_exp4_any(oea_v4f_load(v)));
+	for (j = 0; j < 4; j++) {
+		float want = oea_exp(v[j]);
+		if (memcmp(&fast[j], &want, 4) || memcmp(&any[j], &want, 4)) {
+			print_error("oea_exp4 at x = %.9g (bits %08x): %.9g / %.9g, oea_exp %.9g\n",
+				    v[j], oea_bits_from_f(v[j]), fast[j], any[j], want);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/*
+ * The 4-wide exp of the CPU fast path (oea_simd.h) is bitwise oea_exp: over
+ * a sweep of all float bit patterns, densely around every branch point of
+ * oea_exp (plain-path bounds, overflow, underflow, the k = 128 and k = -127
+ * scalings), the special values, each through the inlined plain path and
+ * the general one; and oea_score4 is oea_score.
+ */
+static void test_exp4_bitwise(void **state)
+{
+	static const float edges[] = {-87.0f, 88.0f, 88.72283935546875f, -103.972084045410156f,
+				      88.3762626647949f, -87.6865005f, -87.3365479f, 0.0f};
+	float v[4];
+	uint64_t b;
+	int n = 0, k, j, bad = 0;
+
+	(void)state;
+	for (b = 0; b <= 0xffffffffu && bad < 5; b += 251) {
+		v[n++] = oea_f_from_bits((uint32_t)b);
+		if (n == 4) {
+			bad += !exp4_matches(v);
+			n = 0;
+		}
+	}
+	for (k = 0; k < (int)(sizeof edges / sizeof edges[0]); k++) {
+		uint32_t c = oea_bits_from_f(edges[k]);
+		int64_t d;
+		for (d = -20000; d < 20000 && bad < 5; d += 4) {
+			for (j = 0; j < 4; j++)
+				v[j] = oea_f_from_bits((uint32_t)((int64_t)c + d + j));
+			bad += !exp4_matches(v);
+			for (j = 0; j < 4; j++) /* and with the sign flipped */
+				v[j] = -v[j];
+			bad += !exp4_matches(v);
+		}
+	}
+	{
+		/* Specials, alone and mixed with ordinary lanes. */
+		const float sp[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, FLT_MAX, -FLT_MAX,
+				    1e-45f, -1e-45f, FLT_MIN, -FLT_MIN, 1.0f, -1.0f, 88.5f, -100.0f};
+		int x, y;
+		for (x = 0; x < 16; x++)
+			for (y = 0; y < 16; y++) {
+				float w[4] = {sp[x], 0.25f, sp[y], -3.0f};
+				bad += !exp4_matches(w);
+			}
+	}
+	assert_int_equal(bad, 0);
+
+	for (k = 0; k < 20000; k++) {
+		tc_rng r = {4242u + (uint64_t)k};
+		float l[4], m = 4.0f * tc_gauss(&r), s = 1.0f + 30.0f * tc_unit(&r);
+		float got[4];
+		int scoring = k % 2 ? OEA_SCORING_SIGMOID : OEA_SCORING_SOFTMAX;
+		for (j = 0; j < 4; j++)
+			l[j] = (k % 7 == 0 ? 60.0f : 4.0f) * tc_gauss(&r);
+		oea_v4f_store(got, oea_score4(oea_v4f_load(l), scoring, m, s));
+		for (j = 0; j < 4; j++) {
+			float want = oea_score(l[j], scoring, m, s);
+			assert_memory_equal(&got[j], &want, 4);
+		}
+	}
+}
+
 static void test_half_conversions(void **state)
 {
 	uint32_t h;
@@ -1209,6 +1356,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_oracle_corners),
 		cmocka_unit_test(test_oracle_shapes),
 	};
+	const struct CMUnitTest fastpath[] = {
+		cmocka_unit_test(test_fastpath_grid),
+		cmocka_unit_test(test_fastpath_ties),
+	};
 	const struct CMUnitTest properties[] = {
 		cmocka_unit_test(test_properties_random),
 	};
@@ -1220,6 +1371,7 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest numerics[] = {
 		cmocka_unit_test(test_exp),
+		cmocka_unit_test(test_exp4_bitwise),
 		cmocka_unit_test(test_half_conversions),
 		cmocka_unit_test(test_softmax_accuracy),
 	};
@@ -1228,6 +1380,10 @@ int main(int argc, char **argv)
 
 	if (all || strcmp(which, "oracle") == 0) {
 		failed += cmocka_run_group_tests_name("oracle", oracle, NULL, NULL);
+		known = 1;
+	}
+	if (all || strcmp(which, "fastpath") == 0) {
+		failed += cmocka_run_group_tests_name("fastpath", fastpath, NULL, NULL);
 		known = 1;
 	}
 	if (all || strcmp(which, "properties") == 0) {
@@ -1243,7 +1399,7 @@ int main(int argc, char **argv)
 		known = 1;
 	}
 	if (!known) {
-		fprintf(stderr, "usage: %s [all|oracle|properties|errors|numerics]\n", argv[0]);
+		fprintf(stderr, "usage: %s [all|oracle|fastpath|properties|errors|numerics]\n", argv[0]);
 		return 2;
 	}
 	return failed ? 1 : 0;
