@@ -80,6 +80,27 @@ static void oea_cpu_load_row(const void *row, int dtype, int E, float *lf)
 }
 
 /*
+ * oea_tree_max32 (is_max) or oea_tree_sum32 of the 32 lanes held four per
+ * vector in acc[0..7]: the same steps v[j] = op(v[j], v[j + off]) for off =
+ * 16, 8, 4 (four lanes per operation), then 2 and 1.
+ */
+static float oea_cpu_tree32(oea_v4f *acc, int is_max)
+{
+	float v[4];
+	int off, q;
+
+	for (off = OEA_LANES / 8; off > 0; off /= 2)
+		for (q = 0; q < off; q++)
+			acc[q] = is_max ? oea_v4f_sel(acc[q + off] > acc[q], acc[q + off], acc[q])
+					: acc[q] + acc[q + off];
+	oea_v4f_store(v, acc[0]);
+	for (off = 2; off > 0; off /= 2)
+		for (q = 0; q < off; q++)
+			v[q] = is_max ? oea_max2(v[q], v[q + off]) : v[q] + v[q + off];
+	return v[0];
+}
+
+/*
  * Softmax max and sum of a row in the lane order of oea_row.h (lane j takes
  * experts j, j + 32, ... in turn, then the butterfly): lane j's running value
  * sits in lane j % 4 of acc[j / 4], so each vector operation advances four
@@ -90,7 +111,6 @@ static void oea_cpu_softmax_stats(const float *lf, int E, float *m, float *s)
 {
 	const oea_v4i iota = {0, 1, 2, 3};
 	oea_v4f acc[OEA_LANES / 4];
-	float v[OEA_LANES];
 	float mm;
 	int e, q, full = E & ~3;
 
@@ -106,9 +126,7 @@ static void oea_cpu_softmax_stats(const float *lf, int E, float *m, float *s)
 		q = (full / 4) % (OEA_LANES / 4);
 		acc[q] = oea_v4f_sel((iota + full < E) & (x > acc[q]), x, acc[q]);
 	}
-	for (q = 0; q < OEA_LANES / 4; q++)
-		oea_v4f_store(v + 4 * q, acc[q]);
-	mm = oea_tree_max32(v);
+	mm = oea_cpu_tree32(acc, 1);
 	for (q = 0; q < OEA_LANES / 4; q++)
 		acc[q] = oea_v4f_splat(0.0f);
 	for (e = 0; e < full; e += 4) {
@@ -120,9 +138,7 @@ static void oea_cpu_softmax_stats(const float *lf, int E, float *m, float *s)
 		acc[q] = oea_v4f_sel(iota + full < E, acc[q] + oea_exp4(oea_v4f_load(lf + full) - mm),
 				     acc[q]);
 	}
-	for (q = 0; q < OEA_LANES / 4; q++)
-		oea_v4f_store(v + 4 * q, acc[q]);
-	*s = oea_tree_sum32(v);
+	*s = oea_cpu_tree32(acc, 0);
 	*m = mm;
 }
 

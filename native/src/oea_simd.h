@@ -109,10 +109,15 @@ static inline __attribute__((always_inline)) oea_v4f oea_exp4_poly(oea_v4f r)
 	return y;
 }
 
-/* t rounded half away from zero, then truncated, as oea_exp computes k. */
+/*
+ * k of oea_exp: (int)(t < 0 ? t - 0.5f : t + 0.5f). Adding 0.5 with t's sign
+ * is the same: t - 0.5f is t + -0.5f exactly, and t = -0 gives -0.5 instead
+ * of 0.5, which truncates to the same 0.
+ */
 static inline __attribute__((always_inline)) oea_v4i oea_exp4_k(oea_v4f t, oea_v4i live)
 {
-	oea_v4f tr = oea_v4f_sel(t < OEA_V4(0.0f), t - OEA_V4(0.5f), t + OEA_V4(0.5f));
+	oea_v4i sign = (oea_v4i)t & oea_v4i_splat(INT32_MIN);
+	oea_v4f tr = t + (oea_v4f)((oea_v4i)OEA_V4(0.5f) | sign);
 	return __builtin_convertvector(oea_v4f_sel(live, tr, OEA_V4(0.0f)), oea_v4i);
 }
 
