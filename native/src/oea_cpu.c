@@ -62,6 +62,33 @@ static int oea_popcount(const uint32_t *mask, int words)
 }
 
 /*
+ * oea_row_classify with the ids loaded once and duplicates found by a bit
+ * mask over E instead of comparing every pair: padding (a negative id) first,
+ * then an id >= E, then a duplicate, as there.
+ */
+static int oea_cpu_classify(const void *irow, int ids_dtype, int R, int E)
+{
+	int64_t id[OEA_MAX_TOPK];
+	uint32_t seen[OEA_MASK_WORDS] = {0};
+	int a, bad = 0;
+
+	for (a = 0; a < R; a++) {
+		id[a] = oea_id_load(irow, ids_dtype, a);
+		if (id[a] < 0)
+			return OEA_ROW_PADDING;
+		bad |= id[a] >= E;
+	}
+	if (bad)
+		return OEA_ROW_INVALID;
+	for (a = 0; a < R; a++) {
+		if (oea_bit(seen, (int)id[a]))
+			return OEA_ROW_INVALID;
+		oea_set_bit(seen, (int)id[a]);
+	}
+	return OEA_ROW_VALID;
+}
+
+/*
  * A row's logits as fp32 in `lf` (the conversions of oea_logit), followed by
  * zeros up to a multiple of 4, so that 4-wide loads never leave the buffer.
  */
@@ -110,9 +137,10 @@ static float oea_cpu_tree32(oea_v4f *acc, int is_max)
 static void oea_cpu_softmax_stats(const float *lf, int E, float *m, float *s)
 {
 	const oea_v4i iota = {0, 1, 2, 3};
-	oea_v4f acc[OEA_LANES / 4];
-	float mm;
-	int e, q, full = E & ~3;
+	oea_v4f acc[OEA_LANES / 4], lo = oea_v4f_splat(0.0f);
+	oea_v4i nan = oea_v4i_splat(0);
+	float mm, low[4];
+	int e, q, plain, full = E & ~3;
 
 	for (q = 0; q < OEA_LANES / 4; q++)
 		acc[q] = oea_v4f_splat(oea_f_from_bits(0xff800000u)); /* -inf */
@@ -120,18 +148,36 @@ static void oea_cpu_softmax_stats(const float *lf, int E, float *m, float *s)
 		oea_v4f x = oea_v4f_load(lf + e);
 		q = (e / 4) % (OEA_LANES / 4);
 		acc[q] = oea_v4f_sel(x > acc[q], x, acc[q]); /* oea_max2(acc, x) */
+		lo = oea_v4f_sel(x < lo, x, lo);
+		nan |= x != x;
 	}
 	if (full < E) {
-		oea_v4f x = oea_v4f_load(lf + full);
+		oea_v4f x = oea_v4f_load(lf + full); /* lanes past E hold 0 */
 		q = (full / 4) % (OEA_LANES / 4);
 		acc[q] = oea_v4f_sel((iota + full < E) & (x > acc[q]), x, acc[q]);
+		lo = oea_v4f_sel(x < lo, x, lo);
+		nan |= x != x;
 	}
 	mm = oea_cpu_tree32(acc, 1);
+	/* Every l - m lies in [low - m, 0] (rounding is monotonic, m is the
+	 * largest number): when low - m >= -87 (so no NaN and m finite either),
+	 * all of them take oea_exp's plain path, and no lane needs checking. */
+	oea_v4f_store(low, lo);
+	for (q = 1; q < 4; q++)
+		low[0] = low[q] < low[0] ? low[q] : low[0];
+	plain = !oea_v4_any(nan) && low[0] - mm >= -87.0f;
 	for (q = 0; q < OEA_LANES / 4; q++)
 		acc[q] = oea_v4f_splat(0.0f);
-	for (e = 0; e < full; e += 4) {
-		q = (e / 4) % (OEA_LANES / 4);
-		acc[q] = acc[q] + oea_exp4(oea_v4f_load(lf + e) - mm);
+	if (plain) {
+		for (e = 0; e < full; e += 4) {
+			q = (e / 4) % (OEA_LANES / 4);
+			acc[q] = acc[q] + oea_exp4_plain(oea_v4f_load(lf + e) - mm);
+		}
+	} else {
+		for (e = 0; e < full; e += 4) {
+			q = (e / 4) % (OEA_LANES / 4);
+			acc[q] = acc[q] + oea_exp4(oea_v4f_load(lf + e) - mm);
+		}
 	}
 	if (full < E) {
 		q = (full / 4) % (OEA_LANES / 4);
@@ -286,14 +332,12 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 		kr = kbuf;
 	}
 
-	/* P_i again from phase 1's columns: the same ids, keys and scores. */
+	/* P_i again from phase 1's columns: the same ids and keys. */
 	for (a = 0; a < k0; a++) {
 		int col = (int)((rows->p1[i] >> (4 * a)) & 15u);
-		float l;
 		id[a] = (int32_t)oea_id_load(irow, p->ids_dtype, col);
-		l = lf[id[a]];
-		score[a] = oea_score(l, p->scoring, m, s);
-		key[a] = oea_key(l, score[a], p->scoring, p->correction_bias, id[a]);
+		key[a] = kr[id[a]];
+		score[a] = logit_key ? 0.0f : sr[id[a]];
 		oea_set_bit(pmask, id[a]);
 	}
 
@@ -336,10 +380,14 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 				hit[w] &= rest;
 			}
 		}
-	/* With the logit as key a score is computed once selected. */
-	if (logit_key)
-		for (a = k0; a < c; a++)
-			score[a] = oea_score(key[a], p->scoring, m, s);
+	/* With the logit as key the scores are computed once selected, 4-wide:
+	 * key[a] is the logit. score and key have room for whole blocks. */
+	if (logit_key) {
+		for (a = c; a & 3; a++)
+			key[a] = 0.0f;
+		for (a = 0; a < c; a += 4)
+			oea_v4f_store(score + a, oea_score4(oea_v4f_load(key + a), p->scoring, m, s));
+	}
 	/* id[0] is the best phase-1 expert (phase 1 is in key order); the
 	 * fillers need the whole batch's U (spec version 3, rule 5). */
 	oea_row_finish(c, id, key, score, R, p->renormalize, col0, score[0], u, E, irow,
@@ -379,7 +427,7 @@ static int route_host(const oea_problem *caller)
 		const void *irow = oea_row_ptr(p->ids, p->ids_dtype, p->ids_row_stride, i);
 		uint64_t cols;
 
-		rows.state[i] = i < nvr ? (uint8_t)oea_row_classify(irow, p->ids_dtype, R,
+		rows.state[i] = i < nvr ? (uint8_t)oea_cpu_classify(irow, p->ids_dtype, R,
 								   p->num_experts)
 					: 0xff;
 		rows.m[i] = rows.s[i] = 0.0f;

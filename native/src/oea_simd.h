@@ -150,23 +150,28 @@ static __attribute__((noinline)) oea_v4f oea_exp4_any(oea_v4f x)
 }
 
 /*
- * oea_exp per lane. Inputs in [-87, 88] (softmax's l - m and sigmoid's -l
- * of ordinary logits) are not NaN, neither overflow nor underflow, and give
- * k within [-126, 127], so oea_exp takes its plain path on every lane: that
- * path alone is inlined, anything else goes to oea_exp4_any.
+ * oea_exp per lane for inputs in [-87, 88] (softmax's l - m and sigmoid's -l
+ * of ordinary logits): they are not NaN, neither overflow nor underflow, and
+ * give k within [-126, 127], so oea_exp takes its plain path on every lane.
  */
-static inline __attribute__((always_inline)) oea_v4f oea_exp4(oea_v4f x)
+static inline __attribute__((always_inline)) oea_v4f oea_exp4_plain(oea_v4f x)
 {
 	oea_v4i k;
 	oea_v4f kf, r;
 
-	if (oea_v4_any(~((x >= OEA_V4(-87.0f)) & (x <= OEA_V4(88.0f)))))
-		return oea_exp4_any(x);
 	k = oea_exp4_k(x * OEA_V4(1.44269504088896341f), oea_v4i_splat(-1));
 	kf = __builtin_convertvector(k, oea_v4f);
 	r = x - kf * OEA_V4(0.693359375f);
 	r = r - kf * OEA_V4(-2.12194440e-4f);
 	return oea_exp4_poly(r) * oea_pow2i4(k);
+}
+
+/* oea_exp per lane: the plain path inlined, anything else oea_exp4_any. */
+static inline __attribute__((always_inline)) oea_v4f oea_exp4(oea_v4f x)
+{
+	if (oea_v4_any(~((x >= OEA_V4(-87.0f)) & (x <= OEA_V4(88.0f)))))
+		return oea_exp4_any(x);
+	return oea_exp4_plain(x);
 }
 
 /* oea_score per lane (the scalar's m and s for softmax). */
