@@ -1,11 +1,14 @@
 /*
  * oea_cpu.c - the CPU reference of OEA routing: the oracle for every other
  * path. Plain C, no allocation (all scratch is on the stack, bounded by the
- * OEA_MAX_* limits), no global state.
+ * OEA_MAX_* limits: about 30 KB), no global state.
  *
  * It follows the same two phases as the CUDA kernel and takes every float
  * and every order from oea_row.h; only the loops around them differ (the
- * kernel spreads a row over 32 lanes, this file walks the lanes in turn).
+ * kernel spreads a row over 32 lanes, this file advances four lanes per
+ * vector operation with oea_simd.h, whose lanes compute oea_row.h's scalar
+ * expressions bit for bit). Where the time goes and why each fast path
+ * exists: docs/performance.md ("CPU reference time per call").
  */
 #include <stdint.h>
 #include <string.h>
@@ -265,23 +268,19 @@ static int oea_cpu_offer(int k0, int want, int c, int32_t *id, float *key, float
 }
 
 /*
- * The candidates of `cand` in words [w0, words) whose key may rank before the
- * threshold `thr`: those not below it (NaN keys compare false and are kept
- * for oea_better). Four keys per comparison, written as bits into `hit`.
+ * Of the candidates `bits` of word w (experts 32w..32w+31), those whose key
+ * may rank before the threshold `thr`: those not below it (NaN keys compare
+ * false and are kept for oea_better). Four keys per comparison.
  */
-static void oea_cpu_hits(const float *kr, const uint32_t *cand, int w0, int words, float thr,
-			 uint32_t *hit)
+static uint32_t oea_cpu_hits(const float *kr, int w, uint32_t bits, float thr)
 {
 	oea_v4f t = oea_v4f_splat(thr);
-	int w, b;
+	uint32_t h = 0;
+	int b;
 
-	for (w = w0; w < words; w++) {
-		uint32_t h = 0;
-		if (cand[w])
-			for (b = 0; b < 32; b += 4)
-				h |= (uint32_t)oea_v4_mask(~(oea_v4f_load(kr + 32 * w + b) < t)) << b;
-		hit[w] = h & cand[w];
-	}
+	for (b = 0; b < 32; b += 4)
+		h |= (uint32_t)oea_v4_mask(~(oea_v4f_load(kr + 32 * w + b) < t)) << b;
+	return h & bits;
 }
 
 /*
@@ -294,8 +293,8 @@ static void oea_cpu_hits(const float *kr, const uint32_t *cand, int w0, int word
  *    framework routed them for their high keys, so once `want` are held the
  *    threshold (the last key held) is high;
  *  - from then on only the candidates whose key is not below the threshold
- *    are offered: they are found four keys per comparison (oea_cpu_hits),
- *    so a typical row offers next to none;
+ *    are offered: they are found four keys per comparison (oea_cpu_hits)
+ *    a word of 32 experts at a time, so a typical row offers next to none;
  *  - the keys are computed 4-wide for the whole row (oea_simd.h), and not
  *    at all with softmax and no bias, where the key is the logit.
  */
@@ -310,7 +309,7 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 	const float *kr = lf; /* the keys of the row's experts */
 	int32_t id[OEA_MAX_TOPK];
 	float key[OEA_MAX_TOPK], score[OEA_MAX_TOPK];
-	uint32_t cand[OEA_MASK_WORDS], hit[OEA_MASK_WORDS];
+	uint32_t cand[OEA_MASK_WORDS];
 	uint32_t pmask[OEA_MASK_WORDS] = {0}, allow[OEA_MASK_WORDS] = {0};
 	float m = rows->m[i], s = rows->s[i];
 	int E = p->num_experts, words = (E + 31) / 32;
@@ -360,26 +359,23 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 	}
 
 	/* Then every other candidate that may still rank: all of them while
-	 * fewer than `want` are held, those at or above the threshold after. */
-	if (c - k0 == want)
-		oea_cpu_hits(kr, cand, 0, words, key[c - 1], hit);
-	else
-		memcpy(hit, cand, sizeof(uint32_t) * (size_t)words);
-	for (w = 0; w < words; w++)
-		while (hit[w]) {
+	 * fewer than `want` are held; once `want` are, a word's candidates are
+	 * first narrowed to those at or above the threshold (the last key held,
+	 * which only rises), and again when the word itself fills the set. */
+	for (w = 0; w < words; w++) {
+		uint32_t hit = cand[w];
+		if (hit && c - k0 == want)
+			hit = oea_cpu_hits(kr, w, hit, key[c - 1]);
+		while (hit) {
 			int full = c - k0 == want;
-			e = 32 * w + __builtin_ctz(hit[w]);
-			hit[w] &= hit[w] - 1;
+			e = 32 * w + __builtin_ctz(hit);
+			hit &= hit - 1;
 			c = oea_cpu_offer(k0, want, c, id, key, score, e, kr[e],
 					  logit_key ? 0.0f : sr[e]);
-			if (!full && c - k0 == want) {
-				/* Just filled: narrow the rest to the threshold. */
-				uint32_t later = e % 32 == 31 ? 0 : ~0u << (e % 32 + 1);
-				uint32_t rest = cand[w] & later;
-				oea_cpu_hits(kr, cand, w, words, key[c - 1], hit);
-				hit[w] &= rest;
-			}
+			if (!full && c - k0 == want)
+				hit = oea_cpu_hits(kr, w, hit, key[c - 1]);
 		}
+	}
 	/* With the logit as key the scores are computed once selected, 4-wide:
 	 * key[a] is the logit. score and key have room for whole blocks. */
 	if (logit_key) {
