@@ -3,6 +3,7 @@
  * costs, printed as Markdown tables. Not a test: it measures.
  *
  *   oea_bench [--samples N] [--quick] [--no-timing] [--seed S]
+ *   oea_bench --calls N B CALLS
  *
  * T table: N experts in {64, 128, 256}, k = 8, batch B in {1 .. 128},
  * k0 in {3, 4, 5, 6}; routing uniform (i.i.d. Gaussian logits, so each
@@ -12,6 +13,11 @@
  *
  * Timing: oea_route_host per call (uniform routing, k0 = 4) at the same
  * N and B from 1 to 256, median and minimum of several timed batches.
+ *
+ * --calls: nothing but CALLS calls at one shape (the timing's inputs), for a
+ * profiler; instruction counts (valgrind --tool=callgrind
+ * --toggle-collect=oea_route_host) repeat exactly on a loaded machine, where
+ * times do not.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -265,6 +271,41 @@ static int bench_timing(double min_seconds, uint64_t seed)
 	return error;
 }
 
+/* --calls: `calls` calls of oea_route_host on an N x B batch, untimed. */
+static int bench_calls(int N, int B, int calls, uint64_t seed)
+{
+	int32_t ids[256 * BENCH_K];
+	float w[256 * BENCH_K];
+	bench_rng r = {seed + (uint64_t)(N * 10 + B)};
+	bench_batch bb;
+	oea_problem p;
+	int c, error = 0;
+
+	if (N < BENCH_K || N > 512 || B < 1 || B > 256 || calls < 1) {
+		fprintf(stderr, "oea_bench: --calls N B CALLS needs %d <= N <= 512, 1 <= B <= 256, "
+			"CALLS >= 1\n", BENCH_K);
+		return 2;
+	}
+	if (bench_batch_make(&bb, B, N, 0, &r)) {
+		bench_batch_free(&bb);
+		return 1;
+	}
+	p = bench_problem(&bb, 4, ids, w, NULL);
+	for (c = 0; c < calls && !error; c++) {
+		memcpy(ids, bb.ids, sizeof(int32_t) * (size_t)B * BENCH_K);
+		memcpy(w, bb.w, sizeof(float) * (size_t)B * BENCH_K);
+		error = oea_route_host(&p);
+	}
+	bench_batch_free(&bb);
+	if (error) {
+		fprintf(stderr, "oea_bench: oea_route_host: %s\n", oea_status_message(error));
+		return 1;
+	}
+	printf("oea_bench: %d calls of oea_route_host, N = %d, B = %d, K = %d, k0 = 4\n", calls, N,
+	       B, BENCH_K);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int samples = 40, timing = 1, a;
@@ -281,12 +322,17 @@ int main(int argc, char **argv)
 			min_seconds = 0.002;
 		} else if (strcmp(argv[a], "--no-timing") == 0) {
 			timing = 0;
+		} else if (strcmp(argv[a], "--calls") == 0 && a + 3 < argc) {
+			return bench_calls(atoi(argv[a + 1]), atoi(argv[a + 2]), atoi(argv[a + 3]),
+					   seed);
 		} else {
 			fprintf(stderr,
 				"usage: %s [--samples N] [--quick] [--no-timing] [--seed S]\n"
+				"       %s --calls N B CALLS\n"
 				"  --samples N  batches averaged per T-table row (default 40)\n"
-				"  --quick      3 samples and short timings (a smoke test)\n",
-				argv[0]);
+				"  --quick      3 samples and short timings (a smoke test)\n"
+				"  --calls      CALLS untimed calls at N experts, B rows (for a profiler)\n",
+				argv[0], argv[0]);
 			return 2;
 		}
 	}
