@@ -20,7 +20,10 @@
  * lane order from here; the selection and output helpers at the end
  * (oea_sel_sort, oea_row_factor, oea_row_fillers, oea_row_finish) are the
  * CPU's, and the kernel computes the same values lane-parallel in the same
- * order.
+ * order. The CPU's hot loops (the softmax sums, the keys of a whole row) run
+ * four lanes at a time through oea_simd.h, whose oea_exp4/oea_score4 repeat
+ * oea_exp/oea_score per lane and are tested bitwise against them; the
+ * scalar lane functions here stay the definition (and the tests' reference).
  */
 #ifndef OEA_ROW_H
 #define OEA_ROW_H
