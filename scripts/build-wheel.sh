@@ -14,7 +14,9 @@
 #     binaries allow; `auditwheel show` of the result goes to OUT/show.txt.
 #
 # liboea gets the CUDA kernel when a CUDA toolkit is found (as the main
-# build); OEAPATCH_WHEEL_CUDA=OFF builds the CPU library only.
+# build); OEAPATCH_WHEEL_CUDA=OFF builds the CPU library only, ON insists on
+# the kernel (OEA_CUDA). OUT/.../share/oeapatch/build.txt in the wheel says
+# which it got.
 # OEAPATCH_WHEEL_BUILD_DIR keeps the CMake build between runs (faster).
 # Exit 77: the tools are neither cached nor reachable (nothing was built).
 set -euo pipefail
@@ -56,7 +58,7 @@ echo "build-wheel: wheel from $sdist" >&2
 rm -rf "$OUT/src" && mkdir -p "$OUT/src" && tar -xzf "$sdist" -C "$OUT/src"
 cfg=()
 [ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR")
-[ "${OEAPATCH_WHEEL_CUDA:-AUTO}" = OFF ] && cfg+=(--config-settings="cmake.define.OEA_CUDA=OFF")
+[ -n "${OEAPATCH_WHEEL_CUDA:-}" ] && cfg+=(--config-settings="cmake.define.OEA_CUDA=$OEAPATCH_WHEEL_CUDA")
 "$TPY" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps --no-index \
 	"${cfg[@]}" -w "$OUT/raw" "$OUT/src/$(basename "$sdist" .tar.gz)"
 raw=$(ls "$OUT"/raw/oeapatch-*.whl)
