@@ -355,8 +355,9 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 	 * -C nor --python, the commands that act on the target take the SGLang of
 	 * the environment oeapatch is installed in (the interpreter the entry
 	 * runs under). check and hook read a git repository: the current folder. */
-	if (!cli->dir && !cli->python && acts_on_target(command) && entry_python()) {
-		cli->python = entry_python();
+	const char *entry = entry_python(); /* read (and removed) whatever the command */
+	if (entry && !cli->dir && !cli->python && acts_on_target(command)) {
+		cli->python = entry;
 		cli->python_default = 1;
 	}
 	if (!cli->dir)

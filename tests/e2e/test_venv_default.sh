@@ -65,7 +65,7 @@ expect "status --json" 0 entry status --json
 has "--json names the venv's root" "\"root\": \"$SITE\""
 expect "-C . chooses the checkout: not applied there" 1 entry -C . status
 has "status -C . names the checkout" "oeapatch apply -C $C\`"
-expect "--python chooses too" 0 entry --python "$VPY" status
+expect "--python chooses too" 0 entry --python "$WORK/venv/bin/python-entry" status
 if grep -q "the environment oeapatch is installed in" <<<"$out"; then bad "--python given, yet it says the default"; else ok "--python given: no default line"; fi
 if [ -s "$WORK/child-saw" ] && ! grep -qv '^unset$' "$WORK/child-saw"; then
 	ok "the interpreter oeapatch ran never saw OEAPATCH_ENTRY_PYTHON"
