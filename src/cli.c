@@ -261,6 +261,35 @@ int oeap_cli_version(const oeap_cli *cli, const char *version)
 	return oeap_json_emit(j) ? OEAP_EXIT_TROUBLE : OEAP_EXIT_OK;
 }
 
+/*
+ * The interpreter the wheel's console entry runs under (contrib/wheel/oeapatch
+ * sets OEAPATCH_ENTRY_PYTHON to its sys.executable), or NULL. Read once and
+ * removed from the environment: the programs oeapatch runs (a Python, git
+ * hooks calling oeapatch from elsewhere) must not inherit the default.
+ */
+static const char *entry_python(void)
+{
+	static char *python;
+	static int read;
+	if (!read) {
+		const char *v = getenv("OEAPATCH_ENTRY_PYTHON");
+		read = 1;
+		if (v && *v)
+			python = strdup(v);
+		unsetenv("OEAPATCH_ENTRY_PYTHON");
+	}
+	return python;
+}
+
+static int acts_on_target(const char *command)
+{
+	static const char *const names[] = {"apply", "verify", "revert", "status"};
+	for (size_t i = 0; command && i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(command, names[i]))
+			return 1;
+	return 0;
+}
+
 int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, const char *summary,
                    const oeap_option *opts, int argc, char **argv,
                    int (*on_option)(int val, const char *arg, void *user), void *user, int *first_arg)
@@ -321,6 +350,15 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
 		          "-C and --python both name the target: give one (-C a folder, --python an interpreter)");
 		goto usage_error;
+	}
+	/* The venv default: run through the wheel's console entry, with neither
+	 * -C nor --python, the commands that act on the target take the SGLang of
+	 * the environment oeapatch is installed in (the interpreter the entry
+	 * runs under). check and hook read a git repository: the current folder. */
+	const char *entry = entry_python(); /* read (and removed) whatever the command */
+	if (entry && !cli->dir && !cli->python && acts_on_target(command)) {
+		cli->python = entry;
+		cli->python_default = 1;
 	}
 	if (!cli->dir)
 		cli->dir = ".";
@@ -497,10 +535,12 @@ static int python_root(oeap_cli *cli, char **out, oeap_error *err)
 	}
 	if (WEXITSTATUS(status) == 3) {
 		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
-		                  "%s does not import %s: install it there (pip install %s) or pass -C with its "
+		                  "%s%s does not import %s: install it there (pip install %s) or pass -C with its "
 		                  "checkout or site-packages folder (asked isolated, -I: neither the current folder, "
 		                  "PYTHONPATH nor the user's site-packages count)",
-		                  cli->python, pkg, pkg);
+		                  cli->python, cli->python_default ? " (the environment oeapatch is installed in: the "
+		                                                     "default without -C or --python)" : "",
+		                  pkg, pkg);
 		goto done;
 	}
 	if (WEXITSTATUS(status) != 0 || line[0] != '/') {
@@ -616,6 +656,11 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 	if (cli->python && !cli->json)
 		printf("python:   %s (Python %s) imports %s, target %s\n", cli->python_exe, cli->python_version,
 		       cli->python_package, cli->target);
+	/* The default said as such: a user who meant the current folder sees why
+	 * another file was chosen, and how to choose. */
+	if (cli->python_default && !cli->json)
+		printf("          the environment oeapatch is installed in (no -C, no --python: -C DIR or --python PATH "
+		       "picks another)\n");
 done:
 	free(start);
 	free(from_python);

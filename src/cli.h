@@ -46,6 +46,7 @@ typedef struct oeap_cli {
 	const char *command;
 	const char *dir;
 	const char *python; /* --python: the interpreter whose package is the target */
+	int python_default; /* python is the wheel entry's interpreter (no -C, no --python) */
 	const char *patch;
 	int json;
 	int quiet;

@@ -260,6 +260,18 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 	 * plain re-apply, as the hooks run after a pull, must not rebind it),
 	 * else the default one. */
 	r->library = o->library ? library_argument(o->library) : recorded_library(cli);
+	/* ...unless that library file is gone: `pip install -U oeapatch` (or
+	 * `pip uninstall`) removed the liboea an earlier apply recorded. Keeping
+	 * the path would only be refused below; the upgrade is to bind the one
+	 * installed now. A bare name is the loader's to find, never "gone". */
+	if (!o->library && r->library && r->library[0] == '/' && access(r->library, F_OK) != 0) {
+		char *now = oeap_library_default();
+		if (now) {
+			oeap_msg("note: library: %s, which the binding recorded, is gone; binding %s", r->library, now);
+			free(r->library);
+			r->library = now;
+		}
+	}
 	if (!r->library && !o->library)
 		r->library = oeap_library_default();
 	if (!r->library)

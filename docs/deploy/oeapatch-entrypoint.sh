@@ -6,13 +6,14 @@
 # server never starts without OEA (Docker: the container exits; Kubernetes:
 # the pod restarts and its events show the reason).
 #
-#   OEAPATCH          the binary        (default /opt/oeapatch/bin/oeapatch)
+#   OEAPATCH          the binary        (default: oeapatch on PATH, the wheel's
+#                                       in a venv; else /opt/oeapatch/bin/oeapatch, the bundle)
 #   OEAPATCH_PYTHON   the interpreter   (default python3 on PATH)
 #   OEAPATCH_REAPPLY  1: apply before verifying (repairs a container whose
 #                     site-packages was changed, e.g. by a `pip install -U`
 #                     in a derived image or a mounted volume)
 set -u
-oeapatch=${OEAPATCH:-/opt/oeapatch/bin/oeapatch}
+oeapatch=${OEAPATCH:-$(command -v oeapatch || echo /opt/oeapatch/bin/oeapatch)}
 python=${OEAPATCH_PYTHON:-python3}
 if [ "${OEAPATCH_REAPPLY:-0}" = 1 ]; then
 	"$oeapatch" apply --python "$python" || {

@@ -8,11 +8,27 @@
 # The Debian mirror is OEAPATCH_DEBIAN_MIRROR, else the first one this
 # machine's apt sources list for bookworm (no host name is written here).
 # Needs root and debootstrap (scripts/setup-deps.sh test installs it).
+#
+# `clean_root.sh python`: a second root, the same plus Debian's python3 and
+# python3-venv (debootstrap --include), for tests that pip-install into it
+# (tests/e2e/test_wheel.sh); cached beside the first, built once.
 set -euo pipefail
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch
 root=$cache/rootfs-bookworm-minbase
+include=()
+case "${1:-}" in
+'') ;;
+python)
+	root=$root-python
+	include=(--include=python3,python3-venv)
+	;;
+*)
+	echo "clean_root: unknown variant '$1' (none, or python)" >&2
+	exit 2
+	;;
+esac
 mkdir -p "$cache"
-exec 9>"$cache/rootfs.lock"
+exec 9>"$root.lock"
 flock 9
 if [ -f "$root/.oeapatch-complete" ]; then
 	echo "$root"
@@ -43,11 +59,11 @@ fi
 command -v debootstrap >/dev/null || { echo "clean_root: debootstrap is not installed" >&2; exit 2; }
 
 rm -rf "$root.partial"
-echo "clean_root: debootstrap --variant=minbase bookworm into $root (first use only)" >&2
+echo "clean_root: debootstrap --variant=minbase ${include[*]} bookworm into $root (first use only)" >&2
 start=$(date +%s)
-if ! debootstrap --variant=minbase bookworm "$root.partial" "$mirror" >"$cache/debootstrap.log" 2>&1; then
-	echo "clean_root: debootstrap failed; the last lines of $cache/debootstrap.log:" >&2
-	tail -20 "$cache/debootstrap.log" >&2
+if ! debootstrap --variant=minbase "${include[@]}" bookworm "$root.partial" "$mirror" >"$root.debootstrap.log" 2>&1; then
+	echo "clean_root: debootstrap failed; the last lines of $root.debootstrap.log:" >&2
+	tail -20 "$root.debootstrap.log" >&2
 	exit 2
 fi
 # Nothing from apt's caches is needed: keep the cache small.

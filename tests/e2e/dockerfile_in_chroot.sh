@@ -157,8 +157,9 @@ mapfile -t ep < <(python3 -c 'import json, sys; print("\n".join(json.loads(sys.a
 py=$(for e in "${env_list[@]}"; do [ "${e%%=*}" = OEAPATCH_PYTHON ] && echo "${e#*=}"; done)
 expect "the gate passes on the patched image and runs the command" 0 inroot / "${ep[@]}" true
 has "verify's verdict is shown" "verif"
+exe=$(for e in "${env_list[@]}"; do [ "${e%%=*}" = OEAPATCH ] && echo "${e#*=}"; done)
 expect "revert in the image (as a pip install -U would lose the patch)" 0 \
-	inroot / /opt/oeapatch/bin/oeapatch revert --python "$py"
+	inroot / "${exe:-/opt/oeapatch/bin/oeapatch}" revert --python "$py"
 expect "the gate refuses to start" 1 inroot / "${ep[@]}" true
 has "it says why" "not starting"
 env_list+=(OEAPATCH_REAPPLY=1)

@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# test_wheel.sh - `pip install oeapatch` as a user does it (issue 18).
+#
+#  1. scripts/build-wheel.sh: the sdist, the wheel built from it, repaired by
+#     the pinned auditwheel. liboea is built CPU-only here
+#     (OEAPATCH_WHEEL_CUDA=OFF): the CUDA build is the main build's, and
+#     the wheel's install rules are the same either way. The CMake build is
+#     kept under $OEAPATCH_BUILD_DIR/wheel-cmake between runs.
+#  2. The wheel: a manylinux tag, `auditwheel show` names no library outside
+#     the wheel but glibc's, it holds the executable, liboea, the patch
+#     definitions, build.txt, the man page and the completion.
+#  3. A fresh venv: pip installs the wheel from the file and the real
+#     SGLang 0.4.6.post5 (the cached wheel of test_installed_pip.sh,
+#     --no-deps); from another folder (a checkout, which must stay as it
+#     is) the console entry with no -C runs status, apply, verify, revert on
+#     that venv's sglang. `pip install --force-reinstall` of oeapatch after
+#     apply replaces liboea: verify loads the new file and holds, and a
+#     verify with that file taken away fails naming it; `pip uninstall
+#     oeapatch` leaves a binding whose library is gone: the build's oeapatch
+#     verify fails naming it, and importing the binding with OEA on stops
+#     with a message that names it (OEA off: it imports); pip installs it
+#     again and apply/verify hold.
+#  4. The sdist: pip installs it (a build from source) into another venv,
+#     and its entry works.
+#  5. The clean Debian root with Python (clean_root.sh python): the wheel
+#     and SGLang pip-installed in a venv there, the entry's status, apply,
+#     verify and revert; every library oeapatch loads is glibc or the
+#     wheel's own.
+#
+# Exit 77 (skipped) only when neither the network nor a cache has the
+# pinned build tools or the SGLang wheel. Part 5 needs root.
+set -uo pipefail
+
+SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILD_PARENT=${OEAPATCH_BUILD_DIR:-$SRC/build}
+OEAPATCH=${OEAPATCH:-$BUILD_PARENT/src/oeapatch}
+PY=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
+version=0.4.6.post5
+sg_name=sglang-$version-py3-none-any.whl
+cache=${OEAPATCH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheels}
+I=sglang/srt/layers/moe/topk.py
+B=sglang/srt/layers/moe/_oeapatch_sglang_oea.py
+FIX=$SRC/tests/fixtures
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-wheel.XXXXXX")
+INROOT_DIR=
+trap 'rm -rf "$WORK" ${INROOT_DIR:+"$INROOT_DIR"}' EXIT
+. "$(dirname "$0")/testlib.sh"
+start=$(date +%s)
+
+echo "== the SGLang wheel ($cache/$sg_name)"
+if [ ! -s "$cache/$sg_name" ]; then
+	mkdir -p "$cache"
+	if ! timeout 300 "$PY" -m pip download --quiet --no-deps --only-binary :all: "sglang==$version" \
+		-d "$WORK/dl" >"$WORK/download.log" 2>&1 || [ ! -s "$WORK/dl/$sg_name" ]; then
+		echo "SKIP  no cached $sg_name and the package index is not reachable:"
+		tail -5 "$WORK/download.log" | sed 's/^/      | /'
+		exit 77
+	fi
+	mv "$WORK/dl/$sg_name" "$cache/$sg_name"
+fi
+SG=$cache/$sg_name
+
+echo "== build the sdist and the wheel (scripts/build-wheel.sh)"
+D=$BUILD_PARENT/wheel-dist
+t0=$(date +%s)
+OEAPATCH_WHEEL_BUILD_DIR=$BUILD_PARENT/wheel-cmake OEAPATCH_WHEEL_CUDA=OFF \
+	"$SRC/scripts/build-wheel.sh" "$D" >"$WORK/build.log" 2>&1
+rc=$?
+if [ "$rc" -eq 77 ]; then
+	echo "SKIP  the pinned build tools are neither cached nor reachable:"
+	tail -5 "$WORK/build.log" | sed 's/^/      | /'
+	exit 77
+fi
+if [ "$rc" -ne 0 ]; then
+	bad "scripts/build-wheel.sh (exit $rc)" "$(tail -30 "$WORK/build.log")"
+	e2e_summary
+	exit 1
+fi
+ok "built the sdist and the wheel ($(($(date +%s) - t0)) s)"
+WHL=$(tail -1 "$WORK/build.log")
+SDIST=$(ls "$D"/oeapatch-*.tar.gz)
+TOOLS=$D/.tools/bin
+
+echo "== the wheel: $(basename "$WHL"), $(du -k "$WHL" | cut -f1) KiB"
+if [[ $(basename "$WHL") =~ ^oeapatch-[0-9.]+-py3-none-manylinux_2_[0-9]+_x86_64\.whl$ ]]; then
+	ok "tagged py3-none-manylinux_2_NN_x86_64"
+else bad "the wheel's tag is not manylinux: $(basename "$WHL")"; fi
+"$TOOLS/auditwheel" show "$WHL" >"$WORK/show.txt" 2>&1
+out=$(tr '\n' ' ' <"$WORK/show.txt")
+has "auditwheel show: consistent with its manylinux tag" "is consistent with the following platform tag: \"manylinux_"
+if grep -q "external shared libraries are required" <<<"$out"; then
+	bad "auditwheel show: libraries from outside the wheel are required" "$(cat "$WORK/show.txt")"
+else ok "auditwheel show: no external library beyond the tag's (glibc)"; fi
+# Every library it names as system-provided is glibc's or one grafted into the wheel (name-hash.so).
+sys_libs=$(sed -n 's/.*system-provided shared libraries: //p' <<<"$out" | grep -o 'lib[A-Za-z0-9_+.-]*\.so[.0-9]* with versions' | cut -d' ' -f1 | sort -u)
+stray=$(grep -Ev '^(libc|libm|libresolv|libdl|libpthread|librt)\.so|^lib[A-Za-z0-9_+.]*-[0-9a-f]{8}\.so' <<<"$sys_libs" || true)
+if [ -z "$stray" ]; then ok "its system-provided libraries are glibc's"; else bad "system libraries beyond glibc" "$stray"; fi
+"$PY" - "$WHL" >"$WORK/names.txt" <<'EOF2'
+import sys, zipfile
+for n in zipfile.ZipFile(sys.argv[1]).namelist():
+    print(n)
+EOF2
+for f in oeapatch/bin/oeapatch 'oeapatch/lib/liboea\.so\.[0-9.]*' oeapatch/share/oeapatch/patches/sglang-oea/patch.ini \
+	oeapatch/share/oeapatch/patches/sglang-oea/binding.py oeapatch/share/oeapatch/build.txt \
+	'oeapatch-[0-9.]*\.data/data/share/man/man1/oeapatch\.1' \
+	'oeapatch-[0-9.]*\.data/data/share/bash-completion/completions/oeapatch' 'oeapatch\.libs/libgit2-.*'; do
+	if grep -qx "$f" "$WORK/names.txt"; then ok "holds $f"; else bad "does not hold $f"; fi
+done
+"$PY" -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("oeapatch/share/oeapatch/build.txt").decode())' "$WHL" >"$WORK/build.txt"
+out=$(cat "$WORK/build.txt")
+has "build.txt says which liboea (CPU only, built with OEA_CUDA=OFF)" "CPU only"
+
+echo "== a fresh venv: pip install the wheel and SGLang $version"
+V=$WORK/venv
+"$PY" -m venv "$V" >"$WORK/venv.log" 2>&1 || { bad "python3 -m venv" "$(cat "$WORK/venv.log")"; e2e_summary; exit 1; }
+pipi() { "$V/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps "$@" >"$WORK/pip.log" 2>&1 || { cat "$WORK/pip.log"; return 1; }; }
+expect "pip install the wheel file" 0 pipi "$WHL"
+check "bin/oeapatch is on the venv's PATH" test -x "$V/bin/oeapatch"
+expect "pip install sglang==$version (--no-deps)" 0 pipi "$SG"
+SITE=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+cp "$SITE/$I" "$WORK/pristine.py"
+LIB=$(ls "$SITE"/oeapatch/lib/liboea.so.* | head -1)
+check "liboea is in the package folder" test -f "$LIB"
+check "the man page is under the venv's share/man" test -f "$V/share/man/man1/oeapatch.1"
+check "the completion is under the venv's share/bash-completion" test -f "$V/share/bash-completion/completions/oeapatch"
+expect "oeapatch version" 0 "$V/bin/oeapatch" version
+# From another folder: a checkout, which the venv default must leave alone.
+C=$WORK/checkout
+mkdir -p "$C" && cp -a "$FIX/pkg/python" "$C/" && cp "$FIX/eras/2025-12_layer_id_capturer.py" "$C/python/$I"
+cp "$C/python/$I" "$WORK/checkout.py"
+ent() { (cd "$C" && env -u OEAPATCH_LIBRARY -u OEAPATCH_PATCH_DIR "$V/bin/oeapatch" "$@"); }
+expect "status (no -C): not applied" 1 ent status
+has "it acts on the venv's sglang" "target $SITE/$I"
+has "and says it is the environment's" "the environment oeapatch is installed in"
+expect "apply (no -C)" 0 ent apply
+has "the binding records the wheel's liboea" "-> $LIB"
+check "the binding sits beside the venv's topk.py" grep -qF "$LIB" "$SITE/$B"
+check "the current folder's checkout is untouched" cmp -s "$WORK/checkout.py" "$C/python/$I"
+expect "verify (no -C)" 0 ent verify
+has "its library check passed" "ok   library"
+expect "status (no -C)" 0 ent status
+
+echo "== pip install --force-reinstall oeapatch (what -U does to liboea)"
+expect "pip install --force-reinstall the wheel" 0 pipi --force-reinstall "$WHL"
+expect "verify after the reinstall: it loads the file pip put there" 0 ent verify
+has "its library check passed" "ok   library"
+mv "$LIB" "$LIB.away"
+expect "verify with that file taken away" 1 ent verify
+has "FAIL library, naming it" "FAIL library                $LIB"
+mv "$LIB.away" "$LIB"
+expect "apply after the reinstall: already applied" 0 ent apply
+expect "revert (no -C)" 0 ent revert
+check "revert gives the wheel's topk.py back byte for byte" cmp -s "$WORK/pristine.py" "$SITE/$I"
+check "the binding module is gone" test ! -e "$SITE/$B"
+
+echo "== pip uninstall oeapatch while applied"
+expect "apply again" 0 ent apply
+expect "pip uninstall -y oeapatch" 0 "$V/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y oeapatch
+check "liboea went with it" test ! -e "$LIB"
+check "bin/oeapatch went with it" test ! -e "$V/bin/oeapatch"
+expect "verify (the build's oeapatch, --python)" 1 "$OEAPATCH" --python "$V/bin/python" verify
+has "FAIL library, naming the file that is gone" "FAIL library                $LIB: No such file or directory"
+# The module as topk.py imports it, loaded by its path (sglang's own
+# __init__ needs numpy and more, which --no-deps left out).
+load_binding='import importlib.util, sys; s = importlib.util.spec_from_file_location("oeab", sys.argv[1]); s.loader.exec_module(importlib.util.module_from_spec(s))'
+expect "OEA off: the binding imports" 0 env SGLANG_OEA_K0=0 "$V/bin/python" -c "$load_binding" "$SITE/$B"
+expect "OEA on: importing the binding stops with a message" 1 env SGLANG_OEA_K0=2 "$V/bin/python" -c "$load_binding" "$SITE/$B"
+has "it names the missing library" "liboea at '$LIB' is unusable"
+has "and what to do instead" "SGLANG_OEA_STRICT=false"
+expect "pip install the wheel again" 0 pipi "$WHL"
+expect "apply" 0 ent apply
+expect "verify" 0 ent verify
+expect "revert" 0 ent revert
+
+echo "== pip install the sdist (a build from source)"
+V2=$WORK/venv-sdist
+t0=$(date +%s)
+"$PY" -m venv "$V2" >"$WORK/venv2.log" 2>&1
+# The build backend from the same pinned, digest-checked cache, no index.
+expect "the pinned build tools into it" 0 "$V2/bin/python" -m pip install --quiet --disable-pip-version-check \
+	--no-index --find-links "${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheel-tools" --require-hashes --no-deps \
+	-r "$SRC/scripts/wheel-tools.txt"
+expect "pip install the sdist" 0 env PATH="$V2/bin:$PATH" "$V2/bin/python" -m pip install --quiet \
+	--disable-pip-version-check --no-index --no-deps --no-build-isolation \
+	--config-settings=cmake.define.OEA_CUDA=OFF "$SDIST"
+ok "(the sdist built and installed in $(($(date +%s) - t0)) s)"
+expect "pip install sglang into it" 0 "$V2/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps "$SG"
+expect "its entry: status (no -C)" 1 bash -c "cd '$C' && '$V2/bin/oeapatch' status"
+has "on that venv's sglang" "target $("$V2/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/$I"
+expect "its entry: apply, verify, revert" 0 bash -c "cd '$C' && '$V2/bin/oeapatch' apply && '$V2/bin/oeapatch' verify && '$V2/bin/oeapatch' revert"
+
+echo "== the clean Debian root with Python"
+if [ "$(id -u)" != 0 ]; then
+	skip "the clean root" "needs root (chroot and a private /proc mount)"
+elif ! ROOT=$("$SRC/tests/e2e/clean_root.sh" python); then
+	bad "a clean Debian 12 root with python3 (tests/e2e/clean_root.sh python)"
+else
+	mkdir -p "$ROOT/tmp"
+	INROOT_DIR=$(mktemp -d "$ROOT/tmp/oeapatch-wheel.XXXXXX")
+	IN=${INROOT_DIR#"$ROOT"}
+	cp "$WHL" "$SG" "$INROOT_DIR/"
+	inroot() {
+		env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root NO_COLOR=1 LANG=C.UTF-8 \
+			unshare --mount --pid --fork --mount-proc="$ROOT/proc" chroot "$ROOT" "$@"
+	}
+	# (Its python3 brings OpenSSL: ldd below shows oeapatch loads the wheel's.)
+	check "the root has no libgit2, libtree-sitter, jansson or inih of its own" \
+		bash -c "! ls '$ROOT'/usr/lib/x86_64-linux-gnu/ | grep -Eq '^lib(git2|tree-sitter|jansson|inih)\.so'"
+	RV=$IN/venv
+	expect "python3 -m venv in the root" 0 inroot /usr/bin/python3 -m venv "$RV"
+	expect "pip install the wheel and sglang there (no index)" 0 inroot "$RV/bin/python" -m pip install --quiet \
+		--disable-pip-version-check --no-index --no-deps "$IN/$(basename "$WHL")" "$IN/$sg_name"
+	RSITE=$(inroot "$RV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+	expect "ldd of the wheel's oeapatch" 0 inroot /usr/bin/ldd "$RSITE/oeapatch/bin/oeapatch"
+	ldd_out=$out
+	if grep -q "not found" <<<"$ldd_out"; then bad "ldd: a library is not found" "$ldd_out"; else ok "ldd: every library is found"; fi
+	# glibc and zlib (which the manylinux policy counts as the system's) from
+	# the root, everything else from the wheel's oeapatch.libs.
+	stray=$(awk '$2 == "=>" { print $1, $3 }' <<<"$ldd_out" | sed 's|/oeapatch/bin/\.\./\.\./|/|' |
+		grep -Ev "^(libc|libm|libresolv|libdl|libpthread|librt|libz)\.so[^ ]* /(usr/)?lib/x86_64-linux-gnu/" |
+		grep -v " $RSITE/oeapatch\.libs/" || true)
+	if [ -z "$stray" ]; then ok "ldd: glibc and zlib from the root, every other library from the wheel's oeapatch.libs"; else bad "ldd: libraries from outside the wheel" "$stray"; fi
+	cp "$ROOT$RSITE/$I" "$WORK/root-pristine.py"
+	expect "status in the root (no -C)" 1 inroot "$RV/bin/oeapatch" status
+	has "on the root venv's sglang" "target $RSITE/$I"
+	expect "apply in the root" 0 inroot "$RV/bin/oeapatch" apply
+	expect "verify in the root (liboea loads)" 0 inroot "$RV/bin/oeapatch" verify
+	has "its library check passed" "ok   library"
+	expect "status in the root" 0 inroot "$RV/bin/oeapatch" status
+	expect "revert in the root" 0 inroot "$RV/bin/oeapatch" revert
+	check "revert gives topk.py back byte for byte" cmp -s "$WORK/root-pristine.py" "$ROOT$RSITE/$I"
+fi
+
+echo "time: $(($(date +%s) - start)) s"
+e2e_summary
