@@ -414,6 +414,49 @@ int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, co
 	return rc;
 }
 
+int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const pysource_edit *edits, size_t n,
+                         const char *what, pysource **out, oeap_error *err)
+{
+	size_t bom = len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+	if (bom != old->bom)
+		return pysource_parse(buf, len, what, out, err);
+	TSTree *t = ts_tree_copy(old->tree);
+	if (!t)
+		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	const char *text = buf + bom, *otext = old->buf + bom;
+	for (size_t i = 0; i < n; i++) {
+		/* Ascending edits, each in the coordinates the ones before left:
+		 * the text before it is already the new text's, the text after it
+		 * still the old one's. The BOM is the same in both: no edit starts
+		 * inside it (a line diff may say line 1 changed). */
+		size_t os = edits[i].old_start > bom ? edits[i].old_start - bom : 0;
+		size_t oe = edits[i].old_end > bom ? edits[i].old_end - bom : 0;
+		size_t ns = edits[i].new_start > bom ? edits[i].new_start - bom : 0;
+		size_t ne = edits[i].new_end > bom ? edits[i].new_end - bom : 0;
+		TSInputEdit e;
+		e.start_byte = (uint32_t)ns;
+		e.old_end_byte = (uint32_t)(ns + (oe - os));
+		e.new_end_byte = (uint32_t)ne;
+		e.start_point = point_at(text, ns);
+		/* Where the old end was: as many rows further as the removed bytes
+		 * hold line ends, the column counted from the last of them. */
+		e.old_end_point = e.start_point;
+		for (size_t k = os; k < oe; k++) {
+			if (otext[k] == '\n') {
+				e.old_end_point.row++;
+				e.old_end_point.column = 0;
+			} else {
+				e.old_end_point.column++;
+			}
+		}
+		e.new_end_point = point_at(text, ne);
+		ts_tree_edit(t, &e);
+	}
+	int rc = parse_with(buf, len, what, t, out, err);
+	ts_tree_delete(t);
+	return rc;
+}
+
 int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
                    oeap_error *err)
 {
