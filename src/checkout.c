@@ -798,37 +798,63 @@ static int edits_make(const edit_list *l)
 /*
  * The edits that turn `a` into `b`: the hunks of libgit2's line diff
  * (no context lines), each narrowed to the bytes that differ. A revision
- * usually changes a few places of a long file; one edit from the first
+ * often changes a few places of a long file; one edit from the first
  * difference to the last would make tree-sitter re-parse everything between
- * them. The list is checked to make `b` out of `a` before it is used; when it
- * does not (or the diff fails), one edit over the differing middle is taken.
+ * them. The diff runs only over the lines between the common prefix and
+ * suffix (its cost then follows the change, not the file). The list is
+ * checked to make `b` out of `a` before it is used; when it does not (or
+ * the diff fails), the one edit over the differing middle is taken.
  */
 static int diff_edits(const char *a, size_t alen, const char *b, size_t blen, edit_list *l)
 {
 	git_diff_options opts;
+	size_t pre = 0, suf = 0;
 	memset(l, 0, sizeof(*l));
-	l->a = a;
-	l->b = b;
-	l->alen = alen;
-	l->blen = blen;
+	while (pre < alen && pre < blen && a[pre] == b[pre])
+		pre++;
+	while (suf < alen - pre && suf < blen - pre && a[alen - 1 - suf] == b[blen - 1 - suf])
+		suf++;
+	if (!(l->items = malloc(sizeof(*l->items))))
+		return -1;
+	l->cap = 1;
+	if (pre == alen && pre == blen)
+		return 0; /* the same bytes: nothing to edit */
+	/* The middle, widened to whole lines: from the start of the line of the
+	 * first difference to the end of the line of the last. */
+	size_t from = pre, a_to = alen - suf;
+	while (from > 0 && a[from - 1] != '\n')
+		from--;
+	const char *nl = a_to < alen ? memchr(a + a_to, '\n', alen - a_to) : NULL;
+	if (nl)
+		a_to = (size_t)(nl - a) + 1;
+	else
+		a_to = alen;
+	size_t b_to = a_to + blen - alen; /* the same suffix follows in b */
+	l->a = a + from;
+	l->b = b + from;
+	l->alen = a_to - from;
+	l->blen = b_to - from;
 	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
 	opts.context_lines = 0;
 	opts.interhunk_lines = 0;
 	opts.flags = GIT_DIFF_FORCE_TEXT;
-	if (line_index_build(a, alen, &l->la) || line_index_build(b, blen, &l->lb))
+	if (line_index_build(l->a, l->alen, &l->la) || line_index_build(l->b, l->blen, &l->lb))
 		return -1;
-	int rc = git_diff_buffers(a, alen, NULL, b, blen, NULL, &opts, NULL, NULL, on_hunk, NULL, l);
+	int rc = git_diff_buffers(l->a, l->alen, NULL, l->b, l->blen, NULL, &opts, NULL, NULL, on_hunk, NULL, l);
 	if (l->oom)
 		return -1;
+	for (size_t i = 0; i < l->n; i++) {
+		l->items[i].old_start += from;
+		l->items[i].old_end += from;
+		l->items[i].new_start += from;
+		l->items[i].new_end += from;
+	}
+	l->a = a;
+	l->b = b;
+	l->alen = alen;
+	l->blen = blen;
 	if (rc || !edits_make(l)) {
 		git_error_clear();
-		size_t pre = 0, suf = 0;
-		while (pre < alen && pre < blen && a[pre] == b[pre])
-			pre++;
-		while (suf < alen - pre && suf < blen - pre && a[alen - 1 - suf] == b[blen - 1 - suf])
-			suf++;
-		if (!l->cap && !(l->items = malloc(sizeof(*l->items))))
-			return -1;
 		l->items[0] = (pysource_edit){pre, alen - suf, pre, blen - suf};
 		l->n = 1;
 	}
