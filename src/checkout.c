@@ -861,12 +861,19 @@ static int diff_edits(const char *a, size_t alen, const char *b, size_t blen, ed
 	return 0;
 }
 
-static void edit_list_free(edit_list *l)
+int oeap_text_edits(const char *a, size_t alen, const char *b, size_t blen, pysource_edit **edits, size_t *n)
 {
-	free(l->items);
-	free(l->la.off);
-	free(l->lb.off);
-	memset(l, 0, sizeof(*l));
+	edit_list l;
+	int rc = diff_edits(a, alen, b, blen, &l);
+	free(l.la.off);
+	free(l.lb.off);
+	if (rc) {
+		free(l.items);
+		return -1;
+	}
+	*edits = l.items;
+	*n = l.n;
+	return 0;
 }
 
 /*
@@ -879,7 +886,8 @@ static void edit_list_free(edit_list *l)
 static int parse_from(const pysource *prev, const char *data, size_t len, pysource **out)
 {
 	oeap_error ignore;
-	edit_list l;
+	pysource_edit *edits = NULL;
+	size_t n = 0;
 	*out = NULL;
 	if (pysource_check_size(len, "", NULL))
 		return 0;
@@ -887,10 +895,10 @@ static int parse_from(const pysource *prev, const char *data, size_t len, pysour
 		pysource_parse(data, len, "", out, &ignore);
 		return 0;
 	}
-	int rc = diff_edits(prev->buf, prev->len, data, len, &l);
+	int rc = oeap_text_edits(prev->buf, prev->len, data, len, &edits, &n);
 	if (!rc)
-		pysource_parse_edits(prev, data, len, l.items, l.n, "", out, &ignore);
-	edit_list_free(&l);
+		pysource_parse_edits(prev, data, len, edits, n, "", out, &ignore);
+	free(edits);
 	return rc;
 }
 
