@@ -5,6 +5,9 @@
 #   bench/check_vs_python.sh [BUILD_DIR] [ROUNDS]
 # Rounds alternate A B A B in one run; it prints min and median of each,
 # revisions per second, and the ratio. Goal: check >= 5x the Python process.
+# OLD_OEAPATCH=PATH adds another oeapatch binary (an older build) to each
+# round, after the same check has shown it gives the same JSON (the times
+# left out): a before/after on the same history, side by side.
 #
 # The history (built once, kept in $OEAPATCH_BENCH_CACHE, default
 # ~/.cache/oeapatch/bench-check-history): the real topk.py of every SGLang
@@ -119,19 +122,26 @@ p.wait()
 print(len(revs), ok)
 EOF
 
-python3 - "$cli" "$repo" "$target" "$rounds" "$cache/baseline.py" <<'EOF'
+python3 - "$cli" "$repo" "$target" "$rounds" "$cache/baseline.py" "${OLD_OEAPATCH:-}" <<'EOF'
 import json, statistics, subprocess, sys, time
-cli, repo, target, rounds, baseline = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+cli, repo, target, rounds, baseline, old = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
 check = [cli, "check", "-C", repo, "--all", "--json"]
 py = [sys.executable, baseline, repo, target]
 first = json.loads(subprocess.run(check, capture_output=True, text=True).stdout)
+if old:
+    oldcheck = [old] + check[1:]
+    before = json.loads(subprocess.run(oldcheck, capture_output=True, text=True).stdout)
+    for j in (first, before):
+        j["summary"].pop("seconds")
+    if first != before:
+        sys.exit("bench: %s and %s disagree on the history's verdicts" % (old, cli))
 s = first["summary"]
 nrev = s["revisions"]
 pyrevs = subprocess.run(py, capture_output=True, text=True, check=True).stdout.split()
 commits = subprocess.run(["git", "-C", repo, "rev-list", "--count", "HEAD"], capture_output=True, text=True).stdout.strip()
 print("history: %s commits, %d revisions of %s (%s lands, %s fail); Python parses %s of %s"
       % (commits, nrev, target, s["lands"], s["fails"], pyrevs[1], pyrevs[0]))
-ta, tb = [], []
+ta, tb, tc = [], [], []
 def timed(cmd):
     t0 = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -139,6 +149,8 @@ def timed(cmd):
 for _ in range(rounds):
     ta.append(timed(check))
     tb.append(timed(py))
+    if old:
+        tc.append(timed(oldcheck))
 def row(name, ts):
     print("%-36s min %7.1f ms  median %7.1f ms  %6.0f rev/s (median)"
           % (name, min(ts) * 1e3, statistics.median(ts) * 1e3, nrev / statistics.median(ts)))
@@ -147,4 +159,8 @@ row("oeapatch check --all", ta)
 row("python: cat-file --batch + ast.parse", tb)
 print("speed-up over the Python process: min %.2fx, median %.2fx   (goal: >= 5x)"
       % (min(tb) / min(ta), statistics.median(tb) / statistics.median(ta)))
+if old:
+    row("OLD_OEAPATCH check --all", tc)
+    print("OLD_OEAPATCH against the Python process: min %.2fx, median %.2fx; this build is %.2fx (median) faster than it"
+          % (min(tb) / min(tc), statistics.median(tb) / statistics.median(tc), statistics.median(tc) / statistics.median(ta)))
 EOF
