@@ -132,9 +132,21 @@ int oeap_check_bytes(const oeap_patchdef *def, const char *buf, size_t len, cons
                      oeap_check_result *res);
 
 /*
+ * The changes that turn text `a` into text `b`, for pysource_parse_edits():
+ * libgit2's line diff of the part between the common prefix and suffix,
+ * each hunk narrowed to the bytes that differ; checked to make `b` out of
+ * `a` (else one edit over the differing middle). *edits (caller frees) may
+ * be empty when the texts are equal. Returns -1 only when memory ran out.
+ */
+int oeap_text_edits(const char *a, size_t alen, const char *b, size_t blen, pysource_edit **edits, size_t *n);
+
+/*
  * Checks every revision of `revs`, reading each blob once: revisions that
- * share a blob share the verdict. `results` has revs->n entries (caller
- * allocates). Returns 0, or -1 with err filled on a git error.
+ * share a blob share the verdict. Each blob is parsed from the tree of the
+ * last one that parsed (the revision before it in the walk: a few edits
+ * apart), which gives the tree a parse from scratch gives. `results` has
+ * revs->n entries (caller allocates). Returns 0, or -1 with err filled on a
+ * git error.
  */
 int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_revs *revs,
                     oeap_check_result *results, oeap_error *err);

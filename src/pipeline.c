@@ -522,11 +522,18 @@ int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, cons
 int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                            unsigned flags, oeap_outcome *o, oeap_error *err)
 {
+	return oeap_apply_bytes_parsed(def, buf, len, what, flags, NULL, o, err);
+}
+
+int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                            unsigned flags, const pysource *parsed, oeap_outcome *o, oeap_error *err)
+{
 	int error = 0;
 	oeap_regions rs = {0};
 	oeap_report rep;
 	oeap_buf stripped = OEAP_BUF_INIT, out = OEAP_BUF_INIT;
-	pysource *src = NULL;
+	pysource *own = NULL;
+	const pysource *src = NULL;
 	const char *base = buf;
 	size_t blen = len;
 
@@ -584,8 +591,14 @@ int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len
 		base = stripped.data;
 		blen = stripped.len;
 	}
-	if ((error = pysource_parse(base, blen, what, &src, err)))
+	/* The caller's parse is of `buf`: it stands for the parse of `base` only
+	 * when no region was stripped (the pipeline is a function of the bytes). */
+	if (parsed && base == buf && parsed->buf == buf && parsed->len == len)
+		src = parsed;
+	else if ((error = pysource_parse(base, blen, what, &own, err)))
 		goto done;
+	else
+		src = own;
 	if ((error = oeap_plan_build(def, src, &o->plan, err)))
 		goto done;
 	if (oeap_plan_apply(base, blen, &o->plan, &out)) {
@@ -623,7 +636,7 @@ done:
 		free(o->out);
 		o->out = NULL;
 	}
-	pysource_free(src);
+	pysource_free(own);
 	oeap_report_free(&rep);
 	oeap_buf_free(&stripped);
 	oeap_buf_free(&out);

@@ -90,6 +90,17 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                            unsigned flags, oeap_outcome *o, oeap_error *err);
 
+/*
+ * oeap_apply_bytes_flags() with the parse of `buf` already made: `parsed`
+ * (borrowed, parsed from exactly these bytes, or NULL) is used where apply
+ * would parse `buf` itself, that is when `buf` carries no intact region of
+ * `def` to strip first; otherwise apply parses what it needs. `check` passes
+ * the incremental parse it made from the previous revision's tree. The
+ * outcome is the same as without it.
+ */
+int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
+                            unsigned flags, const pysource *parsed, oeap_outcome *o, oeap_error *err);
+
 /* oeap_apply_bytes_flags() without flags. */
 int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
                      oeap_outcome *o, oeap_error *err);

@@ -209,12 +209,46 @@ typedef struct py3_probe {
 	int oom;
 } py3_probe;
 
+/* The node types visit_py3() looks at. */
+static const char *const py3_types[] = {"block",      "print_statement", "exec_statement",
+                                        "<>",         "integer",         "string_start",
+                                        "except_clause", "parameters",  "lambda_parameters"};
+
+/*
+ * 1 when a node of grammar symbol `sym` may be one of py3_types: a table
+ * over the grammar's symbols, made once from their names. ts_node_type() is
+ * the name of the node's symbol, so the table answers what comparing the
+ * names answered, without nine string comparisons on each of a file's tens
+ * of thousands of nodes (they were 15% of a `check` over a history). A
+ * symbol outside the table is looked at.
+ */
+static int py3_maybe(TSSymbol sym)
+{
+	static unsigned char table[4096]; /* 1: maybe, 2: not; 0: not made yet */
+	static uint32_t count;
+	if (!count) {
+		const TSLanguage *lang = tree_sitter_python();
+		uint32_t n = ts_language_symbol_count(lang);
+		for (uint32_t s = 0; s < n && s < sizeof(table); s++) {
+			const char *name = ts_language_symbol_name(lang, (TSSymbol)s);
+			int maybe = !name;
+			for (size_t i = 0; name && i < sizeof(py3_types) / sizeof(py3_types[0]); i++)
+				maybe |= strcmp(name, py3_types[i]) == 0;
+			table[s] = maybe ? 1 : 2;
+		}
+		count = n;
+	}
+	return sym >= count || sym >= sizeof(table) || table[sym] != 2;
+}
+
 /* One walk over the tree (a node's parent is a walk from the root in
  * tree-sitter, so nothing here asks for one: a per-line lookup made a 50 MB
  * file quadratic). */
 static int visit_py3(TSNode n, void *user)
 {
 	py3_probe *p = user;
+	if (!py3_maybe(ts_node_symbol(n)))
+		return PYSOURCE_WALK_DESCEND;
 	const char *type = ts_node_type(n);
 	const char *s = p->src->buf + pysource_start(p->src, n);
 	size_t len = pysource_end(p->src, n) - pysource_start(p->src, n);
@@ -407,6 +441,49 @@ int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, co
 		e.new_end_byte = (uint32_t)(at + ins_len[i]);
 		e.start_point = e.old_end_point = point_at(text, at);
 		e.new_end_point = point_at(text, at + ins_len[i]);
+		ts_tree_edit(t, &e);
+	}
+	int rc = parse_with(buf, len, what, t, out, err);
+	ts_tree_delete(t);
+	return rc;
+}
+
+int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const pysource_edit *edits, size_t n,
+                         const char *what, pysource **out, oeap_error *err)
+{
+	size_t bom = len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+	if (bom != old->bom)
+		return pysource_parse(buf, len, what, out, err);
+	TSTree *t = ts_tree_copy(old->tree);
+	if (!t)
+		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	const char *text = buf + bom, *otext = old->buf + bom;
+	for (size_t i = 0; i < n; i++) {
+		/* Ascending edits, each in the coordinates the ones before left:
+		 * the text before it is already the new text's, the text after it
+		 * still the old one's. The BOM is the same in both: no edit starts
+		 * inside it (a line diff may say line 1 changed). */
+		size_t os = edits[i].old_start > bom ? edits[i].old_start - bom : 0;
+		size_t oe = edits[i].old_end > bom ? edits[i].old_end - bom : 0;
+		size_t ns = edits[i].new_start > bom ? edits[i].new_start - bom : 0;
+		size_t ne = edits[i].new_end > bom ? edits[i].new_end - bom : 0;
+		TSInputEdit e;
+		e.start_byte = (uint32_t)ns;
+		e.old_end_byte = (uint32_t)(ns + (oe - os));
+		e.new_end_byte = (uint32_t)ne;
+		e.start_point = point_at(text, ns);
+		/* Where the old end was: as many rows further as the removed bytes
+		 * hold line ends, the column counted from the last of them. */
+		e.old_end_point = e.start_point;
+		for (size_t k = os; k < oe; k++) {
+			if (otext[k] == '\n') {
+				e.old_end_point.row++;
+				e.old_end_point.column = 0;
+			} else {
+				e.old_end_point.column++;
+			}
+		}
+		e.new_end_point = point_at(text, ne);
 		ts_tree_edit(t, &e);
 	}
 	int rc = parse_with(buf, len, what, t, out, err);

@@ -47,6 +47,25 @@ int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, co
                             const size_t *ins_len, size_t n, const char *what, pysource **out,
                             oeap_error *err);
 
+/* One change between two texts: bytes [old_start, old_end) of the old text
+ * became bytes [new_start, new_end) of the new one (absolute offsets, BOM
+ * included). */
+typedef struct pysource_edit {
+	size_t old_start, old_end;
+	size_t new_start, new_end;
+} pysource_edit;
+
+/*
+ * Parses `buf` (borrowed), which is `old`'s bytes with the changes `edits`
+ * made (n of them, ascending, not overlapping; the bytes between them equal
+ * in both texts). tree-sitter reuses `old`'s tree outside the changed ranges
+ * (incremental parsing): `check` parses each revision from the previous one.
+ * `old`'s bytes (old->buf) must still be alive. The result is what
+ * pysource_parse(buf) gives, and so are the refusals.
+ */
+int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const pysource_edit *edits, size_t n,
+                         const char *what, pysource **out, oeap_error *err);
+
 TSNode pysource_root(const pysource *src);
 
 /* Absolute byte offset into buf of a node's start / end. */

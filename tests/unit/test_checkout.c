@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "checkout.h"
 #include "pipeline.h"
 
@@ -301,6 +302,233 @@ static void test_repo_open_prefix(void **state)
 	free(dir);
 }
 
+/* ---- incremental parsing from revision to revision ------------------------- */
+
+/* 1 when the two trees have the same nodes: type, byte range, rows and
+ * columns, named-ness and missing-ness, in the same order. */
+static int same_tree(TSNode a, TSNode b, char *why, size_t cap)
+{
+	TSTreeCursor ca = ts_tree_cursor_new(a), cb = ts_tree_cursor_new(b);
+	int same = 1;
+	for (;;) {
+		TSNode x = ts_tree_cursor_current_node(&ca), y = ts_tree_cursor_current_node(&cb);
+		TSPoint px = ts_node_start_point(x), py = ts_node_start_point(y);
+		if (strcmp(ts_node_type(x), ts_node_type(y)) || ts_node_start_byte(x) != ts_node_start_byte(y) ||
+		    ts_node_end_byte(x) != ts_node_end_byte(y) || px.row != py.row || px.column != py.column ||
+		    ts_node_is_named(x) != ts_node_is_named(y) || ts_node_is_missing(x) != ts_node_is_missing(y)) {
+			snprintf(why, cap, "incremental %s [%u, %u) at %u:%u, from scratch %s [%u, %u) at %u:%u",
+			         ts_node_type(x), ts_node_start_byte(x), ts_node_end_byte(x), px.row, px.column,
+			         ts_node_type(y), ts_node_start_byte(y), ts_node_end_byte(y), py.row, py.column);
+			same = 0;
+			break;
+		}
+		int da = ts_tree_cursor_goto_first_child(&ca), db = ts_tree_cursor_goto_first_child(&cb);
+		if (da != db) {
+			snprintf(why, cap, "node %s at byte %u has children in one tree only", ts_node_type(x),
+			         ts_node_start_byte(x));
+			same = 0;
+			break;
+		}
+		if (da)
+			continue;
+		int done = 0;
+		for (;;) {
+			int sa = ts_tree_cursor_goto_next_sibling(&ca), sb = ts_tree_cursor_goto_next_sibling(&cb);
+			if (sa != sb) {
+				snprintf(why, cap, "after %s at byte %u: a sibling in one tree only", ts_node_type(x),
+				         ts_node_start_byte(x));
+				same = 0;
+				done = 1;
+				break;
+			}
+			if (sa)
+				break;
+			int ua = ts_tree_cursor_goto_parent(&ca), ub = ts_tree_cursor_goto_parent(&cb);
+			if (!ua || !ub) {
+				done = 1;
+				break;
+			}
+		}
+		if (done)
+			break;
+	}
+	ts_tree_cursor_delete(&ca);
+	ts_tree_cursor_delete(&cb);
+	return same;
+}
+
+/* A sequence of texts: the real eras of topk.py in their order, and edits
+ * of one era that trip an incremental parse (both ends, indentation, strings
+ * that open and close around code, a byte order mark, CRLF, an error and its
+ * fix). Each text is parsed from the previous one that parsed, with the edits
+ * oeap_text_edits computes, and must give the tree a parse from scratch gives
+ * (or, when it does not parse, the same refusal). */
+static char *mutate(const char *base, size_t len, int k, size_t *out_len)
+{
+	oeap_buf b = OEAP_BUF_INIT;
+	const char *def = strstr(base, "def select_experts(");
+	const char *chain = strstr(base, "    if use_grouped_topk:\n");
+	size_t at_def = def ? (size_t)(def - base) : len / 2, at_chain = chain ? (size_t)(chain - base) : len / 2;
+	switch (k) {
+	case 0: /* an edit at the start */
+		oeap_buf_puts(&b, "# header\n");
+		oeap_buf_put(&b, base, len);
+		break;
+	case 1: /* one at the end, and one in the middle: two hunks */
+		oeap_buf_put(&b, base, at_def);
+		oeap_buf_puts(&b, "def added_in_the_middle():\n    return [1,\n            2]\n\n\n");
+		oeap_buf_put(&b, base + at_def, len - at_def);
+		oeap_buf_puts(&b, "\n\ndef tail():\n    return 1\n");
+		break;
+	case 2: /* a block indented one level deeper */
+		oeap_buf_put(&b, base, at_chain);
+		oeap_buf_puts(&b, "    if True:\n    ");
+		for (size_t i = at_chain; i < len; i++) {
+			oeap_buf_put(&b, base + i, 1);
+			if (base[i] == '\n' && i + 1 < len && !strncmp(base + i + 1, "    ", 4) && i + 1 < at_def + 4000)
+				oeap_buf_puts(&b, "    ");
+		}
+		break;
+	case 3: /* a string opened before select_experts, closed at the end */
+		oeap_buf_put(&b, base, at_def);
+		oeap_buf_puts(&b, "_doc = \"\"\"\n");
+		oeap_buf_put(&b, base + at_def, len - at_def);
+		oeap_buf_puts(&b, "\"\"\"\n");
+		break;
+	case 4: /* a syntax error in the middle */
+		oeap_buf_put(&b, base, at_def);
+		oeap_buf_puts(&b, "def broken(:\n    pass\n");
+		oeap_buf_put(&b, base + at_def, len - at_def);
+		break;
+	case 5: /* a byte order mark */
+		oeap_buf_puts(&b, "\xef\xbb\xbf");
+		oeap_buf_put(&b, base, len);
+		break;
+	case 6: /* CRLF line ends */
+		for (size_t i = 0; i < len; i++)
+			oeap_buf_puts(&b, base[i] == '\n' ? "\r\n" : (char[]){base[i], 0});
+		break;
+	case 7: /* a deletion inside a line and a one-byte change far below it */
+		oeap_buf_put(&b, base, at_chain + 7);
+		oeap_buf_put(&b, base + at_chain + 11, len - at_chain - 11); /* "if use_grouped_topk" -> "if _grouped_topk" */
+		for (size_t i = b.len; i-- > 0;)
+			if (b.data[i] == '1') {
+				b.data[i] = '2';
+				break;
+			}
+		break;
+	}
+	return oeap_buf_detach(&b, out_len);
+}
+
+static void test_incremental_parse_equals_scratch(void **state)
+{
+	(void)state;
+	static const char *const eras[] = {
+		"tests/fixtures/eras/2024-12_positional.py",     "tests/fixtures/eras/2025-03_recorder.py",
+		"tests/fixtures/eras/2025-05_dispatch_info.py",  "tests/fixtures/eras/2025-07_kwonly_topkoutput.py",
+		"tests/fixtures/eras/2025-08_topk_config.py",    "tests/fixtures/eras/2025-12_layer_id_capturer.py",
+		"tests/fixtures/eras/2026-02_post_process.py",   "tests/fixtures/variants/large.py",
+	};
+	enum { NMUT = 8 };
+	size_t neras = sizeof(eras) / sizeof(eras[0]);
+	char *texts[sizeof(eras) / sizeof(eras[0]) * (NMUT * 2 + 1)];
+	size_t lens[sizeof(texts) / sizeof(texts[0])], n = 0;
+	for (size_t e = 0; e < neras; e++) {
+		texts[n] = tu_read(eras[e], &lens[n]);
+		size_t base = n++;
+		/* each mutation, then back to the era: a revert */
+		for (int k = 0; k < NMUT && e == neras - 3; k++) {
+			texts[n] = mutate(texts[base], lens[base], k, &lens[n]);
+			n++;
+			texts[n] = malloc(lens[base] + 1);
+			memcpy(texts[n], texts[base], lens[base] + 1);
+			lens[n++] = lens[base];
+		}
+	}
+	pysource *prev = NULL;
+	size_t parsed = 0, refused = 0, multi = 0;
+	for (size_t i = 0; i < n; i++) {
+		pysource *inc = NULL, *scratch = NULL;
+		oeap_error ei, es;
+		oeap_error_clear(&ei);
+		oeap_error_clear(&es);
+		int rs = pysource_parse(texts[i], lens[i], "t.py", &scratch, &es), ri;
+		if (prev) {
+			pysource_edit *edits = NULL;
+			size_t ne = 0;
+			assert_int_equal(oeap_text_edits(prev->buf, prev->len, texts[i], lens[i], &edits, &ne), 0);
+			multi += ne > 1;
+			ri = pysource_parse_edits(prev, texts[i], lens[i], edits, ne, "t.py", &inc, &ei);
+			free(edits);
+		} else {
+			ri = pysource_parse(texts[i], lens[i], "t.py", &inc, &ei);
+		}
+		if (ri != rs)
+			fail_msg("text %zu: the incremental parse %s, the parse from scratch %s (%s%s)", i,
+			         ri ? "refuses" : "accepts", rs ? "refuses" : "accepts", ei.message, es.message);
+		if (rs) {
+			assert_string_equal(ei.message, es.message);
+			assert_int_equal(ei.line, es.line);
+			refused++;
+			continue;
+		}
+		char why[512];
+		if (!same_tree(pysource_root(inc), pysource_root(scratch), why, sizeof(why)))
+			fail_msg("text %zu: %s", i, why);
+		parsed++;
+		pysource_free(scratch);
+		/* the next text is parsed from this one, as check does */
+		pysource_free(prev);
+		prev = inc;
+	}
+	pysource_free(prev);
+	/* The sequence holds what it was made for. */
+	assert_true(parsed >= 15);
+	assert_true(refused >= 1);
+	assert_true(multi >= 3);
+	for (size_t i = 0; i < n; i++)
+		free(texts[i]);
+}
+
+/* The edits make the new text out of the old one, and stay small: a
+ * one-line change is one edit of a few bytes, not the rest of the file. */
+static void test_text_edits(void **state)
+{
+	(void)state;
+	static const char a[] = "x = 1\ny = 2\nz = 3\nw = 4\n", b[] = "x = 1\ny = 20\nz = 3\nw = 5\n";
+	pysource_edit *e = NULL;
+	size_t n = 0;
+	assert_int_equal(oeap_text_edits(a, strlen(a), b, strlen(b), &e, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(e[0].old_start, 11);
+	assert_int_equal(e[0].old_end, 11);
+	assert_int_equal(e[0].new_start, 11);
+	assert_int_equal(e[0].new_end, 12);
+	assert_int_equal(e[1].old_start, 22);
+	assert_int_equal(e[1].old_end, 23);
+	assert_int_equal(e[1].new_start, 23);
+	assert_int_equal(e[1].new_end, 24);
+	free(e);
+	/* the same text: no edit */
+	assert_int_equal(oeap_text_edits(a, strlen(a), a, strlen(a), &e, &n), 0);
+	assert_int_equal(n, 0);
+	free(e);
+	/* no final line end, a change in the last line, a text that is a prefix of the other */
+	static const char c[] = "x = 1\ny", d[] = "x = 1\nyy";
+	assert_int_equal(oeap_text_edits(c, strlen(c), d, strlen(d), &e, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].old_start, 7);
+	assert_int_equal(e[0].new_end, 8);
+	free(e);
+	assert_int_equal(oeap_text_edits(d, strlen(d), "", 0, &e, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].old_start, 0);
+	assert_int_equal(e[0].old_end, strlen(d));
+	assert_int_equal(e[0].new_end, 0);
+	free(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +538,8 @@ int main(void)
 		cmocka_unit_test(test_unborn_head),
 		cmocka_unit_test_setup_teardown(test_commit_blob, setup, teardown),
 		cmocka_unit_test(test_repo_open_prefix),
+		cmocka_unit_test(test_incremental_parse_equals_scratch),
+		cmocka_unit_test(test_text_edits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -335,6 +335,179 @@ static void test_collect_with_bom(void **state)
 	expect_starts(text, "((identifier) @x (#eq? @x \"abc\"))", "x", NULL, 0, want, 2);
 }
 
+/*
+ * What oeap_query_collect must return for a query with @in, computed the
+ * slow way: a cursor over the whole scope with no byte range, every match
+ * kept whose @in is the scope, the @capture nodes sorted and each taken once
+ * (queries without predicates). collect keeps the cursor out of subtrees no
+ * pattern rooted at the scope reaches into; it must find exactly these.
+ */
+static size_t reference_collect(const char *qs, const pysource *src, TSNode scope, const char *capture,
+                                TSNode *out, size_t cap)
+{
+	uint32_t off = 0, cap_id = UINT32_MAX, in_id = UINT32_MAX;
+	TSQueryError qe;
+	TSQuery *q = ts_query_new(tree_sitter_python(), qs, (uint32_t)strlen(qs), &off, &qe);
+	assert_non_null(q);
+	for (uint32_t i = 0; i < ts_query_capture_count(q); i++) {
+		uint32_t l;
+		const char *name = ts_query_capture_name_for_id(q, i, &l);
+		if (!strcmp(name, capture))
+			cap_id = i;
+		if (!strcmp(name, "in"))
+			in_id = i;
+	}
+	assert_int_not_equal(in_id, UINT32_MAX);
+	TSQueryCursor *cur = ts_query_cursor_new();
+	ts_query_cursor_exec(cur, q, scope);
+	TSQueryMatch m;
+	size_t n = 0;
+	while (ts_query_cursor_next_match(cur, &m)) {
+		int in_scope = 0;
+		for (uint16_t i = 0; i < m.capture_count; i++)
+			in_scope |= m.captures[i].index == in_id && ts_node_eq(m.captures[i].node, scope);
+		for (uint16_t i = 0; in_scope && i < m.capture_count; i++) {
+			if (m.captures[i].index != cap_id)
+				continue;
+			size_t k = 0;
+			while (k < n && !ts_node_eq(out[k], m.captures[i].node))
+				k++;
+			if (k == n) {
+				assert_true(n < cap);
+				out[n++] = m.captures[i].node;
+			}
+		}
+	}
+	ts_query_cursor_delete(cur);
+	ts_query_delete(q);
+	/* source order, outer node first: oeap_query_collect's order */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0; j--) {
+			TSNode a = out[j - 1], b = out[j];
+			int later = ts_node_start_byte(a) > ts_node_start_byte(b) ||
+			            (ts_node_start_byte(a) == ts_node_start_byte(b) && ts_node_end_byte(a) < ts_node_end_byte(b));
+			if (!later)
+				break;
+			out[j - 1] = b;
+			out[j] = a;
+		}
+	return n;
+}
+
+/* collect == reference_collect for `q` under every node of `src` of type
+ * `scope_type` (and under the module when it is "module"); returns how many
+ * nodes were collected over all scopes, so the caller can see it found any. */
+static size_t expect_like_reference(const pysource *src, const char *qs, const char *capture,
+                                    const char *scope_type)
+{
+	oeap_query *query = compile(qs);
+	size_t total = 0, scopes = 0;
+	TSTreeCursor c = ts_tree_cursor_new(pysource_root(src));
+	for (int more = 1; more;) {
+		TSNode scope = ts_tree_cursor_current_node(&c);
+		if (!strcmp(ts_node_type(scope), scope_type)) {
+			TSNode want[256], *got = NULL;
+			size_t nwant = reference_collect(qs, src, scope, capture, want, 256), n = 0;
+			oeap_error err;
+			oeap_error_clear(&err);
+			assert_int_equal(oeap_query_collect(query, src, scope, capture, &got, &n, &err), 0);
+			if (n != nwant)
+				fail_msg("%s under the %s at byte %u: %zu nodes collected, the full walk finds %zu", capture,
+				         scope_type, ts_node_start_byte(scope), n, nwant);
+			for (size_t i = 0; i < n; i++)
+				assert_true(ts_node_eq(got[i], want[i]));
+			free(got);
+			total += n;
+			scopes++;
+		}
+		if (ts_tree_cursor_goto_first_child(&c))
+			continue;
+		while (!ts_tree_cursor_goto_next_sibling(&c))
+			if (!ts_tree_cursor_goto_parent(&c)) {
+				more = 0;
+				break;
+			}
+	}
+	ts_tree_cursor_delete(&c);
+	oeap_query_free(query);
+	assert_true(scopes > 0);
+	return total;
+}
+
+/* Scopes in the middle of a file, captures one to four levels below them,
+ * the same shapes nested deeper (which @in must not take), decorated
+ * definitions, a capture on the scope's first and last child. */
+static const char SHAPES[] =
+	"import os\n"
+	"from a import b\n"
+	"@decorator\n"
+	"def select_experts(x):\n"
+	"    if x:\n"
+	"        topk_weights, topk_ids = f(x)\n"
+	"    elif y:\n"
+	"        (topk_weights, topk_ids) = g(x)\n"
+	"    def inner():\n"
+	"        if z:\n"
+	"            topk_weights, topk_ids = h()\n"
+	"        import sys\n"
+	"    return x\n"
+	"class C:\n"
+	"    import json\n"
+	"    def select_experts(self):\n"
+	"        if a:\n"
+	"            pass\n"
+	"def select_experts(y):\n"
+	"    topk_weights, topk_ids = y\n"
+	"    if y:\n"
+	"        pass\n"
+	"import re\n"
+	"if True:\n"
+	"    import io\n"
+	"def last():\n"
+	"    if q:\n"
+	"        pass\n";
+
+static void test_in_scope_walk_finds_what_the_full_walk_finds(void **state)
+{
+	(void)state;
+	static const char select[] = "((module (function_definition name: (identifier) @name) @function) @in)\n"
+	                             "((module (decorated_definition definition: (function_definition name: "
+	                             "(identifier) @name) @function)) @in)";
+	static const char imports[] = "((module (import_statement) @import) @in)\n"
+	                              "((module (import_from_statement) @import) @in)\n"
+	                              "((module (future_import_statement) @import) @in)";
+	static const char chain[] = "((function_definition body: (block (if_statement) @chain)) @in)";
+	static const char deep[] = "((function_definition body: (block (if_statement consequence: (block "
+	                           "(expression_statement (assignment left: (pattern_list) @pair)))))) @in)";
+	static const char block_first[] = "((block . (_) @first) @in)";
+	static const char block_last[] = "((block (_) @last .) @in)";
+	pysource *src = parse(SHAPES);
+	assert_int_equal(expect_like_reference(src, select, "function", "module"), 3);
+	assert_int_equal(expect_like_reference(src, imports, "import", "module"), 3);
+	assert_true(expect_like_reference(src, chain, "chain", "function_definition") >= 4);
+	assert_int_equal(expect_like_reference(src, deep, "pair", "function_definition"), 2);
+	assert_true(expect_like_reference(src, block_first, "first", "block") > 5);
+	assert_true(expect_like_reference(src, block_last, "last", "block") > 5);
+	pysource_free(src);
+	/* The real files, with the definition's own anchor queries. */
+	static const char *const files[] = {"tests/fixtures/variants/large.py", "tests/fixtures/variants/decorated.py",
+	                                    "tests/fixtures/eras/2024-12_positional.py",
+	                                    "tests/fixtures/eras/2026-02_post_process.py"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t len = 0;
+		char *text = tu_read(files[i], &len);
+		src = NULL;
+		oeap_error err;
+		oeap_error_clear(&err);
+		assert_int_equal(pysource_parse(text, len, files[i], &src, &err), 0);
+		assert_true(expect_like_reference(src, select, "function", "module") >= 1);
+		assert_true(expect_like_reference(src, imports, "import", "module") >= 1);
+		assert_true(expect_like_reference(src, chain, "chain", "function_definition") >= 1);
+		pysource_free(src);
+		free(text);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -357,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_in_module_level),
 		cmocka_unit_test(test_in_function),
 		cmocka_unit_test(test_source_order_and_dedup),
+		cmocka_unit_test(test_in_scope_walk_finds_what_the_full_walk_finds),
 		cmocka_unit_test(test_collect_with_bom),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
