@@ -190,6 +190,16 @@ int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
 		goto done;
 	}
 	ts_query_cursor_exec(cur, q->q, scope);
+	/* With an @in capture, a match counts only when its @in node is `scope`
+	 * itself. The cursor sees only `scope` and the nodes below it, and a
+	 * pattern's captures are its root or nodes below that root: a match
+	 * whose @in is `scope` starts at `scope`, at depth 0. Matches starting
+	 * deeper could never count, so the cursor need not look for them; it
+	 * still descends as far as the patterns started at `scope` reach. On a
+	 * module-scoped anchor that is the module's top-level statements instead
+	 * of every node of the file (docs/performance.md). */
+	if (in_id != UINT32_MAX)
+		ts_query_cursor_set_max_start_depth(cur, 0);
 	TSQueryMatch m;
 	while (ts_query_cursor_next_match(cur, &m)) {
 		int r = match_holds(q, src, &m, err);

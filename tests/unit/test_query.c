@@ -294,6 +294,46 @@ static void test_in_function(void **state)
 	expect_starts(NESTED, q, "st", NULL, 0, NULL, 0);
 }
 
+/*
+ * A query with @in only looks for matches that start at the scope (query.c
+ * stops the cursor's search for pattern roots there), but its patterns still
+ * reach as deep as they are written: through a decorator, an if and a with
+ * below the scope. Without @in the same pattern starts at any depth.
+ */
+static void test_in_deep_pattern(void **state)
+{
+	(void)state;
+	/* offsets:  0 "@d\n", 3 "def f():\n", 12 "    if a:\n", 22 "        with b:\n",
+	 *           38 "            x = 1\n", 56 "def g():\n", 65 "    if c:\n",
+	 *           75 "        with d:\n", 91 "            y = 2\n" */
+	static const char text[] = "@d\ndef f():\n    if a:\n        with b:\n            x = 1\n"
+	                           "def g():\n    if c:\n        with d:\n            y = 2\n";
+	static const char q[] =
+	    "((module (decorated_definition definition: (function_definition body: (block (if_statement "
+	    "consequence: (block (with_statement body: (block (expression_statement (assignment left: "
+	    "(identifier) @name)))))))))) @in)";
+	static const size_t f_only[] = {50};
+	expect_starts(text, q, "name", NULL, 0, f_only, 1);
+	/* Both functions' assignments from the module, and g's from g. */
+	static const char q2[] =
+	    "((module (function_definition body: (block (if_statement consequence: (block (with_statement "
+	    "body: (block (expression_statement (assignment left: (identifier) @name))))))))) @in)\n"
+	    "((function_definition body: (block (if_statement consequence: (block (with_statement "
+	    "body: (block (expression_statement (assignment left: (identifier) @name)))))))) @in)";
+	static const size_t from_module[] = {103};
+	expect_starts(text, q2, "name", NULL, 0, from_module, 1);
+	static const size_t from_g[] = {103};
+	expect_starts(text, q2, "name", "function_definition", 56, from_g, 1);
+	static const size_t from_f[] = {50};
+	expect_starts(text, q2, "name", "function_definition", 3, from_f, 1);
+	/* Without @in: the same shape wherever it starts (here, below the decorator). */
+	static const char q_any[] =
+	    "(function_definition body: (block (if_statement consequence: (block (with_statement "
+	    "body: (block (expression_statement (assignment left: (identifier) @name))))))))";
+	static const size_t any[] = {50, 103};
+	expect_starts(text, q_any, "name", NULL, 0, any, 2);
+}
+
 static void test_source_order_and_dedup(void **state)
 {
 	(void)state;
@@ -356,6 +396,7 @@ int main(void)
 		cmocka_unit_test(test_predicate_arity),
 		cmocka_unit_test(test_in_module_level),
 		cmocka_unit_test(test_in_function),
+		cmocka_unit_test(test_in_deep_pattern),
 		cmocka_unit_test(test_source_order_and_dedup),
 		cmocka_unit_test(test_collect_with_bom),
 	};
