@@ -209,12 +209,49 @@ typedef struct py3_probe {
 	int oom;
 } py3_probe;
 
+/* The node types visit_py3() looks at; every other node it only descends. */
+static const char *const PY3_TYPES[] = {"block", "print_statement", "exec_statement", "<>", "integer",
+                                        "string_start", "except_clause", "parameters", "lambda_parameters"};
+
+/*
+ * py3_examines[s]: 1 when the grammar's symbol s is named as one of
+ * PY3_TYPES, by name as ts_node_type() reports it (aliases included: a
+ * node's symbol maps to a symbol of the same name). visit_py3() runs on
+ * every node of the file: a table look-up skips the string comparisons for
+ * the nodes it has nothing to say about (docs/performance.md). Built once.
+ */
+static unsigned char py3_examines[1024];
+static uint32_t py3_nsymbols; /* 0: not built, or the grammar has more symbols than the table */
+
+static void py3_table_init(void)
+{
+	static int done;
+	if (done)
+		return;
+	done = 1;
+	const TSLanguage *lang = tree_sitter_python();
+	uint32_t count = ts_language_symbol_count(lang);
+	if (count > sizeof(py3_examines))
+		return;
+	for (uint32_t sym = 0; sym < count; sym++) {
+		const char *name = ts_language_symbol_name(lang, (TSSymbol)sym);
+		for (size_t i = 0; name && i < sizeof(PY3_TYPES) / sizeof(PY3_TYPES[0]); i++)
+			if (strcmp(name, PY3_TYPES[i]) == 0)
+				py3_examines[sym] = 1;
+	}
+	py3_nsymbols = count;
+}
+
 /* One walk over the tree (a node's parent is a walk from the root in
  * tree-sitter, so nothing here asks for one: a per-line lookup made a 50 MB
  * file quadratic). */
 static int visit_py3(TSNode n, void *user)
 {
 	py3_probe *p = user;
+	TSSymbol sym = ts_node_symbol(n);
+	if (sym < py3_nsymbols && !py3_examines[sym])
+		return PYSOURCE_WALK_DESCEND;
+	/* Every type compared below is one of PY3_TYPES. */
 	const char *type = ts_node_type(n);
 	const char *s = p->src->buf + pysource_start(p->src, n);
 	size_t len = pysource_end(p->src, n) - pysource_start(p->src, n);
@@ -369,6 +406,7 @@ static int check_python3(const pysource *src, const char *what, oeap_error *err)
 	py3_probe p;
 	memset(&p, 0, sizeof(p));
 	p.src = src;
+	py3_table_init();
 	int rc = pysource_walk(pysource_root(src), visit_py3, &p);
 	if (p.oom) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
