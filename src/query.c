@@ -91,8 +91,11 @@ static int predicates_supported(const TSQuery *tq, uint32_t p)
 
 /* Written after each source in oeap_query_new_many(): a pattern that must
  * start exactly where it is written, which it does only when the source
- * before it closed every parenthesis, bracket and string it opened. */
-static const char SEPARATOR[] = "\n(_)\n";
+ * before it closed every parenthesis, bracket and string it opened. Not a
+ * wildcard: tree-sitter 0.24's ts_query_disable_pattern() leaves the count of
+ * wildcard-rooted patterns as it was, and the cursor would then take other
+ * patterns for wildcards. An ERROR node never matches in a file we accept. */
+static const char SEPARATOR[] = "\n(ERROR)\n";
 
 int oeap_query_new_many(const char *const *sources, const size_t *lens, const char *const *whats, size_t n,
                         oeap_query **out)
