@@ -18,7 +18,8 @@ target_include_directories(tree_sitter_python PRIVATE "${TREE_SITTER_PYTHON_DIR}
 target_compile_options(tree_sitter_python PRIVATE -w)
 # The scanner allocates through tree-sitter's ts_malloc family. The generator's own
 # alloc.h maps them to the C library unless a grammar opts into sharing the runtime's
-# allocator; Debian 12's 0.20.7 runtime has no such hooks, so map them here.
+# allocator (TREE_SITTER_REUSE_ALLOCATOR, which we do not set: the runtime uses the
+# C library's too), so map them here.
 target_compile_definitions(tree_sitter_python PRIVATE
   ts_malloc=malloc ts_calloc=calloc ts_realloc=realloc ts_free=free)
 set_target_properties(tree_sitter_python PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)

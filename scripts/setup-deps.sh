@@ -10,7 +10,11 @@
 # scanner.c but not the three headers the tree-sitter generator puts beside them
 # (tree_sitter/parser.h, array.h, alloc.h): those are tree-sitter's own, and come
 # from the source distribution of tree-sitter's Python binding of the generator
-# release that produced the grammar (0.24.0), also pinned and verified.
+# release that produced the grammar (0.24.0), also pinned and verified. That sdist
+# also carries tree-sitter's C runtime (lib/src/lib.c, lib/include/tree_sitter/api.h),
+# which our build compiles as a static library (cmake/TreeSitterRuntime.cmake) in
+# place of Debian 12's libtree-sitter 0.20.7: its query cursors can stop at a depth
+# (docs/performance.md, "The CLI: apply and verify against git apply").
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 what=${1:-build}
@@ -25,7 +29,7 @@ case "$what" in build|demo|test) ;; *) echo "usage: setup-deps.sh [build|demo|te
 #         Debian root that tests/e2e/test_install_bundle.sh runs the installed bundle in),
 #         python3-yaml (the CI recipe's steps are run as written).
 debs=(build-essential cmake pkg-config git ca-certificates python3 python3-pip
-      libtree-sitter-dev libgit2-dev libjansson-dev libinih-dev libssl-dev patchelf)
+      libgit2-dev libjansson-dev libinih-dev libssl-dev patchelf)
 case "$what" in
   demo) debs+=(python3-torch python3-numpy) ;;
   test) debs+=(python3-torch python3-numpy libcmocka-dev clang llvm libfuzzer-14-dev valgrind
@@ -43,14 +47,16 @@ if ((${#missing[@]})); then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The grammar: pinned to 0.23.6 (ABI 14). Debian 12's tree-sitter 0.20.7 runtime loads
-# ABI 13-14 only; 0.25 is ABI 15 and would fail at ts_parser_set_language.
+# The grammar: pinned to 0.23.6 (ABI 14), which the 0.24.0 runtime below loads (ABI 13-14;
+# grammar 0.25 is ABI 15 and would fail at ts_parser_set_language).
 ts_ver=0.23.6
 ts_sha256=354bfa0a2f9217431764a631516f85173e9711af2c13dbd796a8815acfe505d9
-# The generator's headers: tree-sitter 0.24.0, the release line that generated 0.23.6.
+# The generator's headers and the runtime: tree-sitter 0.24.0, the release line that
+# generated 0.23.6.
 core_ver=0.24.0
 core_sha256=abd95af65ca2f4f7eca356343391ed669e764f37748b5352946f00f7fc78e734
 dest="$here/deps/tree-sitter-python-$ts_ver"
+core_dest="$here/deps/tree-sitter-$core_ver"
 
 # Fetches one pinned sdist into $2 with pip (the ordinary client for PyPI), verifies it.
 fetch_sdist() { # NAME==VERSION DIR SHA256
@@ -65,16 +71,23 @@ fetch_sdist() { # NAME==VERSION DIR SHA256
   tar -xzf "$f" -C "$dir"
 }
 
-if [ ! -f "$dest/src/parser.c" ] || [ ! -f "$dest/src/tree_sitter/parser.h" ]; then
-  echo "setup-deps: fetching tree-sitter-python==$ts_ver (and tree-sitter==$core_ver's headers) from PyPI" >&2
+if [ ! -f "$dest/src/parser.c" ] || [ ! -f "$dest/src/tree_sitter/parser.h" ] ||
+   [ ! -f "$core_dest/lib/src/lib.c" ] || [ ! -f "$core_dest/lib/include/tree_sitter/api.h" ]; then
+  echo "setup-deps: fetching tree-sitter-python==$ts_ver and tree-sitter==$core_ver (runtime and headers) from PyPI" >&2
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-  mkdir -p "$tmp/g" "$tmp/c" "$tmp/out/src/tree_sitter"
+  mkdir -p "$tmp/g" "$tmp/c" "$tmp/out/src/tree_sitter" "$tmp/core"
   fetch_sdist "tree-sitter-python==$ts_ver" "$tmp/g" "$ts_sha256"
   fetch_sdist "tree-sitter==$core_ver" "$tmp/c" "$core_sha256"
   g="$tmp/g/tree_sitter_python-$ts_ver" c="$tmp/c/tree-sitter-$core_ver/tree_sitter/core/lib/src"
   cp "$g/src/parser.c" "$g/src/scanner.c" "$tmp/out/src/"
   cp "$g/LICENSE" "$tmp/out/LICENSE"
   cp "$c/parser.h" "$c/array.h" "$c/alloc.h" "$c/ts_assert.h" "$tmp/out/src/tree_sitter/"
-  mkdir -p "$here/deps" && rm -rf "$dest.partial" "$dest" && mv "$tmp/out" "$dest.partial"
-  mv "$dest.partial" "$dest"
+  # The runtime: its C library (lib/src, lib/include) and its licence, nothing else.
+  cp -R "$tmp/c/tree-sitter-$core_ver/tree_sitter/core/lib" "$tmp/core/lib"
+  cp "$tmp/c/tree-sitter-$core_ver/LICENSE" "$tmp/core/LICENSE"
+  mkdir -p "$here/deps"
+  for pair in "$tmp/out:$dest" "$tmp/core:$core_dest"; do
+    from=${pair%%:*} to=${pair#*:}
+    rm -rf "$to.partial" "$to" && mv "$from" "$to.partial" && mv "$to.partial" "$to"
+  done
 fi

@@ -1,5 +1,6 @@
 #include "anchor.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,6 @@
 #include "edit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

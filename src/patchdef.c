@@ -549,8 +549,74 @@ static int handler(void *user, const char *section, const char *name, const char
 	return on_entry(c, section, name, value, c->reader->line);
 }
 
+/*
+ * Compiles every query file of the definition (each anchor's query and its
+ * `contains`) as one tree-sitter query (oeap_query_new_many: one compile
+ * instead of one per file, the larger part of a command's start-up) and
+ * sets each anchor's queries when all of them compile so and have the
+ * captures load_anchor_queries() demands. Otherwise sets nothing and returns
+ * -1: load_anchor_queries() then compiles each file alone, which finds the
+ * same files good and names the first bad one exactly as before.
+ */
+static int compile_queries_together(oeap_patchdef *def)
+{
+	size_t n = 0, cap = 2 * def->nanchors;
+	char **srcs = calloc(cap ? cap : 1, sizeof(*srcs)), **whats = calloc(cap ? cap : 1, sizeof(*whats));
+	size_t *lens = calloc(cap ? cap : 1, sizeof(*lens));
+	oeap_query **qs = calloc(cap ? cap : 1, sizeof(*qs));
+	int error = -1;
+	if (!srcs || !whats || !lens || !qs)
+		goto done;
+	for (size_t i = 0; i < def->nanchors; i++) {
+		const oeap_anchor_def *a = &def->anchors[i];
+		const char *files[2] = {a->query_path, a->contains_path};
+		if (!a->query_path || !a->capture)
+			goto done;
+		for (size_t f = 0; f < 2 && files[f]; f++, n++) {
+			char path[PATH_MAX];
+			snprintf(path, sizeof(path), "%s/%s", def->dir, files[f]);
+			if (!(whats[n] = strdup(path)) || read_def_file(path, "", &srcs[n], &lens[n], NULL)) {
+				n++;
+				goto done;
+			}
+		}
+	}
+	if (oeap_query_new_many((const char *const *)srcs, lens, (const char *const *)whats, n, qs))
+		goto done;
+	for (size_t i = 0, k = 0; i < def->nanchors; i++) {
+		const oeap_anchor_def *a = &def->anchors[i];
+		if (!oeap_query_has_capture(qs[k], a->capture) ||
+		    (a->contains_path && !oeap_query_has_capture(qs[k + 1], "match")))
+			goto done;
+		k += a->contains_path ? 2 : 1;
+	}
+	for (size_t i = 0, k = 0; i < def->nanchors; i++) {
+		oeap_anchor_def *a = &def->anchors[i];
+		a->query = qs[k];
+		qs[k++] = NULL;
+		if (a->contains_path) {
+			a->contains = qs[k];
+			qs[k++] = NULL;
+		}
+	}
+	error = 0;
+done:
+	for (size_t i = 0; i < n; i++) {
+		oeap_query_free(qs[i]);
+		free(srcs[i]);
+		free(whats[i]);
+	}
+	free(srcs);
+	free(whats);
+	free(lens);
+	free(qs);
+	return error;
+}
+
 static int load_anchor_queries(oeap_patchdef *def, oeap_error *err)
 {
+	/* Compiled together when they can be; else each below, as always. */
+	int together = compile_queries_together(def) == 0;
 	for (size_t i = 0; i < def->nanchors; i++) {
 		oeap_anchor_def *a = &def->anchors[i];
 		char where[PATH_MAX + 64];
@@ -570,6 +636,8 @@ static int load_anchor_queries(oeap_patchdef *def, oeap_error *err)
 				return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
 				                 "'in = %s' must name an anchor defined before it", a->in);
 		}
+		if (together)
+			continue;
 		char path[PATH_MAX];
 		char *src = NULL;
 		size_t len = 0;

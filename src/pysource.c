@@ -209,36 +209,37 @@ typedef struct py3_probe {
 	int oom;
 } py3_probe;
 
-/* The node types visit_py3() looks at. */
-static const char *const py3_types[] = {"block",      "print_statement", "exec_statement",
-                                        "<>",         "integer",         "string_start",
-                                        "except_clause", "parameters",  "lambda_parameters"};
+/* The node types visit_py3() looks at; every other node it only descends. */
+static const char *const PY3_TYPES[] = {"block", "print_statement", "exec_statement", "<>", "integer",
+                                        "string_start", "except_clause", "parameters", "lambda_parameters"};
 
 /*
- * 1 when a node of grammar symbol `sym` may be one of py3_types: a table
- * over the grammar's symbols, made once from their names. ts_node_type() is
- * the name of the node's symbol, so the table answers what comparing the
- * names answered, without nine string comparisons on each of a file's tens
- * of thousands of nodes (they were 15% of a `check` over a history). A
- * symbol outside the table is looked at.
+ * py3_examines[s]: 1 when the grammar's symbol s is named as one of
+ * PY3_TYPES, by name as ts_node_type() reports it (aliases included: a
+ * node's symbol maps to a symbol of the same name). visit_py3() runs on
+ * every node of the file: a table look-up skips the string comparisons for
+ * the nodes it has nothing to say about (docs/performance.md). Built once.
  */
-static int py3_maybe(TSSymbol sym)
+static unsigned char py3_examines[1024];
+static uint32_t py3_nsymbols; /* 0: not built, or the grammar has more symbols than the table */
+
+static void py3_table_init(void)
 {
-	static unsigned char table[4096]; /* 1: maybe, 2: not; 0: not made yet */
-	static uint32_t count;
-	if (!count) {
-		const TSLanguage *lang = tree_sitter_python();
-		uint32_t n = ts_language_symbol_count(lang);
-		for (uint32_t s = 0; s < n && s < sizeof(table); s++) {
-			const char *name = ts_language_symbol_name(lang, (TSSymbol)s);
-			int maybe = !name;
-			for (size_t i = 0; name && i < sizeof(py3_types) / sizeof(py3_types[0]); i++)
-				maybe |= strcmp(name, py3_types[i]) == 0;
-			table[s] = maybe ? 1 : 2;
-		}
-		count = n;
+	static int done;
+	if (done)
+		return;
+	done = 1;
+	const TSLanguage *lang = tree_sitter_python();
+	uint32_t count = ts_language_symbol_count(lang);
+	if (count > sizeof(py3_examines))
+		return;
+	for (uint32_t sym = 0; sym < count; sym++) {
+		const char *name = ts_language_symbol_name(lang, (TSSymbol)sym);
+		for (size_t i = 0; name && i < sizeof(PY3_TYPES) / sizeof(PY3_TYPES[0]); i++)
+			if (strcmp(name, PY3_TYPES[i]) == 0)
+				py3_examines[sym] = 1;
 	}
-	return sym >= count || sym >= sizeof(table) || table[sym] != 2;
+	py3_nsymbols = count;
 }
 
 /* One walk over the tree (a node's parent is a walk from the root in
@@ -247,8 +248,10 @@ static int py3_maybe(TSSymbol sym)
 static int visit_py3(TSNode n, void *user)
 {
 	py3_probe *p = user;
-	if (!py3_maybe(ts_node_symbol(n)))
+	TSSymbol sym = ts_node_symbol(n);
+	if (sym < py3_nsymbols && !py3_examines[sym])
 		return PYSOURCE_WALK_DESCEND;
+	/* Every type compared below is one of PY3_TYPES. */
 	const char *type = ts_node_type(n);
 	const char *s = p->src->buf + pysource_start(p->src, n);
 	size_t len = pysource_end(p->src, n) - pysource_start(p->src, n);
@@ -403,6 +406,7 @@ static int check_python3(const pysource *src, const char *what, oeap_error *err)
 	py3_probe p;
 	memset(&p, 0, sizeof(p));
 	p.src = src;
+	py3_table_init();
 	int rc = pysource_walk(pysource_root(src), visit_py3, &p);
 	if (p.oom) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");

@@ -1,13 +1,21 @@
 #include "query.h"
 
 #include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
 
+/*
+ * One query file. Several may share one compiled TSQuery (oeap_query_new_many):
+ * then this one is the patterns [first, end) of it, and `refs` counts the
+ * oeap_query values sharing `q`.
+ */
 struct oeap_query {
 	TSQuery *q;
+	uint32_t first, end;
+	unsigned *refs;
 	char what[256];
 };
 
@@ -40,6 +48,8 @@ int oeap_query_new(const char *source, size_t len, const char *what, oeap_query 
 		                 query_error_name(qe), off);
 	}
 	snprintf(q->what, sizeof(q->what), "%s", what);
+	q->first = 0;
+	q->end = ts_query_pattern_count(q->q);
 	/* Refuse predicates we would silently ignore. */
 	for (uint32_t p = 0; p < ts_query_pattern_count(q->q); p++) {
 		uint32_t nsteps = 0;
@@ -63,23 +73,128 @@ int oeap_query_new(const char *source, size_t len, const char *what, oeap_query 
 	return 0;
 }
 
+/* 1 when every predicate of pattern p is one that predicate_holds() evaluates. */
+static int predicates_supported(const TSQuery *tq, uint32_t p)
+{
+	uint32_t nsteps = 0;
+	const TSQueryPredicateStep *st = ts_query_predicates_for_pattern(tq, p, &nsteps);
+	for (uint32_t i = 0; i < nsteps; i++) {
+		if (i > 0 && st[i - 1].type != TSQueryPredicateStepTypeDone)
+			continue;
+		uint32_t l;
+		const char *name = ts_query_string_value_for_id(tq, st[i].value_id, &l);
+		if (strcmp(name, "eq?") && strcmp(name, "not-eq?") && strcmp(name, "match?") && strcmp(name, "not-match?"))
+			return 0;
+	}
+	return 1;
+}
+
+/* Written after each source in oeap_query_new_many(): a pattern that must
+ * start exactly where it is written, which it does only when the source
+ * before it closed every parenthesis, bracket and string it opened. Not a
+ * wildcard: tree-sitter 0.24's ts_query_disable_pattern() leaves the count of
+ * wildcard-rooted patterns as it was, and the cursor would then take other
+ * patterns for wildcards. An ERROR node never matches in a file we accept. */
+static const char SEPARATOR[] = "\n(ERROR)\n";
+
+int oeap_query_new_many(const char *const *sources, const size_t *lens, const char *const *whats, size_t n,
+                        oeap_query **out)
+{
+	int error = -1;
+	size_t total = 0;
+	size_t *sep = NULL;
+	char *all = NULL;
+	TSQuery *tq = NULL;
+	unsigned *refs = NULL;
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = NULL;
+	for (size_t i = 0; i < n; i++)
+		total += lens[i] + sizeof(SEPARATOR) - 1;
+	if (!n || total > UINT32_MAX || !(sep = calloc(n, sizeof(*sep))) || !(all = malloc(total)) ||
+	    !(refs = malloc(sizeof(*refs))))
+		goto done;
+	for (size_t i = 0, at = 0; i < n; i++) {
+		memcpy(all + at, sources[i], lens[i]);
+		at += lens[i];
+		memcpy(all + at, SEPARATOR, sizeof(SEPARATOR) - 1);
+		sep[i] = at + 1; /* its '(' */
+		at += sizeof(SEPARATOR) - 1;
+	}
+	uint32_t off = 0;
+	TSQueryError qe = TSQueryErrorNone;
+	if (!(tq = ts_query_new(tree_sitter_python(), all, (uint32_t)total, &off, &qe)))
+		goto done;
+	/* Source i's patterns are those before separator i, which must start a
+	 * pattern of its own exactly where it was written: else source i left
+	 * something open that only the text after it closed, and the sources
+	 * compile together but not each alone. The separators are disabled:
+	 * they never match. */
+	uint32_t npat = ts_query_pattern_count(tq), p = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!(out[i] = calloc(1, sizeof(**out))))
+			goto done;
+		out[i]->q = tq;
+		out[i]->refs = refs;
+		out[i]->first = p;
+		snprintf(out[i]->what, sizeof(out[i]->what), "%s", whats[i]);
+		for (; p < npat && ts_query_start_byte_for_pattern(tq, p) < sep[i]; p++)
+			if (!predicates_supported(tq, p))
+				goto done;
+		out[i]->end = p;
+		if (p == npat || ts_query_start_byte_for_pattern(tq, p) != sep[i])
+			goto done;
+		ts_query_disable_pattern(tq, p++);
+	}
+	if (p != npat)
+		goto done;
+	*refs = (unsigned)n;
+	error = 0;
+done:
+	if (error) {
+		for (size_t i = 0; i < n; i++) {
+			free(out[i]);
+			out[i] = NULL;
+		}
+		if (tq)
+			ts_query_delete(tq);
+		free(refs);
+	}
+	free(all);
+	free(sep);
+	return error;
+}
+
 void oeap_query_free(oeap_query *q)
 {
 	if (!q)
 		return;
-	if (q->q)
+	if (q->q && (!q->refs || --*q->refs == 0)) {
 		ts_query_delete(q->q);
+		free(q->refs);
+	}
 	free(q);
+}
+
+/* The id of the capture named `capture` that one of q's own patterns uses
+ * (UINT32_MAX when none). */
+static uint32_t capture_id(const oeap_query *q, const char *capture)
+{
+	for (uint32_t i = 0; i < ts_query_capture_count(q->q); i++) {
+		uint32_t l;
+		if (strcmp(ts_query_capture_name_for_id(q->q, i, &l), capture) != 0)
+			continue;
+		for (uint32_t p = q->first; p < q->end; p++)
+			if (ts_query_capture_quantifier_for_id(q->q, p, i) != TSQuantifierZero)
+				return i;
+		return UINT32_MAX;
+	}
+	return UINT32_MAX;
 }
 
 int oeap_query_has_capture(const oeap_query *q, const char *capture)
 {
-	for (uint32_t i = 0; i < ts_query_capture_count(q->q); i++) {
-		uint32_t l;
-		if (strcmp(ts_query_capture_name_for_id(q->q, i, &l), capture) == 0)
-			return 1;
-	}
-	return 0;
+	return capture_id(q, capture) != UINT32_MAX;
 }
 
 /* The text of the first node captured as `id` in the match (NULL when none). */
@@ -175,14 +290,8 @@ int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
 
 	*nodes = NULL;
 	*count = 0;
-	for (uint32_t i = 0; i < ts_query_capture_count(q->q); i++) {
-		uint32_t l;
-		const char *name = ts_query_capture_name_for_id(q->q, i, &l);
-		if (strcmp(name, capture) == 0)
-			cap_id = i;
-		if (strcmp(name, "in") == 0)
-			in_id = i;
-	}
+	cap_id = capture_id(q, capture);
+	in_id = capture_id(q, "in");
 	if (cap_id == UINT32_MAX)
 		return oeap_fail(err, OEAP_ERR_DEFINITION, q->what, 0, "the query has no capture @%s", capture);
 	if (!(cur = ts_query_cursor_new())) {
@@ -201,8 +310,21 @@ int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
 	if (in_id != UINT32_MAX)
 		ts_query_cursor_set_byte_range(cur, ts_node_start_byte(scope), ts_node_start_byte(scope) + 1);
 	ts_query_cursor_exec(cur, q->q, scope);
+	/* With an @in capture, a match counts only when its @in node is `scope`
+	 * itself. The cursor sees only `scope` and the nodes below it, and a
+	 * pattern's captures are its root or nodes below that root: a match
+	 * whose @in is `scope` starts at `scope`, at depth 0. Matches starting
+	 * deeper could never count, so the cursor need not look for them; it
+	 * still descends as far as the patterns started at `scope` reach. On a
+	 * module-scoped anchor that is the module's top-level statements instead
+	 * of every node of the file (docs/performance.md). */
+	if (in_id != UINT32_MAX)
+		ts_query_cursor_set_max_start_depth(cur, 0);
 	TSQueryMatch m;
 	while (ts_query_cursor_next_match(cur, &m)) {
+		/* a pattern of another query compiled with this one */
+		if (m.pattern_index < q->first || m.pattern_index >= q->end)
+			continue;
 		int r = match_holds(q, src, &m, err);
 		if (r < 0) {
 			error = -1;

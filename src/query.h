@@ -16,9 +16,22 @@ typedef struct oeap_query oeap_query;
 /* Compiles `source` (what = a name for messages, such as the file path). */
 int oeap_query_new(const char *source, size_t len, const char *what, oeap_query **out,
                    oeap_error *err);
+/*
+ * Compiles n query sources (whats[i] names sources[i]) as one tree-sitter
+ * query that the n oeap_query values share: compiling costs about as much
+ * per query whatever its size (the runtime analyses the grammar for each),
+ * so one compile of a definition's queries costs much less than one each
+ * (docs/performance.md). out[i] behaves exactly as oeap_query_new() of
+ * sources[i] alone: its own patterns, captures and matches. Returns -1 (every
+ * out[i] NULL) when they do not compile that way (a bad query, a pattern
+ * spanning two sources, an unsupported predicate, no memory), with no error
+ * message: the caller compiles each with oeap_query_new() for the exact one.
+ */
+int oeap_query_new_many(const char *const *sources, const size_t *lens, const char *const *whats, size_t n,
+                        oeap_query **out);
 void oeap_query_free(oeap_query *q);
 
-/* 1 when the query defines a capture named `capture`. */
+/* 1 when one of the query's patterns has a capture named `capture`. */
 int oeap_query_has_capture(const oeap_query *q, const char *capture);
 
 /*

@@ -438,6 +438,21 @@ static void test_query_syntax_error(void **state)
 	assert_non_null(strstr(err.message, "syntax error"));
 }
 
+/*
+ * The definition's query files are compiled as one query (patchdef.c), but
+ * each must compile alone: here routing_chain.scm leaves a parenthesis open
+ * that binds_pair.scm, compiled after it, closes. Together they form valid
+ * patterns; the definition must still be refused, naming routing_chain.scm.
+ */
+static void test_query_compiles_only_with_the_next(void **state)
+{
+	fixture *f = *state;
+	put(f, "anchors/routing_chain.scm", "((function_definition body: (block (if_statement) @chain)) @in\n");
+	put(f, "anchors/binds_pair.scm", ")\n((assignment) @match)\n((augmented_assignment) @match)\n");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "anchors/routing_chain.scm", "does not compile", -1);
+}
+
 static void test_query_lacks_capture(void **state)
 {
 	fixture *f = *state;
@@ -671,6 +686,7 @@ int main(void)
 		T(test_missing_template),
 		T(test_missing_query_file),
 		T(test_query_syntax_error),
+		T(test_query_compiles_only_with_the_next),
 		T(test_query_lacks_capture),
 		T(test_contains_without_match),
 		T(test_in_undefined_anchor),

@@ -294,6 +294,119 @@ static void test_in_function(void **state)
 	expect_starts(NESTED, q, "st", NULL, 0, NULL, 0);
 }
 
+/*
+ * A query with @in only looks for matches that start at the scope (query.c
+ * stops the cursor's search for pattern roots there), but its patterns still
+ * reach as deep as they are written: through a decorator, an if and a with
+ * below the scope. Without @in the same pattern starts at any depth.
+ */
+static void test_in_deep_pattern(void **state)
+{
+	(void)state;
+	/* offsets:  0 "@d\n", 3 "def f():\n", 12 "    if a:\n", 22 "        with b:\n",
+	 *           38 "            x = 1\n", 56 "def g():\n", 65 "    if c:\n",
+	 *           75 "        with d:\n", 91 "            y = 2\n" */
+	static const char text[] = "@d\ndef f():\n    if a:\n        with b:\n            x = 1\n"
+	                           "def g():\n    if c:\n        with d:\n            y = 2\n";
+	static const char q[] =
+	    "((module (decorated_definition definition: (function_definition body: (block (if_statement "
+	    "consequence: (block (with_statement body: (block (expression_statement (assignment left: "
+	    "(identifier) @name)))))))))) @in)";
+	static const size_t f_only[] = {50};
+	expect_starts(text, q, "name", NULL, 0, f_only, 1);
+	/* Both functions' assignments from the module, and g's from g. */
+	static const char q2[] =
+	    "((module (function_definition body: (block (if_statement consequence: (block (with_statement "
+	    "body: (block (expression_statement (assignment left: (identifier) @name))))))))) @in)\n"
+	    "((function_definition body: (block (if_statement consequence: (block (with_statement "
+	    "body: (block (expression_statement (assignment left: (identifier) @name)))))))) @in)";
+	static const size_t from_module[] = {103};
+	expect_starts(text, q2, "name", NULL, 0, from_module, 1);
+	static const size_t from_g[] = {103};
+	expect_starts(text, q2, "name", "function_definition", 56, from_g, 1);
+	static const size_t from_f[] = {50};
+	expect_starts(text, q2, "name", "function_definition", 3, from_f, 1);
+	/* Without @in: the same shape wherever it starts (here, below the decorator). */
+	static const char q_any[] =
+	    "(function_definition body: (block (if_statement consequence: (block (with_statement "
+	    "body: (block (expression_statement (assignment left: (identifier) @name))))))))";
+	static const size_t any[] = {50, 103};
+	expect_starts(text, q_any, "name", NULL, 0, any, 2);
+}
+
+/*
+ * Queries compiled together (oeap_query_new_many) answer each for itself:
+ * its own patterns, captures and @in rule, as when compiled alone.
+ */
+static void test_many_each_its_own(void **state)
+{
+	(void)state;
+	/* offsets: 0 "x = 1\n", 6 "def f():\n", 15 "    y = 2\n" */
+	static const char text[] = "x = 1\ndef f():\n    y = 2\n";
+	const char *srcs[] = {"((module (expression_statement) @s) @in) ; top-level only",
+	                      "(expression_statement) @s\n(identifier) @id", "((function_definition) @fn)"};
+	const char *whats[] = {"a.scm", "b.scm", "c.scm"};
+	size_t lens[] = {strlen(srcs[0]), strlen(srcs[1]), strlen(srcs[2])};
+	oeap_query *qs[3];
+	assert_int_equal(oeap_query_new_many(srcs, lens, whats, 3, qs), 0);
+	assert_true(oeap_query_has_capture(qs[0], "s"));
+	assert_true(oeap_query_has_capture(qs[0], "in"));
+	assert_false(oeap_query_has_capture(qs[0], "id"));
+	assert_false(oeap_query_has_capture(qs[1], "in"));
+	assert_true(oeap_query_has_capture(qs[1], "id"));
+	assert_false(oeap_query_has_capture(qs[2], "s"));
+	pysource *src = parse(text);
+	TSNode *nodes = NULL;
+	size_t n = 0;
+	oeap_error err;
+	oeap_error_clear(&err);
+	/* a.scm: @in is the module, so only x = 1 */
+	assert_int_equal(oeap_query_collect(qs[0], src, pysource_root(src), "s", &nodes, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(pysource_start(src, nodes[0]), 0);
+	free(nodes);
+	/* b.scm has no @in of its own: every statement, at any depth */
+	assert_int_equal(oeap_query_collect(qs[1], src, pysource_root(src), "s", &nodes, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(pysource_start(src, nodes[0]), 0);
+	assert_int_equal(pysource_start(src, nodes[1]), 19);
+	free(nodes);
+	/* c.scm cannot collect a.scm's capture */
+	nodes = NULL;
+	assert_int_equal(oeap_query_collect(qs[2], src, pysource_root(src), "s", &nodes, &n, &err), -1);
+	assert_null(nodes);
+	assert_int_equal(oeap_query_collect(qs[2], src, pysource_root(src), "fn", &nodes, &n, &err), 0);
+	assert_int_equal(n, 1);
+	free(nodes);
+	pysource_free(src);
+	/* freed in any order: the shared query goes with the last */
+	oeap_query_free(qs[1]);
+	oeap_query_free(qs[0]);
+	oeap_query_free(qs[2]);
+}
+
+/* Sources that compile only together are refused, as each alone would be. */
+static void test_many_refuses_what_compiles_only_together(void **state)
+{
+	(void)state;
+	/* The first leaves a parenthesis open that the second closes. */
+	const char *srcs[] = {"((identifier) @x", "(#eq? @x \"a\")) (call) @y"};
+	const char *whats[] = {"a.scm", "b.scm"};
+	size_t lens[] = {strlen(srcs[0]), strlen(srcs[1])};
+	oeap_query *qs[2] = {(oeap_query *)1, (oeap_query *)1};
+	assert_int_equal(oeap_query_new_many(srcs, lens, whats, 2, qs), -1);
+	assert_null(qs[0]);
+	assert_null(qs[1]);
+	refused(srcs[0]);
+	/* An unsupported predicate, an unknown node type: refused too (the caller names them). */
+	const char *bad[] = {"(identifier) @x", "((identifier) @x (#set! @x \"a\"))"};
+	size_t blens[] = {strlen(bad[0]), strlen(bad[1])};
+	assert_int_equal(oeap_query_new_many(bad, blens, whats, 2, qs), -1);
+	const char *broken[] = {"(identifier) @x", "(nonsense_node) @x"};
+	size_t brlens[] = {strlen(broken[0]), strlen(broken[1])};
+	assert_int_equal(oeap_query_new_many(broken, brlens, whats, 2, qs), -1);
+}
+
 static void test_source_order_and_dedup(void **state)
 {
 	(void)state;
@@ -529,6 +642,9 @@ int main(void)
 		cmocka_unit_test(test_predicate_arity),
 		cmocka_unit_test(test_in_module_level),
 		cmocka_unit_test(test_in_function),
+		cmocka_unit_test(test_in_deep_pattern),
+		cmocka_unit_test(test_many_each_its_own),
+		cmocka_unit_test(test_many_refuses_what_compiles_only_together),
 		cmocka_unit_test(test_source_order_and_dedup),
 		cmocka_unit_test(test_in_scope_walk_finds_what_the_full_walk_finds),
 		cmocka_unit_test(test_collect_with_bom),
