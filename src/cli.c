@@ -698,9 +698,11 @@ void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 	if (cli->python)
 		/* paths by the quoting rule: "s" would drop the whole object for one byte that is not UTF-8 */
 		json_object_set_new(j, "python",
-		                    json_pack("{s:o,s:o,s:o,s:o}", "given", oeap_json_str(cli->python), "executable",
+		                    json_pack("{s:o,s:o,s:o,s:o,s:b}", "given", oeap_json_str(cli->python), "executable",
 		                              oeap_json_str(cli->python_exe), "version", oeap_json_str(cli->python_version),
-		                              "package", oeap_json_str(cli->python_package)));
+		                              "package", oeap_json_str(cli->python_package),
+		                              /* true: not given, the venv default (the wheel's entry) */
+		                              "default", cli->python_default));
 }
 
 const char *oeap_cli_apply_hint(const oeap_cli *cli)

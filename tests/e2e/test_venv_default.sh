@@ -63,10 +63,13 @@ has "verify names the venv's file" "target $SITE/$I"
 expect "status" 0 entry status
 expect "status --json" 0 entry status --json
 has "--json names the venv's root" "\"root\": \"$SITE\""
+has "--json says the interpreter is the default" "\"default\": true"
 expect "-C . chooses the checkout: not applied there" 1 entry -C . status
 has "status -C . names the checkout" "oeapatch apply -C $C\`"
 expect "--python chooses too" 0 entry --python "$WORK/venv/bin/python-entry" status
 if grep -q "the environment oeapatch is installed in" <<<"$out"; then bad "--python given, yet it says the default"; else ok "--python given: no default line"; fi
+expect "--python --json" 0 entry --python "$WORK/venv/bin/python-entry" status --json
+has "--json: a given interpreter is not the default" "\"default\": false"
 if [ -s "$WORK/child-saw" ] && ! grep -qv '^unset$' "$WORK/child-saw"; then
 	ok "the interpreter oeapatch ran never saw OEAPATCH_ENTRY_PYTHON"
 else bad "OEAPATCH_ENTRY_PYTHON reached the interpreter" "$(cat "$WORK/child-saw" 2>/dev/null)"; fi
