@@ -298,17 +298,6 @@ int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, q->what, 0, "out of memory");
 		goto done;
 	}
-	/* With @in, only a match whose root is the scope itself counts. The
-	 * cursor starts matches only at nodes inside its byte range, and goes
-	 * down into a node outside it only while a match begun above needs what
-	 * lies below: a range of the scope's first byte starts the matches at
-	 * the scope (and at the first nodes below it, which the @in test drops)
-	 * and keeps the cursor out of every subtree no pattern reaches into, such
-	 * as the bodies of all the other functions of a module. The same matches
-	 * with @in == scope come back; the walk over the whole module was 40% of
-	 * a `check` over a history (docs/performance.md). */
-	if (in_id != UINT32_MAX)
-		ts_query_cursor_set_byte_range(cur, ts_node_start_byte(scope), ts_node_start_byte(scope) + 1);
 	ts_query_cursor_exec(cur, q->q, scope);
 	/* With an @in capture, a match counts only when its @in node is `scope`
 	 * itself. The cursor sees only `scope` and the nodes below it, and a
