@@ -65,8 +65,9 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 		}
 		if (n == 0) {
 			free(nodes);
-			return oeap_fail(err, OEAP_ERR_ANCHOR, where, 0, "not found: %s is not in %s", a->describe,
-			                 scope_what);
+			/* The definition's word on why (e.g. an era it does not support) ends the message. */
+			return oeap_fail(err, OEAP_ERR_ANCHOR, where, 0, "not found: %s is not in %s%s%s", a->describe,
+			                 scope_what, a->unmatched ? ": " : "", a->unmatched ? a->unmatched : "");
 		}
 		if (n > 1 && !a->pick_last) {
 			char lines[256];

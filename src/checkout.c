@@ -350,6 +350,7 @@ static int revs_push(git_repository *repo, oeap_revs *revs, const git_commit *c,
 	struct tm tm;
 	if (gmtime_r(&t, &tm))
 		strftime(r->date, sizeof(r->date), "%Y-%m-%d", &tm);
+	r->time = git_commit_time(c);
 	const char *summary = git_commit_summary((git_commit *)c);
 	r->subject = dup_str(summary ? summary : "");
 	r->path = dup_str(path);
@@ -615,6 +616,177 @@ done:
 	git_revwalk_free(walk);
 	oid_map_free(&paths);
 	pool_free(&pool);
+	return error;
+}
+
+/* The index in `paths` of the first alternative `commit`'s tree holds; -1 when none, -2 on error. */
+static int first_alt(git_repository *repo, const git_oid *commit, char *const *paths, git_oid *blob,
+                     oeap_error *err)
+{
+	git_commit *c = NULL;
+	git_tree *tree = NULL;
+	int found = -1;
+	if (git_commit_lookup(&c, repo, commit) || git_commit_tree(&tree, c)) {
+		git_commit_free(c);
+		oeap_git_fail(err, "check", "cannot read a commit's tree");
+		return -2;
+	}
+	for (int i = 0; paths[i] && found == -1; i++) {
+		int rc = tree_blob(tree, paths[i], blob, err);
+		if (rc < 0)
+			found = -2;
+		else if (rc == 0)
+			found = i;
+	}
+	git_tree_free(tree);
+	git_commit_free(c);
+	return found;
+}
+
+char *oeap_commit_target(const git_commit *commit, const char *prefix, const char *sep, char *const *alts,
+                         const char *fallback)
+{
+	git_tree *tree = NULL;
+	const char *pick = fallback;
+	oeap_error ignore;
+	char *path = NULL;
+	oeap_error_clear(&ignore);
+	if (git_commit_tree(&tree, commit) == 0)
+		for (size_t i = 0; alts && alts[i] && pick == fallback; i++) {
+			git_oid id;
+			free(path);
+			if (!(path = malloc(strlen(prefix) + strlen(sep) + strlen(alts[i]) + 1)))
+				break;
+			sprintf(path, "%s%s%s", prefix, sep, alts[i]);
+			if (tree_blob(tree, path, &id, &ignore) == 0)
+				pick = alts[i];
+		}
+	git_error_clear();
+	git_tree_free(tree);
+	free(path);
+	if (!(path = malloc(strlen(prefix) + strlen(sep) + strlen(pick) + 1)))
+		return NULL;
+	sprintf(path, "%s%s%s", prefix, sep, pick);
+	return path;
+}
+
+typedef struct alt_rev {
+	oeap_rev rev;
+	size_t walk, index; /* which alternative's walk found it, and where: the tie-breaks */
+} alt_rev;
+
+static int alt_rev_cmp(const void *a, const void *b)
+{
+	const alt_rev *x = a, *y = b;
+	if (x->rev.time != y->rev.time)
+		return x->rev.time > y->rev.time ? -1 : 1; /* newest first, as one walk lists them */
+	if (x->walk != y->walk)
+		return x->walk < y->walk ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static void rev_free(oeap_rev *r)
+{
+	free(r->subject);
+	free(r->path);
+	free(r->renamed_from);
+}
+
+int oeap_revs_add_alts(git_repository *repo, const char *spec, char *const *paths, size_t max, oeap_revs *revs,
+                       size_t *selected, oeap_error *err)
+{
+	if (!paths[1])
+		return oeap_revs_add_counted(repo, spec, paths[0], max, revs, selected, err);
+	if (selected)
+		*selected = 0;
+	if (spec && !strstr(spec, "..")) {
+		git_commit *c = NULL;
+		git_oid blob;
+		if (oeap_resolve_commit(repo, spec, &c, err))
+			return -1;
+		int k = first_alt(repo, git_commit_id(c), paths, &blob, err);
+		git_commit_free(c);
+		if (k == -2)
+			return -1;
+		if (selected)
+			*selected = 1;
+		return add_named(repo, spec, paths[k < 0 ? 0 : k], revs, err);
+	}
+	int error = 0;
+	alt_rev *all = NULL;
+	size_t n = 0, cap = 0;
+	oeap_revs one = {0};
+	/* One walk per alternative (each follows its file through renames as a
+	 * single target's walk does), then one list in history order. */
+	for (size_t w = 0; paths[w] && !error; w++) {
+		memset(&one, 0, sizeof(one));
+		if (oeap_revs_add_counted(repo, spec, paths[w], 0, &one, NULL, err)) {
+			error = -1;
+			break;
+		}
+		size_t i = 0;
+		for (; i < one.n; i++) {
+			oeap_rev *r = &one.items[i];
+			git_oid blob;
+			int k = first_alt(repo, &r->commit, paths, &blob, err), dup = 0;
+			if (k == -2) {
+				error = -1;
+				break;
+			}
+			for (size_t j = 0; j < n && !dup; j++)
+				dup = git_oid_equal(&all[j].rev.commit, &r->commit);
+			/* A preferred alternative exists there: that is the target, and
+			 * this walk's file is not (its own walk lists the commit if it
+			 * touched the target). */
+			if (dup || (k >= 0 && (size_t)k < w)) {
+				rev_free(r);
+				continue;
+			}
+			if (n == cap) {
+				alt_rev *grown = realloc(all, (cap = cap ? cap * 2 : 32) * sizeof(*grown));
+				if (!grown) {
+					error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+					break;
+				}
+				all = grown;
+			}
+			all[n].rev = *r;
+			all[n].walk = w;
+			all[n].index = i;
+			n++;
+		}
+		/* Stopped by an error at i: the entries before were moved into `all` or freed. */
+		for (; i < one.n; i++)
+			rev_free(&one.items[i]);
+		free(one.items);
+	}
+	if (!error && n)
+		qsort(all, n, sizeof(*all), alt_rev_cmp);
+	size_t i = 0;
+	for (; i < n && !error; i++) {
+		if (max && i >= max)
+			break;
+		if (selected)
+			++*selected;
+		if (revs_has(revs, &all[i].rev.commit)) {
+			rev_free(&all[i].rev);
+			continue;
+		}
+		if (revs->n == revs->cap) {
+			size_t c2 = revs->cap ? revs->cap * 2 : 32;
+			oeap_rev *grown = realloc(revs->items, c2 * sizeof(*grown));
+			if (!grown) {
+				error = oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+				break;
+			}
+			revs->items = grown;
+			revs->cap = c2;
+		}
+		revs->items[revs->n++] = all[i].rev;
+	}
+	for (; i < n; i++)
+		rev_free(&all[i].rev);
+	free(all);
 	return error;
 }
 
@@ -911,6 +1083,7 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 	 * revision (its neighbour in the walk) is parsed from its tree. */
 	pysource *prev = NULL;
 	char *prev_data = NULL;
+	const char *prev_path = NULL;
 	for (size_t i = 0; i < revs->n; i++) {
 		const oeap_rev *r = &revs->items[i];
 		oeap_check_result *res = &results[i];
@@ -933,6 +1106,15 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 		}
 		pysource *src = NULL;
 		double t0 = now_seconds();
+		/* Another file (the target moved between alternatives): nothing of
+		 * the last tree is worth reusing, a parse from scratch is cheaper
+		 * than diffing two unrelated texts. */
+		if (prev && prev_path && strcmp(prev_path, r->path) != 0) {
+			pysource_free(prev);
+			free(prev_data);
+			prev = NULL;
+			prev_data = NULL;
+		}
 		int rc = parse_from(prev, data, len, &src);
 		if (!rc)
 			rc = check_parsed(def, data, len, r->path, src, res);
@@ -942,6 +1124,7 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 			free(prev_data);
 			prev = src;
 			prev_data = data;
+			prev_path = r->path;
 		} else {
 			free(data);
 		}

@@ -68,6 +68,7 @@ typedef struct oeap_rev {
 	oeap_rev_kind kind;
 	int has_blob;        /* 0: no file at `path` in this commit */
 	git_oid blob;
+	git_time_t time;     /* committer time: orders revisions gathered by several walks */
 } oeap_rev;
 
 typedef struct oeap_revs {
@@ -99,6 +100,28 @@ void oeap_revs_free(oeap_revs *revs);
  */
 int oeap_revs_add_counted(git_repository *repo, const char *spec, const char *path, size_t max, oeap_revs *revs,
                           size_t *selected, oeap_error *err);
+
+/*
+ * oeap_revs_add_counted() for a target with alternatives (`paths`,
+ * NULL-terminated, in order of preference): each revision's target is the
+ * first alternative its tree holds. REV: that alternative (the first path
+ * when it holds none). A walk: the commits that touched any alternative,
+ * each kept only when no alternative preferred to the one it touched exists
+ * in its tree (a change to a file the definition does not take there is no
+ * change to the target), newest first by committer time. One path: exactly
+ * oeap_revs_add_counted().
+ */
+int oeap_revs_add_alts(git_repository *repo, const char *spec, char *const *paths, size_t max, oeap_revs *revs,
+                       size_t *selected, oeap_error *err);
+
+/*
+ * The target's path in `commit`: `prefix` + `sep` + the first of `alts`
+ * (NULL-terminated) that its tree holds, else + `fallback` (the work tree's
+ * choice, so that "no such file" names what the user expects). NULL when
+ * memory ran out. Caller frees.
+ */
+char *oeap_commit_target(const git_commit *commit, const char *prefix, const char *sep, char *const *alts,
+                         const char *fallback);
 
 /* Why the range `spec` selects no commit that touched `path`: the same
  * commit at both ends, reversed, its end lacks the file, or none touched it.

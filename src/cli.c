@@ -1,7 +1,9 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <git2.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "binding.h"
+#include "checkout.h"
 #include "fsio.h"
 #include "quote.h"
 
@@ -200,7 +203,8 @@ static void take_common(oeap_cli *cli, const common_opts *o)
 {
 	cli->dir = o->dir;
 	cli->python = o->python;
-	cli->patch = o->patch ? o->patch : "sglang-oea";
+	cli->patch = o->patch; /* NULL: detected (oeap_cli_open) */
+	cli->patch_given = o->patch != NULL;
 	cli->json = o->json;
 	cli->quiet = o->quiet;
 }
@@ -395,6 +399,16 @@ static int exists_at(const char *dir, const char *rel, struct stat *st)
 	return stat(path, st) == 0;
 }
 
+/* The first of the alternatives `alts` (NULL-terminated, may be NULL) that
+ * exists under `dir`, or NULL: the definition's order of preference. */
+static const char *first_existing(const char *dir, char *const *alts, struct stat *st)
+{
+	for (size_t i = 0; alts && alts[i]; i++)
+		if (exists_at(dir, alts[i], st))
+			return alts[i];
+	return NULL;
+}
+
 /* Cuts the last component off an absolute path; 0 when it was "/". */
 static int to_parent(char *dir)
 {
@@ -416,26 +430,31 @@ static int to_parent(char *dir)
  * site-packages, and so does an editable install): messages and git paths
  * are then the checkout's.
  */
-static int find_root(const oeap_patchdef *def, const char *start, char **root, oeap_layout *layout)
+static int find_root(const oeap_patchdef *def, const char *start, char **root, oeap_layout *layout,
+                     const char **rel)
 {
 	char *dir = strdup(start);
 	struct stat st, inst;
+	const char *t;
 	*root = NULL;
 	*layout = OEAP_LAYOUT_NONE;
+	*rel = def->target;
 	if (!dir)
 		return -1;
 	do {
-		if (exists_at(dir, def->target, &st)) {
+		if ((t = first_existing(dir, def->targets, &st))) {
 			if (*layout == OEAP_LAYOUT_INSTALLED && (st.st_dev != inst.st_dev || st.st_ino != inst.st_ino))
 				continue; /* another file: the installed one found first stands */
 			free(*root);
 			*root = strdup(dir);
 			*layout = OEAP_LAYOUT_CHECKOUT;
+			*rel = t;
 			break;
 		}
-		if (*layout == OEAP_LAYOUT_NONE && def->installed_target && exists_at(dir, def->installed_target, &inst)) {
+		if (*layout == OEAP_LAYOUT_NONE && (t = first_existing(dir, def->installed_targets, &inst))) {
 			*root = strdup(dir);
 			*layout = OEAP_LAYOUT_INSTALLED;
+			*rel = t;
 			if (!*root)
 				break;
 		}
@@ -461,33 +480,33 @@ static int package_name(const oeap_patchdef *def, char *out, size_t cap)
 }
 
 /*
- * --python: asks the interpreter where it would import the package from
+ * --python: asks the interpreter where it would import each of `pkgs` from
  * (importlib's find_spec locates a top-level package without importing it,
- * so neither torch nor a GPU is needed) and returns the folder that holds it.
+ * so neither torch nor a GPU is needed), in one start whatever their number
+ * (a Python start-up is most of what a command costs: docs/performance.md).
+ * locs[i] gets the package's folder, or "" when the interpreter does not
+ * import it; the interpreter's path and version go to cli. Returns 0, or -1
+ * with err filled when the interpreter cannot answer.
  */
-static int python_root(oeap_cli *cli, char **out, oeap_error *err)
+static int python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*locs)[PATH_MAX + 2], oeap_error *err)
 {
-	/* Three lines back: the package's folder, the interpreter's own path
-	 * and its version, so the user sees which Python and which file. */
+	/* The interpreter's own path and version first, so the user sees which
+	 * Python and which file; then one line per package (empty: none). */
 	static const char script[] =
 		"import importlib.util, os, platform, sys\n"
-		"s = importlib.util.find_spec(sys.argv[1])\n"
-		"if s is None:\n"
-		"    sys.exit(3)\n"
-		"locs = list(s.submodule_search_locations or [])\n"
-		"print(locs[0] if locs else os.path.dirname(s.origin))\n"
 		"print(sys.executable)\n"
-		"print(platform.python_version())\n";
-	char pkg[128], line[PATH_MAX + 2], exe[PATH_MAX + 2], version[64];
+		"print(platform.python_version())\n"
+		"for name in sys.argv[1:]:\n"
+		"    s = importlib.util.find_spec(name)\n"
+		"    locs = list(s.submodule_search_locations or []) if s else []\n"
+		"    print(locs[0] if locs else os.path.dirname(s.origin) if s and s.origin else '')\n";
+	char exe[PATH_MAX + 2], version[64], *args[40];
 	int fds[2] = {-1, -1}, status = 0, error = 0;
+	size_t got = 0;
 	pid_t pid = -1;
 	FILE *f = NULL;
-	*out = NULL;
-	if (package_name(cli->def, pkg, sizeof(pkg)))
-		return oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
-		                 "the patch definition %s states no installed_target: it cannot act on an installed "
-		                 "package",
-		                 cli->def->name);
+	if (n > sizeof(args) / sizeof(args[0]) - 5)
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "too many packages to ask for");
 	if (pipe(fds))
 		return oeap_fail(err, OEAP_ERR_IO, "--python", 0, "pipe: %s", strerror(errno));
 	fflush(NULL);
@@ -505,27 +524,33 @@ static int python_root(oeap_cli *cli, char **out, oeap_error *err)
 		 * would answer), and PYTHONPATH, PYTHONHOME and the caller's user
 		 * site-packages are the caller's, not the server's: the answer is the
 		 * interpreter's own installation, the same from wherever it is asked. */
-		char *args[] = {(char *)cli->python, (char *)"-I", (char *)"-c", (char *)script, pkg, NULL};
+		size_t k = 0;
+		args[k++] = (char *)cli->python;
+		args[k++] = (char *)"-I";
+		args[k++] = (char *)"-c";
+		args[k++] = (char *)script;
+		for (size_t i = 0; i < n; i++)
+			args[k++] = pkgs[i];
+		args[k] = NULL;
 		execvp(cli->python, args);
 		_exit(127);
 	}
 	close(fds[1]);
 	fds[1] = -1;
-	line[0] = exe[0] = version[0] = '\0';
+	exe[0] = version[0] = '\0';
 	if ((f = fdopen(fds[0], "r"))) {
 		fds[0] = -1;
-		if (!fgets(line, sizeof(line), f))
-			line[0] = '\0';
 		if (!fgets(exe, sizeof(exe), f))
 			exe[0] = '\0';
 		if (!fgets(version, sizeof(version), f))
 			version[0] = '\0';
+		for (; got < n && fgets(locs[got], sizeof(locs[got]), f); got++)
+			locs[got][strcspn(locs[got], "\n")] = '\0';
 		while (fgetc(f) != EOF)
 			; /* drain, so the child never blocks on a full pipe */
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	line[strcspn(line, "\n")] = '\0';
 	exe[strcspn(exe, "\n")] = '\0';
 	version[strcspn(version, "\n")] = '\0';
 	if (!WIFEXITED(status) || WEXITSTATUS(status) == 127) {
@@ -533,27 +558,13 @@ static int python_root(oeap_cli *cli, char **out, oeap_error *err)
 		                  cli->python);
 		goto done;
 	}
-	if (WEXITSTATUS(status) == 3) {
-		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
-		                  "%s%s does not import %s: install it there (pip install %s) or pass -C with its "
-		                  "checkout or site-packages folder (asked isolated, -I: neither the current folder, "
-		                  "PYTHONPATH nor the user's site-packages count)",
-		                  cli->python, cli->python_default ? " (the environment oeapatch is installed in: the "
-		                                                     "default without -C or --python)" : "",
-		                  pkg, pkg);
-		goto done;
-	}
-	if (WEXITSTATUS(status) != 0 || line[0] != '/') {
+	if (WEXITSTATUS(status) != 0 || got < n) {
 		error = oeap_fail(err, OEAP_ERR_USAGE, "--python", 0, "%s could not say where %s is (exit %d)",
-		                  cli->python, pkg, WEXITSTATUS(status));
+		                  cli->python, n ? pkgs[0] : "anything", WEXITSTATUS(status));
 		goto done;
 	}
 	snprintf(cli->python_exe, sizeof(cli->python_exe), "%s", exe[0] ? exe : cli->python);
 	snprintf(cli->python_version, sizeof(cli->python_version), "%s", version);
-	snprintf(cli->python_package, sizeof(cli->python_package), "%s", line);
-	/* The folder that holds the package is the root of the installed layout. */
-	if (!to_parent(line) || !(*out = strdup(line)))
-		error = oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "out of memory");
 done:
 	if (f)
 		fclose(f);
@@ -564,20 +575,276 @@ done:
 	return error;
 }
 
+/*
+ * --python for the definition chosen: the folder that holds the package
+ * that interpreter imports (the root of the installed layout). Detection
+ * asked already (cli->python_package set): its answer stands.
+ */
+static int python_root(oeap_cli *cli, char **out, oeap_error *err)
+{
+	char pkg[128], loc[1][PATH_MAX + 2];
+	char *pkgs[1] = {pkg};
+	*out = NULL;
+	if (package_name(cli->def, pkg, sizeof(pkg)))
+		return oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
+		                 "the patch definition %s states no installed_target: it cannot act on an installed "
+		                 "package",
+		                 cli->def->name);
+	if (cli->python_package[0])
+		snprintf(loc[0], sizeof(loc[0]), "%s", cli->python_package);
+	else if (python_ask(cli, pkgs, 1, loc, err))
+		return -1;
+	if (!loc[0][0])
+		return oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
+		                 "%s%s does not import %s: install it there (pip install %s) or pass -C with its "
+		                 "checkout or site-packages folder (asked isolated, -I: neither the current folder, "
+		                 "PYTHONPATH nor the user's site-packages count)",
+		                 cli->python, cli->python_default ? " (the environment oeapatch is installed in: the "
+		                                                    "default without -C or --python)" : "",
+		                 pkg, pkg);
+	if (loc[0][0] != '/')
+		return oeap_fail(err, OEAP_ERR_USAGE, "--python", 0, "%s could not say where %s is (exit %d)", cli->python,
+		                 pkg, 0);
+	snprintf(cli->python_package, sizeof(cli->python_package), "%.4095s", loc[0]);
+	/* The folder that holds the package is the root of the installed layout. */
+	if (!to_parent(loc[0]) || !(*out = strdup(loc[0])))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "out of memory");
+	return 0;
+}
+
+/* The alternatives after the first, as " or B or C" (empty for one path), for messages. */
+static const char *other_alternatives(char *const *alts)
+{
+	static char out[PATH_MAX * 2];
+	size_t n = 0;
+	out[0] = '\0';
+	for (size_t i = 1; alts && alts[i] && n < sizeof(out); i++)
+		n += (size_t)snprintf(out + n, sizeof(out) - n, " or %s", alts[i]);
+	return out;
+}
+
+/* The article before a framework's name, read as it is said: "an SGLang", "a vLLM"
+ * (a capital F H L M N R S X reads as a letter name, which starts with a vowel sound). */
+static const char *an_or_a(const char *name)
+{
+	return strchr("AEIOUaeiouFHLMNRSX", name[0]) && name[0] ? "an" : "a";
+}
+
 /* Where it looked and what -C takes: the not-found message. */
 static int not_found(const oeap_cli *cli, const char *start, oeap_error *err)
 {
+	char targets[PATH_MAX * 2];
+	const char *framework = cli->def->framework ? cli->def->framework : "SGLang"; /* the one before the key */
 	if (cli->python)
 		return oeap_fail(err, OEAP_ERR_IO, cli->def->installed_target, 0,
 		                 "not found in %s, where %s imports the package from", start, cli->python);
+	snprintf(targets, sizeof(targets), "%s", other_alternatives(cli->def->targets));
 	return oeap_fail(err, OEAP_ERR_IO, cli->def->target, 0,
-	                 "not found in %s or any folder above it%s%s%s: -C takes an SGLang source checkout, a "
+	                 "not found%s%s%s in %s or any folder above it%s%s%s%s: -C takes %s %s source checkout, a "
 	                 "site-packages folder that holds the installed package, or a folder inside either; "
 	                 "--python PATH (a virtual environment's bin/python) finds the package that interpreter "
 	                 "imports",
-	                 start, cli->def->installed_target ? " (nor " : "",
+	                 targets[0] ? " (nor " : "", targets[0] ? targets + 4 : "", targets[0] ? ")" : "", start,
+	                 cli->def->installed_target ? " (nor " : "",
 	                 cli->def->installed_target ? cli->def->installed_target : "",
-	                 cli->def->installed_target ? ", as installed)" : "");
+	                 other_alternatives(cli->def->installed_targets),
+	                 cli->def->installed_target ? ", as installed)" : "",
+	                 an_or_a(framework), framework);
+}
+
+/* "SGLang (sglang-oea: python/.../topk.py, installed sglang/.../topk.py)": a definition in messages. */
+static size_t describe_def(const oeap_patchdef *def, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "%s (%s: %s%s%s%s%s)", def->framework ? def->framework : def->name, def->name,
+	                 def->target, other_alternatives(def->targets), def->installed_target ? ", installed " : "",
+	                 def->installed_target ? def->installed_target : "", other_alternatives(def->installed_targets));
+	return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+/* HEAD's tree of the repository at `start` holds one of `def`'s targets (check and hook on a bare repository). */
+static int head_has_target(const char *start, const oeap_patchdef *def)
+{
+	git_repository *repo = NULL;
+	git_commit *c = NULL;
+	char *prefix = NULL;
+	oeap_error ignore;
+	int found = 0;
+	oeap_error_clear(&ignore);
+	if (oeap_repo_open(start, &repo, &prefix, &ignore) == 0 && oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0)
+		for (char *const *t = def->targets; *t && !found; t++) {
+			char *path = malloc(strlen(prefix) + strlen(*t) + 1);
+			git_oid id;
+			if (path) {
+				sprintf(path, "%s%s", prefix, *t);
+				found = oeap_commit_blob(repo, c, path, &id, NULL, NULL, &ignore) == 0;
+			}
+			free(path);
+		}
+	git_error_clear();
+	git_commit_free(c);
+	free(prefix);
+	git_repository_free(repo);
+	return found;
+}
+
+enum { DETECT_MAX = 32 };
+
+/*
+ * Without --patch (and without $OEAPATCH_PATCH_DIR, which names one
+ * definition): which bundled definition the directory is for. One bundled
+ * definition is simply taken (today's behaviour, its not-found message
+ * included). Else each whose target (a checkout) or installed_target (a
+ * site-packages folder) is found from -C upward is a candidate, and the
+ * nearest root wins, as git finds the nearest .git; --python: each whose
+ * package the interpreter imports and holds the installed target, all asked
+ * in one interpreter start. None, or two at the same root: refused, naming
+ * every definition looked for or both found, and --patch.
+ */
+static int detect(oeap_cli *cli, int need_target, oeap_error *err)
+{
+	char *folder = oeap_patchdef_bundle_dir(), **names = folder ? oeap_patchdef_list(folder) : NULL;
+	oeap_patchdef *defs[DETECT_MAX];
+	size_t n = 0, cand[DETECT_MAX], nc = 0, best = 0;
+	char *start = NULL, msg[4096];
+	char pkgs[DETECT_MAX][128], *pkgv[DETECT_MAX] = {0}, (*locs)[PATH_MAX + 2] = NULL;
+	int error = 0;
+	if (!names) {
+		error = oeap_fail(err, OEAP_ERR_USAGE, "--patch", 0,
+		                  "no patch definitions found (in the installed share/oeapatch/patches or the source "
+		                  "tree's patches/): --patch DIR names one");
+		goto done;
+	}
+	for (size_t i = 0; names[i] && n < DETECT_MAX; i++) {
+		char path[PATH_MAX * 2];
+		snprintf(path, sizeof(path), "%s/%s", folder, names[i]);
+		if (oeap_patchdef_load(path, &defs[n], err)) {
+			error = -1;
+			goto done;
+		}
+		n++;
+	}
+	if (n == 1) {
+		cand[nc++] = 0;
+		goto chosen;
+	}
+	if (cli->python) {
+		/* One question per package, however many definitions share it. */
+		size_t np = 0, at[DETECT_MAX];
+		if (!(locs = calloc(DETECT_MAX, sizeof(*locs)))) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, "oeapatch", 0, "out of memory");
+			goto done;
+		}
+		for (size_t i = 0; i < n; i++) {
+			char pkg[128];
+			at[i] = SIZE_MAX;
+			if (package_name(defs[i], pkg, sizeof(pkg)))
+				continue;
+			for (size_t k = 0; k < np && at[i] == SIZE_MAX; k++)
+				if (!strcmp(pkgs[k], pkg))
+					at[i] = k;
+			if (at[i] == SIZE_MAX) {
+				snprintf(pkgs[np], sizeof(pkgs[np]), "%s", pkg);
+				pkgv[np] = pkgs[np];
+				at[i] = np++;
+			}
+		}
+		if (python_ask(cli, pkgv, np, locs, err)) {
+			error = -1;
+			goto done;
+		}
+		for (size_t i = 0; i < n; i++) {
+			char parent[PATH_MAX + 2];
+			struct stat st;
+			if (at[i] == SIZE_MAX || locs[at[i]][0] != '/')
+				continue;
+			snprintf(parent, sizeof(parent), "%s", locs[at[i]]);
+			if (to_parent(parent) && first_existing(parent, defs[i]->installed_targets, &st))
+				cand[nc++] = i;
+		}
+	} else if ((start = realpath(cli->dir, NULL))) {
+		for (size_t i = 0; i < n; i++) {
+			char *root = NULL;
+			oeap_layout layout;
+			const char *rel;
+			if (find_root(defs[i], start, &root, &layout, &rel)) {
+				error = oeap_fail(err, OEAP_ERR_INTERNAL, "oeapatch", 0, "out of memory");
+				goto done;
+			}
+			if (layout != OEAP_LAYOUT_NONE) {
+				size_t depth = strlen(root);
+				if (depth > best)
+					nc = 0, best = depth;
+				if (depth == best)
+					cand[nc++] = i;
+			}
+			free(root);
+		}
+		/* check and hook on a bare repository: no work tree, HEAD's tree says. */
+		if (!nc && !need_target)
+			for (size_t i = 0; i < n; i++)
+				if (head_has_target(start, defs[i]))
+					cand[nc++] = i;
+	} else {
+		cand[nc++] = 0; /* a -C that is no folder: the open below says so */
+	}
+	if (nc == 0) {
+		size_t m = 0;
+		for (size_t i = 0; i < n && m < sizeof(msg) - 1; i++) {
+			m += (size_t)snprintf(msg + m, sizeof(msg) - m, "%s", i ? ", " : "");
+			if (m < sizeof(msg) - 1)
+				m += describe_def(defs[i], msg + m, sizeof(msg) - m);
+		}
+		if (cli->python)
+			error = oeap_fail(err, OEAP_ERR_IO, "--python", 0,
+			                  "%s imports no framework oeapatch has a definition for (looked for %s): install one "
+			                  "there, or pass -C with its checkout or site-packages folder",
+			                  cli->python, msg);
+		else
+			error = oeap_fail(err, OEAP_ERR_IO, start ? start : cli->dir, 0,
+			                  "no framework oeapatch has a definition for was found here or in any folder above "
+			                  "(looked for %s): -C takes a source checkout, a site-packages folder that holds the "
+			                  "installed package, or a folder inside either; --python PATH finds the package "
+			                  "that interpreter imports; --patch NAME|DIR picks a definition",
+			                  msg);
+		goto done;
+	}
+	if (nc > 1) {
+		size_t m = 0;
+		for (size_t i = 0; i < nc && m < sizeof(msg) - 1; i++) {
+			m += (size_t)snprintf(msg + m, sizeof(msg) - m, "%s", i ? (i + 1 == nc ? " and " : ", ") : "");
+			if (m < sizeof(msg) - 1)
+				m += describe_def(defs[cand[i]], msg + m, sizeof(msg) - m);
+		}
+		size_t h = 0;
+		char how[1024];
+		for (size_t i = 0; i < nc && h < sizeof(how) - 1; i++)
+			h += (size_t)snprintf(how + h, sizeof(how) - h, "%s--patch %s", i ? " or " : "", defs[cand[i]]->name);
+		error = oeap_fail(err, OEAP_ERR_USAGE, cli->python ? "--python" : start ? start : cli->dir, 0,
+		                  "%s holds more than one framework: %s; refusing to guess which to patch: %s picks one",
+		                  cli->python ? cli->python : "this folder", msg, how);
+		goto done;
+	}
+chosen:
+	cli->def = defs[cand[0]];
+	defs[cand[0]] = NULL;
+	cli->patch = cli->def->name;
+	if (cli->python && locs) {
+		/* The answer for the chosen package stands: no second interpreter start. */
+		char pkg[128];
+		for (size_t k = 0; k < DETECT_MAX && pkgv[k] && !package_name(cli->def, pkg, sizeof(pkg)); k++)
+			if (!strcmp(pkgv[k], pkg)) {
+				snprintf(cli->python_package, sizeof(cli->python_package), "%.4095s", locs[k]);
+				break;
+			}
+	}
+done:
+	for (size_t i = 0; i < n; i++)
+		oeap_patchdef_free(defs[i]);
+	oeap_patchdef_list_free(names);
+	free(folder);
+	free(start);
+	free(locs);
+	return error;
 }
 
 int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
@@ -585,6 +852,16 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 	struct stat st;
 	char *dir = NULL, *start = NULL, *from_python = NULL;
 	int error = 0;
+	const char *one = getenv("OEAPATCH_PATCH_DIR");
+	if (!cli->patch && !(one && *one)) {
+		if (detect(cli, need_target, err))
+			return -1;
+		goto loaded;
+	}
+	if (!cli->patch) {
+		cli->patch = "sglang-oea"; /* the name oeap_patchdef_locate ignores for $OEAPATCH_PATCH_DIR */
+		cli->patch_env = 1;
+	}
 	if (strchr(cli->patch, '/'))
 		dir = strdup(cli->patch);
 	else if (!(dir = oeap_patchdef_locate(cli->patch)))
@@ -595,6 +872,9 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 	free(dir);
 	if (rc)
 		return -1;
+	if (!cli->patch_given)
+		cli->patch = cli->def->name; /* $OEAPATCH_PATCH_DIR: what hints and hooks name */
+loaded:
 	cli->rel = cli->def->target;
 	if (cli->python && python_root(cli, &from_python, err))
 		return -1;
@@ -615,7 +895,7 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 	/* --python names the package that interpreter imports, nothing else:
 	 * without the target there, the upward search would find whatever
 	 * encloses site-packages (a checkout the venv lives in) and act on that. */
-	if (from_python && !exists_at(start, cli->def->installed_target, &st)) {
+	if (from_python && !first_existing(start, cli->def->installed_targets, &st)) {
 		error = oeap_fail(err, OEAP_ERR_IO, cli->def->installed_target, 0,
 		                  "not found in %s, where %s imports the package from: that %s has no such file (not "
 		                  "the version this patch is for, or a partial install); the folders around it are not "
@@ -623,12 +903,10 @@ int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 		                  start, cli->python, cli->python_package);
 		goto done;
 	}
-	if (find_root(cli->def, start, &cli->root, &cli->layout)) {
+	if (find_root(cli->def, start, &cli->root, &cli->layout, &cli->rel)) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "oeapatch", 0, "out of memory");
 		goto done;
 	}
-	if (cli->layout == OEAP_LAYOUT_INSTALLED)
-		cli->rel = cli->def->installed_target;
 	if (cli->layout == OEAP_LAYOUT_NONE) {
 		if (need_target) {
 			error = not_found(cli, start, err);
@@ -690,11 +968,25 @@ const char *oeap_cli_layout_name(const oeap_cli *cli)
 	return cli->layout == OEAP_LAYOUT_INSTALLED ? "installed" : "checkout";
 }
 
+void oeap_cli_json_definition(const oeap_cli *cli, json_t *j)
+{
+	if (!cli->def)
+		return;
+	json_object_set_new(j, "definition",
+	                    json_pack("{s:o,s:i,s:o,s:o,s:b}", "name", oeap_json_str(cli->def->name), "version",
+	                              cli->def->version, "framework",
+	                              cli->def->framework ? oeap_json_str(cli->def->framework) : json_null(), "dir",
+	                              oeap_json_str(cli->def->dir),
+	                              /* false: --patch or $OEAPATCH_PATCH_DIR named it */
+	                              "detected", !cli->patch_given && !cli->patch_env));
+}
+
 void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 {
 	json_object_set_new(j, "file", oeap_json_str(oeap_cli_target_rel(cli)));
 	json_object_set_new(j, "root", oeap_json_str(cli->root));
 	json_object_set_new(j, "layout", json_string(oeap_cli_layout_name(cli)));
+	oeap_cli_json_definition(cli, j);
 	if (cli->python)
 		/* paths by the quoting rule: "s" would drop the whole object for one byte that is not UTF-8 */
 		json_object_set_new(j, "python",
@@ -717,8 +1009,9 @@ const char *oeap_cli_apply_hint(const oeap_cli *cli)
 	} else {
 		oeap_shell_word(word, sizeof(word), cli->python ? cli->python : cli->root ? cli->root : cli->dir);
 	}
+	const char *patch = cli->patch ? cli->patch : "sglang-oea";
 	snprintf(hint, sizeof(hint), "oeapatch apply %s %s%s%s", cli->python ? "--python" : "-C", word,
-	         strcmp(cli->patch, "sglang-oea") ? " --patch " : "", strcmp(cli->patch, "sglang-oea") ? cli->patch : "");
+	         strcmp(patch, "sglang-oea") ? " --patch " : "", strcmp(patch, "sglang-oea") ? patch : "");
 	return hint;
 }
 

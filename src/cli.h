@@ -47,7 +47,9 @@ typedef struct oeap_cli {
 	const char *dir;
 	const char *python; /* --python: the interpreter whose package is the target */
 	int python_default; /* python is the wheel entry's interpreter (no -C, no --python) */
-	const char *patch;
+	const char *patch;  /* --patch as given; after oeap_cli_open the definition's name (detected or not) */
+	int patch_given;    /* --patch was given (else detected, or $OEAPATCH_PATCH_DIR) */
+	int patch_env;      /* $OEAPATCH_PATCH_DIR named the definition */
 	int json;
 	int quiet;
 	oeap_patchdef *def;
@@ -147,7 +149,12 @@ const char *oeap_cli_apply_hint(const oeap_cli *cli);
 /* "checkout" or "installed". */
 const char *oeap_cli_layout_name(const oeap_cli *cli);
 
-/* Adds the target's "file", "root" and "layout" members to `j`, the same in
+/* Adds the "definition" member: {name, version, framework (null when the
+ * definition states none), dir, detected (not named by --patch or
+ * $OEAPATCH_PATCH_DIR)}. */
+void oeap_cli_json_definition(const oeap_cli *cli, json_t *j);
+
+/* Adds the target's "file", "root", "layout" and "definition" members to `j`, the same in
  * every command that works on one target file. */
 void oeap_cli_json_target(const oeap_cli *cli, json_t *j);
 

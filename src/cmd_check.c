@@ -236,6 +236,7 @@ typedef struct check_result {
 	git_repository *repo;
 	char *prefix;
 	char *path;                /* the target inside the repository */
+	char **alts;               /* the definition's alternatives there (NULL-terminated) */
 	oeap_revs revs;
 	oeap_check_result *res;    /* one per revision */
 	empty_range *empty;        /* range arguments that selected nothing */
@@ -254,6 +255,9 @@ static void check_result_free(check_result *r)
 	free(r->res);
 	oeap_revs_free(&r->revs);
 	free(r->path);
+	for (size_t i = 0; r->alts && r->alts[i]; i++)
+		free(r->alts[i]);
+	free(r->alts);
 	free(r->prefix);
 	git_repository_free(r->repo);
 }
@@ -273,12 +277,26 @@ static int compute(const oeap_cli *cli, const check_opts *o, int argc, char **ar
 	if (!(r->path = malloc(strlen(r->prefix) + strlen(oeap_cli_target_rel(cli)) + 1)))
 		return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
 	sprintf(r->path, "%s%s", r->prefix, oeap_cli_target_rel(cli));
+	/* The definition's alternatives inside the repository (the list of the
+	 * layout found: a site-packages folder kept in git has the installed
+	 * paths): each revision's target is the first its tree holds. */
+	char *const *list = cli->layout == OEAP_LAYOUT_INSTALLED ? cli->def->installed_targets : cli->def->targets;
+	size_t nalt = 0;
+	while (list[nalt])
+		nalt++;
+	if (!(r->alts = calloc(nalt + 1, sizeof(*r->alts))))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+	for (size_t i = 0; i < nalt; i++) {
+		if (!(r->alts[i] = malloc(strlen(r->prefix) + strlen(list[i]) + 1)))
+			return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
+		sprintf(r->alts[i], "%s%s", r->prefix, list[i]);
+	}
 
 	double t0 = now_seconds();
 	if (!(r->empty = calloc((size_t)(argc - first) + 1, sizeof(*r->empty))))
 		return oeap_fail(err, OEAP_ERR_INTERNAL, "check", 0, "out of memory");
 	if (first == argc) {
-		if (oeap_revs_add(r->repo, NULL, r->path, o->max, &r->revs, err))
+		if (oeap_revs_add_alts(r->repo, NULL, r->alts, o->max, &r->revs, NULL, err))
 			return -1;
 		if (r->revs.n == 0)
 			return oeap_fail(err, OEAP_ERR_INPUT, r->path, 0,
@@ -302,7 +320,7 @@ static int compute(const oeap_cli *cli, const check_opts *o, int argc, char **ar
 	}
 	for (int i = first; i < argc; i++) {
 		size_t selected = 0;
-		if (oeap_revs_add_counted(r->repo, argv[i], r->path, o->max, &r->revs, &selected, err))
+		if (oeap_revs_add_alts(r->repo, argv[i], r->alts, o->max, &r->revs, &selected, err))
 			return -1;
 		if (!selected) {
 			r->empty[r->nempty].spec = argv[i];
@@ -356,6 +374,7 @@ static void print_json(const oeap_cli *cli, const check_opts *o, const check_res
 		                                    oeap_json_str(r->empty[i].why), "ok", o->allow_empty));
 	json_object_set_new(j, "file", oeap_json_str(r->path));
 	json_object_set_new(j, "patch", oeap_json_patch(cli->def));
+	oeap_cli_json_definition(cli, j);
 	json_object_set_new(j, "revisions", arr);
 	json_object_set_new(j, "empty_ranges", ea);
 	json_object_set_new(j, "first_revision",

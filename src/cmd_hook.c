@@ -147,10 +147,10 @@ static int work_tree_verifies(const oeap_cli *cli)
 
 /* Whether HEAD's commit carries the patch (its target verifies there). */
 static int head_carries_patch(git_repository *repo, const char *prefix, const oeap_patchdef *def,
-                              const char *target)
+                              char *const *alts, const char *target)
 {
 	git_commit *c = NULL;
-	char *path = malloc(strlen(prefix) + strlen(target) + 2), *buf = NULL;
+	char *path = NULL, *buf = NULL;
 	size_t len = 0;
 	git_oid id;
 	oeap_report rep;
@@ -158,10 +158,10 @@ static int head_carries_patch(git_repository *repo, const char *prefix, const oe
 	int yes = 0;
 	memset(&rep, 0, sizeof(rep));
 	oeap_error_clear(&ignore);
-	if (path) {
-		sprintf(path, "%s%s%s", prefix, *prefix ? "/" : "", target);
-		if (oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0 &&
-		    oeap_commit_blob(repo, c, path, &id, &buf, &len, &ignore) == 0 &&
+	/* HEAD's target: the first alternative its tree holds. */
+	if (oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0 &&
+	    (path = oeap_commit_target(c, prefix, *prefix ? "/" : "", alts, target))) {
+		if (oeap_commit_blob(repo, c, path, &id, &buf, &len, &ignore) == 0 &&
 		    pysource_check_size(len, path, &ignore) == 0 &&
 		    oeap_verify_bytes(def, buf, len, path, &rep) == 0)
 			yes = rep.applied;
@@ -372,7 +372,10 @@ static int compute(const oeap_cli *cli, const hook_opts *o, hook_action_kind act
 	/* The committed-patch hooks in a checkout whose patch is not committed:
 	 * pre-push would block every push. Say what works instead. */
 	r->note_uncommitted = install && !o->uncommitted && !r->bare && selected(o, r->bare, "pre-push") &&
-	                      !head_carries_patch(r->repo, r->prefix, cli->def, oeap_cli_target_rel(cli)) &&
+	                      !head_carries_patch(r->repo, r->prefix, cli->def,
+	                                         cli->layout == OEAP_LAYOUT_INSTALLED ? cli->def->installed_targets
+	                                                                              : cli->def->targets,
+	                                         oeap_cli_target_rel(cli)) &&
 	                      work_tree_verifies(cli);
 	r->exit_code = r->problems ? OEAP_EXIT_DIFFERS : OEAP_EXIT_OK;
 	return 0;

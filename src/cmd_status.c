@@ -148,7 +148,8 @@ static void print_text(const oeap_cli *cli, const status_result *r)
 	printf("file:     %s\n", oeap_cli_target_rel(cli));
 	if (cli->layout == OEAP_LAYOUT_INSTALLED)
 		printf("root:     %s (installed package)\n", cli->root);
-	printf("patch:    %s/%d\n", cli->def->name, cli->def->version);
+	printf("patch:    %s/%d%s%s%s\n", cli->def->name, cli->def->version, cli->def->framework ? " (" : "",
+	       cli->def->framework ? cli->def->framework : "", cli->def->framework ? ")" : "");
 	if (!rep->applied)
 		printf("state:    %snot applied%s (run `%s`)\n", bad, reset, oeap_cli_apply_hint(cli));
 	else if (rep->ok)

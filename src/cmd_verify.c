@@ -71,11 +71,14 @@ static int read_ref(const oeap_cli *cli, const char *rev, char **buf, size_t *le
 	git_libgit2_init(); /* verify itself needs no git: only --ref does */
 	if (oeap_repo_open(cli->root, &repo, &prefix, err) || oeap_resolve_commit(repo, rev, &c, err))
 		goto done;
-	if (!(path = malloc(strlen(prefix) + strlen(oeap_cli_target_rel(cli)) + 1))) {
+	/* That revision's target: the first of the definition's alternatives its tree holds. */
+	if (!(path = oeap_commit_target(c, prefix, "",
+	                                cli->layout == OEAP_LAYOUT_INSTALLED ? cli->def->installed_targets
+	                                                                     : cli->def->targets,
+	                                oeap_cli_target_rel(cli)))) {
 		oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;
 	}
-	sprintf(path, "%s%s", prefix, oeap_cli_target_rel(cli));
 	snprintf(what, cap, "%s:%s", rev, path);
 	git_oid_tostr(commit_hex, GIT_OID_HEXSZ + 1, git_commit_id(c));
 	int has = oeap_commit_blob(repo, c, path, &id, buf, len, err);

@@ -1,6 +1,7 @@
 #include "patchdef.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ini.h>
 #include <stdint.h>
@@ -282,10 +283,21 @@ static int on_patch(load_ctx *c, const char *section, const char *name, const ch
 	}
 	if (strcmp(name, "summary") == 0)
 		return set_str(&def->summary, value);
-	if (strcmp(name, "target") == 0)
-		return set_str(&def->target, value);
-	if (strcmp(name, "installed_target") == 0)
-		return set_str(&def->installed_target, value);
+	if (strcmp(name, "framework") == 0)
+		return set_str(&def->framework, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "target") == 0 || strcmp(name, "installed_target") == 0) {
+		/* Alternatives in order of preference; the first is the one every
+		 * single-target use (messages, the default) names. */
+		int inst = name[0] == 'i';
+		char ***list = inst ? &def->installed_targets : &def->targets;
+		char **slot = inst ? &def->installed_target : &def->target;
+		free_words(*list);
+		free(*slot);
+		*slot = NULL;
+		if (!(*list = split_words(value)))
+			return bad(c, lineno, section, name, "expected one or more relative paths separated by blanks");
+		return (*slot = strdup((*list)[0])) != NULL || bad(c, lineno, section, name, "out of memory");
+	}
 	if (strcmp(name, "abi") == 0) {
 		def->abi = positive_int(value);
 		return def->abi >= 1 || bad(c, lineno, section, name, "must be an integer >= 1");
@@ -395,6 +407,8 @@ static int on_anchor(load_ctx *c, const char *section, const char *name, const c
 		return set_str(&a->capture, value);
 	if (strcmp(name, "contains") == 0)
 		return set_str(&a->contains_path, value);
+	if (strcmp(name, "unmatched") == 0)
+		return set_str(&a->unmatched, value);
 	if (strcmp(name, "in") == 0)
 		return set_str(&a->in, value);
 	if (strcmp(name, "pick") == 0) {
@@ -818,19 +832,30 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 			                  "patch name '%s' may only use a-z, 0-9 and '-'", def->name);
 			goto done;
 		}
-	if (def->target[0] == '/' || strstr(def->target, "..")) {
-		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
-		                  "target '%s' must be a relative path inside the checkout", def->target);
-		goto done;
-	}
-	if (def->installed_target &&
-	    (!def->installed_target[0] || def->installed_target[0] == '/' || strstr(def->installed_target, "..") ||
-	     !strchr(def->installed_target, '/'))) {
-		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
-		                  "installed_target '%s' must be a relative path inside site-packages, starting with "
-		                  "the package's folder",
-		                  def->installed_target);
-		goto done;
+	for (size_t i = 0; def->targets[i]; i++)
+		if (def->targets[i][0] == '/' || strstr(def->targets[i], "..")) {
+			error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+			                  "target '%s' must be a relative path inside the checkout", def->targets[i]);
+			goto done;
+		}
+	for (size_t i = 0; def->installed_targets && def->installed_targets[i]; i++) {
+		const char *t = def->installed_targets[i], *first = def->installed_targets[0];
+		size_t pkg = strcspn(first, "/");
+		if (!t[0] || t[0] == '/' || strstr(t, "..") || !strchr(t, '/')) {
+			error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+			                  "installed_target '%s' must be a relative path inside site-packages, starting "
+			                  "with the package's folder",
+			                  t);
+			goto done;
+		}
+		/* --python asks the interpreter for one package: the alternatives are files of it. */
+		if (strncmp(t, first, pkg + 1) != 0) {
+			error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
+			                  "installed_target '%s' is not in the package '%.*s' of '%s': the alternatives "
+			                  "must be files of one package",
+			                  t, (int)pkg, first, first);
+			goto done;
+		}
 	}
 	if (def->nprobe && !def->problem_size) {
 		error = oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, 0,
@@ -872,6 +897,7 @@ void oeap_patchdef_free(oeap_patchdef *def)
 		free(a->capture);
 		free(a->in);
 		free(a->contains_path);
+		free(a->unmatched);
 		oeap_query_free(a->query);
 		oeap_query_free(a->contains);
 	}
@@ -895,8 +921,11 @@ void oeap_patchdef_free(oeap_patchdef *def)
 	free(def->dir);
 	free(def->name);
 	free(def->summary);
+	free(def->framework);
 	free(def->target);
 	free(def->installed_target);
+	free_words(def->targets);
+	free_words(def->installed_targets);
 	free(def->first_revision);
 	free(def->binding_module);
 	free(def->binding_text);
@@ -1079,4 +1108,74 @@ char *oeap_patchdef_locate(const char *name)
 			return strdup(path);
 	}
 	return NULL;
+}
+
+char *oeap_patchdef_bundle_dir(void)
+{
+	char path[PATH_MAX + 512], exe[PATH_MAX];
+	char **names = NULL;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	/* The same order as oeap_patchdef_locate(): an installed oeapatch
+	 * detects among what it installed, never among a source tree's. */
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(path, sizeof(path), "%s/%s", exe, OEAPATCH_INSTALL_PATCHES_REL);
+			if ((names = oeap_patchdef_list(path))) {
+				oeap_patchdef_list_free(names);
+				return strdup(path);
+			}
+		}
+	}
+	if (OEAPATCH_SOURCE_PATCHES[0] && (names = oeap_patchdef_list(OEAPATCH_SOURCE_PATCHES))) {
+		oeap_patchdef_list_free(names);
+		return strdup(OEAPATCH_SOURCE_PATCHES);
+	}
+	return NULL;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char **oeap_patchdef_list(const char *folder)
+{
+	DIR *d = opendir(folder);
+	struct dirent *e;
+	char **names = NULL, path[PATH_MAX + 512];
+	size_t n = 0;
+	if (!d)
+		return NULL;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		/* Only a folder with a manifest is a definition: a shared folder
+		 * beside them (the binding core) is not. */
+		snprintf(path, sizeof(path), "%s/%s", folder, e->d_name);
+		if (!is_dir_with_manifest(path))
+			continue;
+		char **grown = realloc(names, (n + 2) * sizeof(*grown));
+		if (!grown || !(grown[n] = strdup(e->d_name))) {
+			names = grown ? grown : names;
+			if (names)
+				names[n] = NULL;
+			oeap_patchdef_list_free(names);
+			closedir(d);
+			return NULL;
+		}
+		names = grown;
+		names[++n] = NULL;
+	}
+	closedir(d);
+	if (names)
+		qsort(names, n, sizeof(*names), name_cmp);
+	return names;
+}
+
+void oeap_patchdef_list_free(char **names)
+{
+	free_words(names);
 }

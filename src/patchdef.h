@@ -27,6 +27,8 @@ typedef struct oeap_anchor_def {
 	oeap_query *query;
 	char *contains_path; /* optional: a candidate counts only if this query */
 	oeap_query *contains; /* matches (capture @match) somewhere inside it */
+	char *unmatched;  /* optional: said at the end of the error when nothing matches (why, and
+	                     what to do: e.g. the first upstream release the definition supports) */
 } oeap_anchor_def;
 
 typedef struct oeap_arg_def {
@@ -90,9 +92,17 @@ typedef struct oeap_patchdef {
 	char *name;       /* [a-z0-9-]+ */
 	int version;      /* >= 1 */
 	char *summary;
-	char *target;     /* path of the target file inside a checkout */
+	char *framework;  /* optional: the framework's name for messages ("SGLang"); NULL: none stated */
+	char *target;     /* path of the target file inside a checkout: the first of `targets` */
 	char *installed_target; /* the same file inside site-packages (installed by pip), or NULL;
-	                           its first component is the package --python looks for */
+	                           its first component is the package --python looks for: the first
+	                           of `installed_targets` */
+	/* The alternatives, in order of preference (NULL-terminated, at least one): the target is
+	 * the first that exists (in a folder, or in a revision's tree). An upstream that moved the
+	 * code to another file between releases is one definition. `installed_targets` is NULL
+	 * without installed_target; all of its paths share the first component (one package). */
+	char **targets;
+	char **installed_targets;
 	int abi;          /* the liboea ABI version the binding expects */
 	char *first_revision; /* optional: the first upstream revision the definition supports, a
 	                         commit id (7-40 hex digits) or a date YYYY-MM-DD; `check`'s walk of
@@ -157,5 +167,20 @@ void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, 
  * patches/<name>, else the source tree's patches/<name>. Caller frees.
  */
 char *oeap_patchdef_locate(const char *name);
+
+/*
+ * The folder of the bundled definitions, among which a command without
+ * --patch detects the framework: <exe>/../share/oeapatch/patches when it
+ * holds a definition, else the source tree's patches/; NULL when neither
+ * does. Caller frees. ($OEAPATCH_PATCH_DIR names one definition, not a
+ * folder of them: it is not consulted here.)
+ */
+char *oeap_patchdef_bundle_dir(void);
+
+/* The names of the definitions in `folder` (its subfolders with a
+ * patch.ini), sorted, NULL-terminated; NULL when there is none (or out of
+ * memory). Free with oeap_patchdef_list_free(). */
+char **oeap_patchdef_list(const char *folder);
+void oeap_patchdef_list_free(char **names);
 
 #endif

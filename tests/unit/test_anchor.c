@@ -14,6 +14,7 @@
 #include "anchor.h"
 #include "buf.h"
 #include "edit.h"
+#include "pipeline.h"
 
 typedef struct loaded {
 	char *buf;
@@ -630,6 +631,171 @@ static void test_indent_unit_inline(void **state)
 	pysource_free(src);
 }
 
+/* ---- methods of a class (tests/fixtures/defs/method-oea) ------------------- */
+
+static oeap_patchdef *method_def(void)
+{
+	char dir[4096];
+	oeap_patchdef *def = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	snprintf(dir, sizeof(dir), "%s/tests/fixtures/defs/method-oea", tu_source_dir());
+	if (oeap_patchdef_load(dir, &def, &err))
+		fail_msg("%s: %s: %s", dir, err.where, err.message);
+	return def;
+}
+
+/* Applies the method definition to `text`; returns the result (caller frees) or fails. */
+static char *method_apply(const oeap_patchdef *def, const char *text)
+{
+	oeap_outcome o;
+	oeap_error err;
+	memset(&o, 0, sizeof(o));
+	oeap_error_clear(&err);
+	if (oeap_apply_bytes(def, text, strlen(text), "router.py", &o, &err))
+		fail_msg("apply: %s: %s\n%s", err.where, err.message, text);
+	char *out = strndup(o.out, o.out_len);
+	oeap_outcome_free(&o);
+	return out;
+}
+
+/* The line of `out` after the one that starts with `line` (trimmed of its indentation). */
+static const char *line_after(const char *out, const char *line)
+{
+	const char *p = strstr(out, line);
+	assert_non_null(p);
+	p = strchr(p, '\n');
+	assert_non_null(p);
+	p++;
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
+/* A @staticmethod of the class, the era whose settings are parameters: the
+ * chain is found in it, not in the module-level function or another class's
+ * method of the same name, and the parameter is passed. */
+static void test_method_static(void **state)
+{
+	(void)state;
+	static const char text[] =
+		"import torch\n"
+		"\n"
+		"\n"
+		"def select_experts(router_logits, top_k):\n"
+		"    topk_weights, topk_ids = torch.topk(router_logits, top_k)\n"
+		"    return topk_weights, topk_ids\n"
+		"\n"
+		"\n"
+		"class Other:\n"
+		"    def select_experts(self, router_logits):\n"
+		"        topk_weights, topk_ids = torch.topk(router_logits, 2)\n"
+		"        return topk_weights, topk_ids\n"
+		"\n"
+		"\n"
+		"class Router:\n"
+		"    @staticmethod\n"
+		"    def select_experts(hidden_states, router_logits, top_k, use_grouped_topk, renormalize):\n"
+		"        scores = router_logits.softmax(-1)\n"
+		"        if use_grouped_topk:\n"
+		"            topk_weights, topk_ids = grouped(scores, top_k)\n"
+		"        else:\n"
+		"            topk_weights, topk_ids = torch.topk(scores, top_k)\n"
+		"        topk_ids = topk_ids.to(torch.int32)\n"
+		"        return topk_weights, topk_ids\n";
+	oeap_patchdef *def = method_def();
+	char *out = method_apply(def, text);
+	assert_non_null(strstr(out, "top_k=top_k"));
+	assert_non_null(strstr(out, "renormalize=renormalize"));
+	assert_null(strstr(out, "self.top_k"));
+	/* After the chain, before the dtype conversion; the other two functions untouched. */
+	const char *after = strstr(out, "topk_weights, topk_ids = torch.topk(scores, top_k)\n");
+	assert_non_null(after);
+	assert_true(strstr(after, "if _oeapatch_oea.ENABLED:") < strstr(after, "topk_ids = topk_ids.to(torch.int32)"));
+	assert_int_equal(strncmp(line_after(out, "    topk_weights, topk_ids = torch.topk(router_logits, top_k)\n"),
+	                         "return", 6), 0);
+	assert_int_equal(strncmp(line_after(out, "topk_weights, topk_ids = torch.topk(router_logits, 2)\n"), "return", 6),
+	                 0);
+	free(out);
+	oeap_patchdef_free(def);
+}
+
+/* An instance method, the era whose settings are attributes: `self` is a
+ * parameter, so `self.top_k` counts as bound; `top_k` is not, and is not
+ * passed; a local bound before the statement is. */
+static void test_method_instance(void **state)
+{
+	(void)state;
+	static const char text[] =
+		"import torch\n"
+		"\n"
+		"\n"
+		"class Router:\n"
+		"    def __init__(self, top_k, renormalize):\n"
+		"        self.top_k = top_k\n"
+		"        self.renormalize = renormalize\n"
+		"\n"
+		"    def _select_experts(self, hidden_states, router_logits):\n"
+		"        renormalize = self.renormalize and hidden_states.shape[0] > 1\n"
+		"        topk_weights, topk_ids = self._compute_routing(hidden_states, router_logits)\n"
+		"        self.capture(topk_ids)\n"
+		"        topk_ids = self.to_physical(topk_ids)\n"
+		"        return topk_weights, topk_ids\n";
+	oeap_patchdef *def = method_def();
+	char *out = method_apply(def, text);
+	assert_non_null(strstr(out, "top_k=self.top_k"));
+	assert_null(strstr(out, "top_k=top_k"));
+	assert_non_null(strstr(out, "renormalize=renormalize"));
+	assert_non_null(strstr(out, "router_logits=router_logits"));
+	/* Right after the statement that binds the pair, before the capture and the mapping. */
+	static const char marker[] = "# >>> oeapatch method-oea/1 callsite";
+	assert_int_equal(strncmp(line_after(out, "topk_weights, topk_ids = self._compute_routing("), marker,
+	                         sizeof(marker) - 1),
+	                 0);
+	assert_true(strstr(out, "top_k=self.top_k") < strstr(out, "self.capture(topk_ids)"));
+	free(out);
+	oeap_patchdef_free(def);
+}
+
+/* Nothing matches: the error names the anchor and ends with the definition's `unmatched` words. */
+static void test_unmatched_hint(void **state)
+{
+	(void)state;
+	static const char text[] =
+		"import torch\n"
+		"\n"
+		"\n"
+		"def fused(router_logits, top_k):\n"
+		"    topk_weights, topk_ids = torch.topk(router_logits, top_k)\n"
+		"    return topk_weights, topk_ids\n";
+	oeap_patchdef *def = method_def();
+	oeap_outcome o;
+	oeap_error err;
+	memset(&o, 0, sizeof(o));
+	oeap_error_clear(&err);
+	assert_int_not_equal(oeap_apply_bytes(def, text, strlen(text), "router.py", &o, &err), 0);
+	assert_int_equal(err.kind, OEAP_ERR_ANCHOR);
+	assert_string_equal(err.where, "anchor 'method'");
+	static const char tail[] = ": demo 0.1 routes inside fused(); the first release this definition supports is 0.2";
+	size_t n = strlen(err.message);
+	if (n < sizeof(tail) - 1 || strcmp(err.message + n - (sizeof(tail) - 1), tail))
+		fail_msg("the message does not end with the hint: %s", err.message);
+	assert_non_null(strstr(err.message, "not found: the method select_experts (or _select_experts) of class Router"));
+	/* An anchor without `unmatched` says what it said before. */
+	oeap_error_clear(&err);
+	static const char no_chain[] =
+		"import torch\n"
+		"\n"
+		"\n"
+		"class Router:\n"
+		"    def select_experts(self, router_logits):\n"
+		"        return torch.topk(router_logits, 2)\n";
+	assert_int_not_equal(oeap_apply_bytes(def, no_chain, strlen(no_chain), "router.py", &o, &err), 0);
+	assert_string_equal(err.where, "anchor 'routing'");
+	assert_null(strstr(err.message, "demo 0.1"));
+	oeap_patchdef_free(def);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +813,9 @@ int main(void)
 		cmocka_unit_test(test_scope_names_unfollowed),
 		cmocka_unit_test(test_indent_unit),
 		cmocka_unit_test(test_indent_unit_inline),
+		cmocka_unit_test(test_method_static),
+		cmocka_unit_test(test_method_instance),
+		cmocka_unit_test(test_unmatched_hint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -665,11 +665,81 @@ static void test_missing_manifest(void **state)
 	assert_non_null(strstr(err.where, "patch.ini"));
 }
 
+/* [patch] target and installed_target: alternatives in order of preference;
+ * the first is the target every single-path use names. */
+static void test_target_alternatives(void **state)
+{
+	fixture *f = *state;
+	edit_ini(f, "target = python/sglang/srt/layers/moe/topk.py\n",
+	         "target = python/sglang/srt/layers/moe/router.py\tpython/sglang/srt/layers/moe/topk.py\n");
+	edit_ini(f, "installed_target = sglang/srt/layers/moe/topk.py\n",
+	         "installed_target =  sglang/srt/layers/moe/router.py  sglang/srt/layers/moe/topk.py \n");
+	edit_ini(f, "name = sglang-oea\n", "name = sglang-oea\nframework = SGLang\n");
+	edit_ini(f, "pick = unique\n", "pick = unique\nunmatched = before 2024-12 the code lived elsewhere\n");
+	oeap_patchdef *def = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_patchdef_load(f->dir, &def, &err), 0);
+	assert_string_equal(def->target, "python/sglang/srt/layers/moe/router.py");
+	assert_string_equal(def->targets[0], "python/sglang/srt/layers/moe/router.py");
+	assert_string_equal(def->targets[1], "python/sglang/srt/layers/moe/topk.py");
+	assert_null(def->targets[2]);
+	assert_string_equal(def->installed_target, "sglang/srt/layers/moe/router.py");
+	assert_string_equal(def->installed_targets[1], "sglang/srt/layers/moe/topk.py");
+	assert_null(def->installed_targets[2]);
+	assert_string_equal(def->framework, "SGLang");
+	assert_string_equal(oeap_patchdef_anchor(def, "select_experts")->unmatched,
+	                    "before 2024-12 the code lived elsewhere");
+	assert_null(oeap_patchdef_anchor(def, "last_import")->unmatched);
+	oeap_patchdef_free(def);
+}
+
+/* One path: as before (a list of one), no framework stated. */
+static void test_target_single(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	assert_string_equal(def->target, "python/sglang/srt/layers/moe/topk.py");
+	assert_string_equal(def->targets[0], def->target);
+	assert_null(def->targets[1]);
+	assert_string_equal(def->installed_targets[0], def->installed_target);
+	assert_null(def->installed_targets[1]);
+	oeap_patchdef_free(def);
+}
+
+/* Every alternative is checked like the one path was, and the installed
+ * ones must be files of one package (--python asks for one). */
+static void test_target_alternative_refused(void **state)
+{
+	fixture *f = *state;
+	char ini[PATH_MAX + 16], *saved;
+	size_t len;
+	snprintf(ini, sizeof(ini), "%s/patch.ini", f->dir);
+	saved = read_abs(ini, &len);
+	edit_ini(f, "target = python/sglang/srt/layers/moe/topk.py\n",
+	         "target = python/sglang/srt/layers/moe/topk.py ../elsewhere/topk.py\n");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "target '../elsewhere/topk.py' must be a relative path", -1);
+	tu_write(ini, saved, len);
+	edit_ini(f, "installed_target = sglang/srt/layers/moe/topk.py\n",
+	         "installed_target = sglang/srt/layers/moe/topk.py vllm/layer.py\n");
+	err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "installed_target 'vllm/layer.py' is not in the package 'sglang'", -1);
+	tu_write(ini, saved, len);
+	edit_ini(f, "installed_target = sglang/srt/layers/moe/topk.py\n", "installed_target = \n");
+	err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "installed_target: expected one or more relative paths", -1);
+	free(saved);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_real_definition),
+		cmocka_unit_test(test_target_single),
+		T(test_target_alternatives),
+		T(test_target_alternative_refused),
 		T(test_copy_loads),
 		T(test_arg_alternatives),
 		cmocka_unit_test(test_library_section),
