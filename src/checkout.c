@@ -650,15 +650,16 @@ char *oeap_commit_target(const git_commit *commit, const char *prefix, const cha
 	const char *pick = fallback;
 	oeap_error ignore;
 	char *path = NULL;
+	int found = 0;
 	oeap_error_clear(&ignore);
 	if (git_commit_tree(&tree, commit) == 0)
-		for (size_t i = 0; alts && alts[i] && pick == fallback; i++) {
+		for (size_t i = 0; alts && alts[i] && !found; i++) {
 			git_oid id;
 			free(path);
 			if (!(path = malloc(strlen(prefix) + strlen(sep) + strlen(alts[i]) + 1)))
 				break;
 			sprintf(path, "%s%s%s", prefix, sep, alts[i]);
-			if (tree_blob(tree, path, &id, &ignore) == 0)
+			if ((found = tree_blob(tree, path, &id, &ignore) == 0))
 				pick = alts[i];
 		}
 	git_error_clear();

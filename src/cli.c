@@ -655,8 +655,10 @@ static int not_found(const oeap_cli *cli, const char *start, oeap_error *err)
 /* "SGLang (sglang-oea: python/.../topk.py, installed sglang/.../topk.py)": a definition in messages. */
 static size_t describe_def(const oeap_patchdef *def, char *out, size_t cap)
 {
+	char more[PATH_MAX * 2]; /* other_alternatives() answers in one static buffer */
+	snprintf(more, sizeof(more), "%s", other_alternatives(def->targets));
 	int n = snprintf(out, cap, "%s (%s: %s%s%s%s%s)", def->framework ? def->framework : def->name, def->name,
-	                 def->target, other_alternatives(def->targets), def->installed_target ? ", installed " : "",
+	                 def->target, more, def->installed_target ? ", installed " : "",
 	                 def->installed_target ? def->installed_target : "", other_alternatives(def->installed_targets));
 	return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
