@@ -32,7 +32,7 @@ enum { OEAP_OPT_JSON = 256, OEAP_OPT_PATCH, OEAP_OPT_PYTHON, OEAP_OPT_COLOR, OEA
 	{"python", required_argument, OEAP_OPT_PYTHON, "PATH",                                               \
 	 "act on the package the interpreter PATH imports (instead of -C)"},                                  \
 	{"patch", required_argument, OEAP_OPT_PATCH, "NAME|DIR",                                             \
-	 "the patch definition: a name under patches/ or a directory (default: sglang-oea)"},                \
+	 "the patch definition: a name under patches/ or a directory (default: detected from the target)"},                \
 	{"json", no_argument, OEAP_OPT_JSON, NULL, "print one JSON document on stdout"},                      \
 	{"quiet", no_argument, 'q', NULL, "print nothing on stdout (the exit status says it; errors still do)"}, \
 	{"color", optional_argument, OEAP_OPT_COLOR, "[=WHEN]",                                              \

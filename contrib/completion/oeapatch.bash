@@ -70,7 +70,21 @@ _oeapatch()
 
 	# An option's argument.
 	case $prev in
-	-C | --directory | --patch)
+	--patch)
+		# The definitions bundled with this binary (what detection chooses
+		# among: folders with a patch.ini), then directories.
+		local exe patches=
+		exe=$(command -v "$bin" 2>/dev/null) && patches=$(dirname "$exe")/../share/oeapatch/patches
+		compopt -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(
+			[ -n "$patches" ] && for d in "$patches"/*/patch.ini; do
+				[ -f "$d" ] && basename "$(dirname "$d")"
+			done | grep -E "^${cur//[^A-Za-z0-9_-]/}"
+			compgen -d -- "$cur"
+		)
+		return
+		;;
+	-C | --directory)
 		compopt -o filenames 2>/dev/null
 		mapfile -t COMPREPLY < <(compgen -d -- "$cur")
 		return

@@ -37,7 +37,7 @@ if [ "$out" = "complete -F _oeapatch oeapatch" ]; then ok "sourced, it registers
 comp() {
 	bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
 		COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; _oeapatch; printf "%s\n" "${COMPREPLY[@]}"' \
-		_ "$file" "$OEAPATCH" "$@" | sort
+		_ "$file" "${COMP_BIN:-$OEAPATCH}" "$@" | sort
 }
 # offers DESC WANT WORD...: the completions are exactly WANT (space-separated, any order).
 offers() {
@@ -79,6 +79,11 @@ includes "verify's options" "--env-file --ref --skip-binding" verify -
 touch "$work/dirs/sglang.env"
 offers "--env-file completes files" "$work/dirs/sglang.env" verify --env-file "$work/dirs/sg"
 offers "verify --env" "--env-file" verify --env
+# --patch: the definitions installed beside the binary (folders with a patch.ini), then directories.
+mkdir -p "$prefix/share/oeapatch/patches/binding-core"
+COMP_BIN=$prefix/bin/oeapatch offers "--patch lists the bundled definitions" "sglang-oea" --patch sglang-o
+COMP_BIN=$prefix/bin/oeapatch offers "--patch: a folder without patch.ini is none" "" --patch binding-c
+COMP_BIN=$prefix/bin/oeapatch offers "--patch: and directories" "$work/dirs/alpha" --patch "$work/dirs/a"
 
 repo=$work/repo
 git init -q "$repo" && git -C "$repo" -c user.name=T -c user.email=t@example.org commit -q --allow-empty -m one &&
