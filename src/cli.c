@@ -719,7 +719,7 @@ static int detect(oeap_cli *cli, int need_target, oeap_error *err)
 	for (size_t i = 0; names[i] && n < DETECT_MAX; i++) {
 		char path[PATH_MAX * 2];
 		snprintf(path, sizeof(path), "%s/%s", folder, names[i]);
-		if (oeap_patchdef_load(path, &defs[n], err)) {
+		if (oeap_patchdef_load_manifest(path, &defs[n], err)) {
 			error = -1;
 			goto done;
 		}
@@ -827,8 +827,11 @@ static int detect(oeap_cli *cli, int need_target, oeap_error *err)
 		goto done;
 	}
 chosen:
-	cli->def = defs[cand[0]];
-	defs[cand[0]] = NULL;
+	/* Only the manifest was read to choose: the definition itself now, in full. */
+	if (oeap_patchdef_load(defs[cand[0]]->dir, &cli->def, err)) {
+		error = -1;
+		goto done;
+	}
 	cli->patch = cli->def->name;
 	if (cli->python && locs) {
 		/* The answer for the chosen package stands: no second interpreter start. */

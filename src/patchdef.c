@@ -786,7 +786,8 @@ static int load_settings(oeap_patchdef *def, oeap_error *err)
 	return 0;
 }
 
-int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
+/* full = 0: the manifest only (oeap_patchdef_load_manifest). */
+static int load_def(const char *dir, int full, oeap_patchdef **out, oeap_error *err)
 {
 	int error = 0;
 	char *text = NULL;
@@ -862,6 +863,8 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 		                  "[library] problem_probe needs problem_size (the struct_size it is handed with)");
 		goto done;
 	}
+	if (!full)
+		goto loaded; /* detection reads the targets; the queries are compiled for the one chosen */
 	if ((error = load_anchor_queries(def, err)) || (error = load_regions(def, err)) ||
 	    (error = load_settings(def, err)))
 		goto done;
@@ -877,12 +880,23 @@ int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
 			goto done;
 		}
 	}
+loaded:
 	*out = def;
 	def = NULL;
 done:
 	free(text);
 	oeap_patchdef_free(def);
 	return error;
+}
+
+int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err)
+{
+	return load_def(dir, 1, out, err);
+}
+
+int oeap_patchdef_load_manifest(const char *dir, oeap_patchdef **out, oeap_error *err)
+{
+	return load_def(dir, 0, out, err);
 }
 
 void oeap_patchdef_free(oeap_patchdef *def)

@@ -134,6 +134,12 @@ typedef struct oeap_patchdef {
 int oeap_patchdef_load(const char *dir, oeap_patchdef **out, oeap_error *err);
 void oeap_patchdef_free(oeap_patchdef *def);
 
+/* oeap_patchdef_load() of patch.ini alone (its keys checked, [patch] fully):
+ * no query compiled, no template or setting checked, so no anchor, region or
+ * setting is there. What framework detection needs of every bundled
+ * definition; the one chosen is then loaded in full. */
+int oeap_patchdef_load_manifest(const char *dir, oeap_patchdef **out, oeap_error *err);
+
 const oeap_anchor_def *oeap_patchdef_anchor(const oeap_patchdef *def, const char *name);
 const oeap_region_def *oeap_patchdef_region(const oeap_patchdef *def, const char *name);
 const oeap_setting_def *oeap_patchdef_setting(const oeap_patchdef *def, const char *name);

@@ -732,6 +732,33 @@ static void test_target_alternative_refused(void **state)
 	free(saved);
 }
 
+/* The manifest alone (framework detection): [patch] as in full, nothing
+ * compiled; the full load still refuses what the manifest load skips. */
+static void test_load_manifest(void **state)
+{
+	fixture *f = *state;
+	put(f, "anchors/imports.scm", "((module (import_statement) @import) @in\n");
+	oeap_patchdef *def = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_patchdef_load_manifest(f->dir, &def, &err), 0);
+	assert_string_equal(def->name, "sglang-oea");
+	assert_string_equal(def->framework, "SGLang");
+	assert_string_equal(def->targets[0], "python/sglang/srt/layers/moe/topk.py");
+	assert_string_equal(def->installed_targets[0], "sglang/srt/layers/moe/topk.py");
+	assert_int_equal(def->nanchors ? def->anchors[0].query != NULL : 0, 0);
+	oeap_patchdef_free(def);
+	err = load_refused(f);
+	expect_definition_error(&err, "anchors/imports.scm", "does not compile", -1);
+	/* [patch] is checked in full by either. */
+	edit_ini(f, "target = python/sglang/srt/layers/moe/topk.py\n", "target = /abs/topk.py\n");
+	def = (oeap_patchdef *)1;
+	oeap_error_clear(&err);
+	assert_int_not_equal(oeap_patchdef_load_manifest(f->dir, &def, &err), 0);
+	assert_null(def);
+	expect_definition_error(&err, "patch.ini", "must be a relative path inside the checkout", -1);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -740,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_target_single),
 		T(test_target_alternatives),
 		T(test_target_alternative_refused),
+		T(test_load_manifest),
 		T(test_copy_loads),
 		T(test_arg_alternatives),
 		cmocka_unit_test(test_library_section),
