@@ -90,6 +90,7 @@ typedef struct oeap_patchdef {
 	char *name;       /* [a-z0-9-]+ */
 	int version;      /* >= 1 */
 	char *summary;
+	char *framework;  /* [patch] framework: its name for messages ("SGLang"), or NULL */
 	char *target;     /* path of the target file inside a checkout */
 	char *installed_target; /* the same file inside site-packages (installed by pip), or NULL;
 	                           its first component is the package --python looks for */
@@ -98,7 +99,7 @@ typedef struct oeap_patchdef {
 	                         commit id (7-40 hex digits) or a date YYYY-MM-DD; `check`'s walk of
 	                         the history stops there (NULL: the whole history) */
 	char *binding_module; /* module name written beside the target (no .py) */
-	char *binding_text;   /* its template */
+	char *binding_text;   /* its template: the [binding] source files concatenated */
 	char *library_env;    /* environment variable overriding the library path */
 	char *trust_escape;   /* optional: a bool [setting:] that lets paths failing the trust rule
 	                         pass with a warning (trust.h), in verify and in the binding alike */
