@@ -171,54 +171,32 @@ def _pcg_probes():
     if _pcg is None:
         import importlib
 
-        found = []
-        package = __package__ or ""
+        found, package = [], __package__ or ""
         if package.endswith(".layers.moe"):
-            srt = package[: -len(".layers.moe")]
-            module_name = srt + ".compilation.piecewise_context_manager"
             try:
-                module = importlib.import_module(module_name)
+                module = importlib.import_module(package[: -len(".layers.moe")] +
+                                                 ".compilation.piecewise_context_manager")
             except ImportError:
                 module = None  # releases before piecewise CUDA graphs
-            for attr in ("is_in_piecewise_cuda_graph", "is_in_pcg_torch_compile"):
-                fn = getattr(module, attr, None)
-                if callable(fn):
-                    found.append(fn)
+            found = [fn for fn in (getattr(module, attr, None) for attr in (
+                "is_in_piecewise_cuda_graph", "is_in_pcg_torch_compile")) if callable(fn)]
         _pcg = tuple(found)
     return _pcg
 
 
-def route(
-    router_logits,
-    topk_weights,
-    topk_ids,
-    topk_config=None,
-    top_k=_MISSING,
-    renormalize=_MISSING,
-    use_grouped_topk=_MISSING,
-    num_expert_group=_MISSING,
-    topk_group=_MISSING,
-    correction_bias=_MISSING,
-    scoring_func=_MISSING,
-    custom_routing_function=_MISSING,
-    routed_scaling_factor=_MISSING,
-    num_fused_shared_experts=_MISSING,
-    num_token_non_padded=None,
-    expert_location_dispatch_info=None,
-    layer_id=None,
-    **unknown,
-):
+def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSING,
+          renormalize=_MISSING, use_grouped_topk=_MISSING, num_expert_group=_MISSING,
+          topk_group=_MISSING, correction_bias=_MISSING, scoring_func=_MISSING,
+          custom_routing_function=_MISSING, routed_scaling_factor=_MISSING,
+          num_fused_shared_experts=_MISSING, num_token_non_padded=None,
+          expert_location_dispatch_info=None, layer_id=None, **unknown):
     """Re-route one MoE layer's decode batch; returns (topk_weights, topk_ids).
 
     Inputs come back unchanged whenever a gate says no (docs/runtime.md lists
     them; with SGLANG_OEA_STATS on each is counted). A liboea error is a bug
-    and raises RuntimeError.
-
-    This runs once per MoE layer per step, so its eager path is kept to a few
-    attribute reads (docs/performance.md, host overhead): the gate reads shapes
-    only, the plan is found by one tuple, the decode verdict comes from one
-    frame (_stack_batch), and the launch writes rows and three pointers into the
-    prepared block.
+    and raises RuntimeError. This runs once per MoE layer per step, so its eager
+    path is a few attribute reads (docs/performance.md, host overhead): shapes,
+    one tuple for the plan, one frame for the decode verdict (_stack_batch).
     """
     if not ENABLED:
         return topk_weights, topk_ids
