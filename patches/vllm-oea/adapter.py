@@ -3,6 +3,8 @@
 # data parallelism, speculative verify) and its argument mapping for the three
 # eras of select_experts; the rest is the shared core above (oea_core.py).
 
+import weakref
+
 # The module sits beside router/base_router.py (0.15 on) or layer.py (0.6 - 0.14).
 TARGET_FILE = ("base_router.py" if os.path.exists(os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "base_router.py")) else "layer.py")
@@ -114,8 +116,11 @@ _ROUTER_SKIPS = {"CustomRoutingRouter": "custom_routing", "ZeroExpertRouter": "z
                  "RoutingSimulatorRouter": "simulator"}
 # Routers OEA reproduces; any other is skipped ("router") rather than guessed.
 _ROUTERS = ("FusedTopKRouter", "GroupedTopKRouter", "FusedTopKBiasRouter")
+# 0.12 - 0.14: the simulator is a branch of the chain, chosen by this variable;
+# read once (compiled code must not read the environment).
+_SIMULATOR = bool(os.environ.get("VLLM_MOE_ROUTING_SIMULATION_STRATEGY", "").strip())
 _owner_skip = {}  # type -> skip reason or None
-_layers_seen = set()  # id() of the layers (or routers) whose calls reached route()
+_layers_seen = weakref.WeakSet()  # the layers (or routers) whose calls reached route()
 
 
 def _owner_verdict(owner):
@@ -134,9 +139,8 @@ def _owner_verdict(owner):
     if reason is None:
         if getattr(owner, "zero_expert_num", 0) or getattr(owner, "bias_vl", None) is not None:
             return "zero_expert" if getattr(owner, "zero_expert_num", 0) else "custom_routing"
-        if os.environ.get("VLLM_MOE_ROUTING_SIMULATION_STRATEGY", "").strip() and \
-                type(owner).__name__ != "FusedTopKBiasRouter":
-            return "simulator"  # 0.12 - 0.14: a branch of the chain, chosen by this variable
+        if _SIMULATOR and not type(owner).__name__.endswith("Router"):
+            return "simulator"
     return reason
 
 
@@ -161,8 +165,10 @@ def route(router_logits, topk_weights, topk_ids, owner=None, top_k=_MISSING,
     compiling, n, counted = entered
     if counted is not None:
         layer = owner if owner is not None else _caller_layer()
-        if layer is not None:
-            _layers_seen.add(id(layer))
+        try:
+            _layers_seen.add(layer)
+        except TypeError:  # None, or an object without weak references
+            pass
 
     # ---- gate: the routing path, then shapes (no tensor work)
     if owner is not None:
@@ -246,11 +252,15 @@ def never_routed():
     layers = getattr(ctx, "no_compile_layers", None) or getattr(ctx, "static_forward_context", None)
     if not layers:
         return None
+    # Calls under torch.compile run route() only while traced, so a layer
+    # (or router) that has a plan reached it too.
+    seen = {id(x) for x in _layers_seen} | {id(p.owners[0]) for p in _plans.values()
+                                            if p.owners and p.owners[0] is not None}
     out = []
     for name, layer in layers.items():
         if type(layer).__name__.endswith("FusedMoE"):
             router = getattr(layer, "router", None)
-            if id(layer) not in _layers_seen and id(router) not in _layers_seen:
+            if id(layer) not in seen and (router is None or id(router) not in seen):
                 out.append(name)
     return out
 
