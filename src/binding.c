@@ -109,6 +109,41 @@ static int render_contract(const oeap_patchdef *def, const char *k, size_t kn, o
 	return rc ? oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory") : 0;
 }
 
+/*
+ * {{env_prefix}}, {{framework}}: the text itself (the module writes them
+ * inside its own string literals, docstrings and comments, as {{patch}}), so
+ * a character that would end or escape a literal is the definition's error.
+ * {{bool_true}}, {{bool_false}}: the spellings as a Python tuple of strings.
+ */
+static int render_names(const oeap_patchdef *def, const char *k, size_t kn, oeap_buf *out, oeap_error *err)
+{
+	int is_true = kn == 9 && !memcmp(k, "bool_true", 9);
+	if (is_true || (kn == 10 && !memcmp(k, "bool_false", 10))) {
+		char **w = is_true ? def->bool_true : def->bool_false;
+		if (!w)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, "binding template", 0, "{{%s}} needs [binding] %s in patch.ini",
+			                 is_true ? "bool_true" : "bool_false", is_true ? "bool_true" : "bool_false");
+		int rc = oeap_buf_puts(out, "(");
+		for (size_t i = 0; !rc && w[i]; i++)
+			rc = (i && oeap_buf_puts(out, ", ")) || put_literal(out, w[i]) ||
+			     (i == 0 && !w[1] && oeap_buf_puts(out, ",")); /* ('one',) is a tuple */
+		rc = rc || oeap_buf_puts(out, ")");
+		return rc ? oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory") : 0;
+	}
+	int is_prefix = kn == 10 && !memcmp(k, "env_prefix", 10);
+	const char *v = is_prefix ? def->env_prefix : def->framework;
+	if (!v)
+		return oeap_fail(err, OEAP_ERR_DEFINITION, "binding template", 0, "{{%s}} needs %s in patch.ini",
+		                 is_prefix ? "env_prefix" : "framework", is_prefix ? "[binding] env_prefix" : "[patch] framework");
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || *p == '\\' || *p == '"' || *p == '\'')
+			return oeap_fail(err, OEAP_ERR_DEFINITION, "binding template", 0,
+			                 "{{%s}}: %s = '%s' has a quote, backslash or control character, which the "
+			                 "module's string literals cannot hold as written",
+			                 is_prefix ? "env_prefix" : "framework", is_prefix ? "[binding] env_prefix" : "[patch] framework", v);
+	return oeap_buf_puts(out, v) ? oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory") : 0;
+}
+
 /* Renders template text [t, t+n) with every placeholder but {{library}}. */
 static int render_part(const oeap_patchdef *def, const char *t, size_t n, const char *library,
                        oeap_buf *out, oeap_error *err)
@@ -138,6 +173,11 @@ static int render_part(const oeap_patchdef *def, const char *t, size_t n, const 
 		else if ((kn == 15 && !memcmp(k, "library_symbols", 15)) || (kn == 12 && !memcmp(k, "problem_size", 12)) ||
 		         (kn == 13 && !memcmp(k, "problem_probe", 13))) {
 			if (render_contract(def, k, kn, out, err))
+				return -1;
+			rc = 0;
+		} else if ((kn == 10 && !memcmp(k, "env_prefix", 10)) || (kn == 9 && !memcmp(k, "framework", 9)) ||
+		           (kn == 9 && !memcmp(k, "bool_true", 9)) || (kn == 10 && !memcmp(k, "bool_false", 10))) {
+			if (render_names(def, k, kn, out, err))
 				return -1;
 			rc = 0;
 		} else

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "fsio.h"
 
 #ifndef OEAPATCH_SOURCE_PATCHES
@@ -311,6 +312,50 @@ static int on_patch(load_ctx *c, const char *section, const char *name, const ch
 	return bad(c, lineno, section, name, "unknown key");
 }
 
+/*
+ * [binding] source = FILE [FILE...]: the module is the files concatenated in
+ * order (the shared core, then the framework's adapter), each relative to the
+ * definition's folder; "../binding-core/oea_core.py" reaches the core that
+ * every bundled definition shares. A file that does not end its last line is
+ * given a newline, so that no statement runs into the next file's first.
+ */
+static int load_binding_source(load_ctx *c, int lineno, const char *section, const char *name, const char *value)
+{
+	oeap_patchdef *def = c->def;
+	char **files = split_words(value);
+	oeap_buf all = OEAP_BUF_INIT;
+	if (!files)
+		return bad(c, lineno, section, name, "expected the module's files, e.g. '../binding-core/oea_core.py adapter.py'");
+	free(def->binding_text);
+	def->binding_text = NULL;
+	int ok = 1;
+	for (size_t i = 0; ok && files[i]; i++) {
+		char path[PATH_MAX];
+		char *text = NULL;
+		size_t len = 0;
+		if (files[i][0] == '/') {
+			ok = bad(c, lineno, section, name, "files are relative to the definition's folder, not absolute paths");
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%s", def->dir, files[i]);
+		if (read_def_file(path, "[binding] source", &text, &len, c->err)) {
+			c->failed = 1;
+			ok = 0;
+			break;
+		}
+		if (oeap_buf_put(&all, text, len) || (len && text[len - 1] != '\n' && oeap_buf_put(&all, "\n", 1)))
+			ok = bad(c, lineno, section, name, "out of memory");
+		free(text);
+	}
+	free_words(files);
+	if (ok && !all.len)
+		ok = bad(c, lineno, section, name, "the module's files are empty");
+	if (ok)
+		def->binding_text = oeap_buf_detach(&all, NULL);
+	oeap_buf_free(&all);
+	return ok;
+}
+
 /* One key of [binding]. */
 static int on_binding(load_ctx *c, const char *section, const char *name, const char *value, int lineno)
 {
@@ -319,20 +364,8 @@ static int on_binding(load_ctx *c, const char *section, const char *name, const 
 		set_str(&def->binding_module, value);
 		return is_identifier(def->binding_module) || bad(c, lineno, section, name, "must be a Python identifier");
 	}
-	if (strcmp(name, "source") == 0) {
-		char path[PATH_MAX];
-		size_t len;
-		char *v = trimdup(value);
-		snprintf(path, sizeof(path), "%s/%s", def->dir, v ? v : "");
-		free(v);
-		free(def->binding_text);
-		def->binding_text = NULL;
-		if (read_def_file(path, "[binding] source", &def->binding_text, &len, c->err)) {
-			c->failed = 1;
-			return 0;
-		}
-		return 1;
-	}
+	if (strcmp(name, "source") == 0)
+		return load_binding_source(c, lineno, section, name, value);
 	if (strcmp(name, "library_env") == 0)
 		return set_str(&def->library_env, value);
 	if (strcmp(name, "trust_escape") == 0)

@@ -108,7 +108,7 @@ typedef struct oeap_patchdef {
 	                         commit id (7-40 hex digits) or a date YYYY-MM-DD; `check`'s walk of
 	                         the history stops there (NULL: the whole history) */
 	char *binding_module; /* module name written beside the target (no .py) */
-	char *binding_text;   /* its template */
+	char *binding_text;   /* its template: the [binding] source files concatenated */
 	char *library_env;    /* environment variable overriding the library path */
 	char *trust_escape;   /* optional: a bool [setting:] that lets paths failing the trust rule
 	                         pass with a warning (trust.h), in verify and in the binding alike */

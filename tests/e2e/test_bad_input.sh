@@ -324,6 +324,7 @@ check "BOM file: the BOM is kept, once, at the start" \
 echo "== 3. a file patched by an older version of the definition"
 newdef=$work/sglang-oea-v3
 cp -r "$src/patches/sglang-oea" "$newdef"
+cp -r "$src/patches/binding-core" "$work/"  # the shared core its [binding] source names
 sed -i -E 's/^version *= *2$/version = 3/' "$newdef/patch.ini"
 root=$(new_checkout "$patched")
 orig=$fix/eras/2025-08_topk_config.py

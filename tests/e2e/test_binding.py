@@ -31,7 +31,6 @@ from oea_testlib import (HEADER, RESULTS, VERBOSE, Oracle, case, check, distinct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TEMPLATE = os.path.join(ROOT, "patches", "sglang-oea", "binding.py")
 DEFINITION = os.path.join(ROOT, "patches", "sglang-oea", "patch.ini")
 MODULE = "_oeapatch_sglang_oea"
 HEADER_LINE = (
@@ -60,9 +59,37 @@ def library_contract():
     return tuple(lib["symbols"].split()), int(lib["problem_size"]), probe
 
 
+def definition():
+    ini = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    with open(DEFINITION, encoding="utf-8") as f:
+        ini.read_file(f)
+    return ini
+
+
+def raw_template():
+    """[binding] source: the shared core and SGLang's adapter, concatenated as
+    oeapatch does (bytes)."""
+    text = b""
+    for name in definition()["binding"]["source"].split():
+        with open(os.path.join(os.path.dirname(DEFINITION), name), "rb") as f:
+            part = f.read()
+        text += part if part.endswith(b"\n") else part + b"\n"
+    return text
+
+
+def template():
+    """raw_template() with the names patch.ini gives the placeholders."""
+    ini = definition()
+    text = raw_template().decode("utf-8")
+    b = ini["binding"]
+    return (text.replace("{{env_prefix}}", b["env_prefix"].strip())
+            .replace("{{framework}}", ini["patch"]["framework"].strip())
+            .replace("{{bool_true}}", repr(tuple(b["bool_true"].split())))
+            .replace("{{bool_false}}", repr(tuple(b["bool_false"].split()))))
+
+
 def render(library, abi=2, patch="sglang-oea", version=2):
-    with open(TEMPLATE, "r", encoding="utf-8", newline="") as f:
-        text = f.read()
+    text = template()
     symbols, size, probe = library_contract()
     text = (text.replace("{{library}}", repr(library)).replace("{{abi}}", str(abi))
             .replace("{{patch}}", patch).replace("{{version}}", str(version))
@@ -222,8 +249,7 @@ def main():
 
     @case("template: header, placeholders, LF, spaces")
     def t_template():
-        with open(TEMPLATE, "rb") as f:
-            raw = f.read()
+        raw = raw_template()
         check(b"\r" not in raw, "CR in template")
         check(b"\t" not in raw, "tab in template")
         first = raw.decode("utf-8").split("\n", 1)[0]
@@ -231,7 +257,8 @@ def main():
               "`oeapatch revert` removes it.", "first line is %r" % first)
         names = set(re.findall(r"\{\{(\w+)\}\}", raw.decode("utf-8")))
         check(names == {"library", "abi", "patch", "version", "library_symbols", "problem_size",
-                        "problem_probe"}, "placeholders %s" % names)
+                        "problem_probe", "env_prefix", "framework", "bool_true", "bool_false"},
+              "placeholders %s" % names)
         # [library] symbols is the list the C check holds a library to: it must be
         # exactly what the binding calls.
         called = set(re.findall(r"\b_?lib\.(oea_\w+)", raw.decode("utf-8")))

@@ -81,12 +81,14 @@ check "the module is now this oeapatch's render" cmp -s "$C/$B" "$WORK/current.p
 expect "verify holds (topk.py and the module)" 0 "$OEAPATCH" verify -C "$C"
 has "... the binding intact" "_oeapatch_sglang_oea.py intact"
 
-echo "== the reported case: the definition's binding.py changed, rebuilt oeapatch re-applies"
+echo "== the reported case: the definition's binding (adapter.py) changed, rebuilt oeapatch re-applies"
 OLD=$WORK/sglang-oea-older
 cp -r "$SRC/patches/sglang-oea" "$OLD"
-sed -i '1a # a comment only the older binding.py had' "$OLD/binding.py"
-check "the older definition's binding.py differs" \
-	test "$(sum "$OLD/binding.py")" != "$(sum "$SRC/patches/sglang-oea/binding.py")"
+# the shared core its [binding] source names, beside it
+[ -d "$WORK/binding-core" ] || cp -r "$SRC/patches/binding-core" "$WORK/"
+sed -i '1a # a comment only the older adapter.py had' "$OLD/adapter.py"
+check "the older definition's adapter.py differs" \
+	test "$(sum "$OLD/adapter.py")" != "$(sum "$SRC/patches/sglang-oea/adapter.py")"
 C=$WORK/reported
 fresh "$C"
 expect "apply with the older definition" 0 "$OEAPATCH" apply -C "$C" --patch "$OLD" --library "$LIB"

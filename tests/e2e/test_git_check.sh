@@ -131,6 +131,7 @@ print(s.tag, s.get('name'), s.get('tests'), s.get('failures'), len(s.findall('te
 echo "== the definition's first supported revision"
 DEF=$WORK/def-since
 cp -r "$SRC/patches/sglang-oea" "$DEF"
+[ -d "$WORK/binding-core" ] || cp -r "$SRC/patches/binding-core" "$WORK/"  # the core its [binding] source names
 sed -i "s/^first_revision = .*/first_revision = $C4/" "$DEF/patch.ini"
 expect "a walk stops at the definition's first_revision (a commit id)" 1 "$OEAPATCH" check --patch "$DEF" --json
 got=$(json "' '.join(r['commit'] for r in d['revisions']), d['not_checked_before_first_revision']")

@@ -3,7 +3,7 @@
 
 Usage: /usr/bin/python3 tests/e2e/test_settings_crosscheck.py --library PATH/liboea.so [-v]
 
-Two implementations read the SGLANG_OEA_* settings: the binding module's
+Two implementations read a definition's settings (SGLANG_OEA_* for SGLang): the binding module's
 parse_settings() (Python, at the server's import) and `oeapatch verify` (C,
 from the [setting:...] rules of patch.ini, before the start). A pre-start gate
 is worth something only when they agree, so this test:
@@ -11,7 +11,7 @@ is worth something only when they agree, so this test:
 - applies the patch to a fixture checkout with the CLI and imports the binding
   module it wrote (not the template), with the system python3; with
   SGLANG_OEA_K0 unset it must load neither torch nor ctypes;
-- requires that the SGLANG_OEA_* names binding.py reads are exactly the
+- requires that the <prefix>* names the written binding reads are exactly the
   [setting:...] sections of patch.ini (a setting added to one only fails here);
 - runs every value of VALUES for every setting through parse_settings({NAME:
   value}) and through `oeapatch verify --json`, once from the environment and
@@ -45,11 +45,26 @@ from oea_testlib import RESULTS, VERBOSE, case, check, summary
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("OEAPATCH_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
 OEAPATCH = os.environ.get("OEAPATCH") or os.path.join(ROOT, "build", "src", "oeapatch")
+# The definition under test and a target file it lands on (--definition,
+# --fixture; tests/CMakeLists.txt runs this once per bundled definition): its
+# target, binding module and settings prefix are read from its patch.ini.
 DEFINITION = os.path.join(ROOT, "patches", "sglang-oea")
 ERA = os.path.join(ROOT, "tests", "fixtures", "eras", "2025-08_topk_config.py")
-TARGET = "python/sglang/srt/layers/moe/topk.py"
-MODULE = "_oeapatch_sglang_oea"
-PREFIX = "SGLANG_OEA_"
+TARGET = MODULE = PREFIX = None
+
+
+def read_definition(directory):
+    """(target, module, env_prefix) of a definition's patch.ini."""
+    ini = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    with open(os.path.join(directory, "patch.ini"), encoding="utf-8") as f:
+        ini.read_file(f)
+    return (ini["patch"]["target"].split()[0], ini["binding"]["module"].strip(),
+            ini["binding"]["env_prefix"].strip())
+
+
+def S(name):
+    """The definition's variable for a setting: S("K0") is SGLANG_OEA_K0 for SGLang."""
+    return PREFIX + name
 
 # Valid, invalid and edge values; each is tried for every setting.
 VALUES = [
@@ -92,7 +107,7 @@ class Verify:
 
     def run(self, env=None, env_file_text=None, tmp=None):
         """(exit code, JSON document) of `oeapatch verify --json`."""
-        args = [OEAPATCH, "verify", "-C", self.checkout, "--json"]
+        args = [OEAPATCH, "verify", "-C", self.checkout, "--patch", DEFINITION, "--json"]
         child = environment_without_settings()
         if env_file_text is not None:
             path = os.path.join(tmp, "settings.env")
@@ -207,19 +222,25 @@ def load_module(directory, env):
 
 
 def main():
+    global DEFINITION, TARGET, MODULE, PREFIX
     ap = argparse.ArgumentParser()
     ap.add_argument("--library", required=True)
+    ap.add_argument("--definition", default=DEFINITION)
+    ap.add_argument("--fixture", default=ERA, help="a target file the definition lands on")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
+    DEFINITION = os.path.abspath(args.definition)
+    TARGET, MODULE, PREFIX = read_definition(DEFINITION)
     VERBOSE[0] = args.v
     logging.basicConfig(level=logging.ERROR)
 
     with tempfile.TemporaryDirectory(prefix="oeapatch-settings-") as tmp:
         checkout = os.path.join(tmp, "checkout")
         os.makedirs(os.path.join(checkout, os.path.dirname(TARGET)))
-        with open(ERA, "rb") as src, open(os.path.join(checkout, TARGET), "wb") as dst:
+        with open(args.fixture, "rb") as src, open(os.path.join(checkout, TARGET), "wb") as dst:
             dst.write(src.read())
-        proc = subprocess.run([OEAPATCH, "apply", "-C", checkout, "--library", args.library],
+        proc = subprocess.run([OEAPATCH, "apply", "-C", checkout, "--patch", DEFINITION,
+                               "--library", args.library],
                               env=environment_without_settings(), capture_output=True, text=True)
         if proc.returncode != 0:
             print("FAIL apply: exit %d: %s" % (proc.returncode, proc.stderr))
@@ -239,12 +260,12 @@ def main():
             check(p.returncode == 0, "import failed: %s" % p.stderr)
             check(p.stdout.strip() == "[]", "K0 unset imported %s" % p.stdout.strip())
 
-        @case("binding.py reads exactly the settings patch.ini has rules for")
+        @case("the binding reads exactly the settings patch.ini has rules for")
         def same_names():
             with open(written, encoding="utf-8") as f:
                 read = set(re.findall(r'"(%s[A-Z0-9_]+)"' % PREFIX, f.read()))
             ruled = {name for name, _, _ in settings}
-            check(read == ruled, "only in binding.py: %s; only in patch.ini: %s"
+            check(read == ruled, "only in the binding: %s; only in patch.ini: %s"
                   % (sorted(read - ruled), sorted(ruled - read)))
             return "%d settings" % len(ruled)
 
@@ -285,21 +306,21 @@ def main():
                 return "%d agreements, %d values refused" % (agree, bad)
             per_setting()
 
-        # The forms of SGLANG_OEA_LIBRARY: the binding's loader refuses a relative
+        # The forms of <prefix>LIBRARY: the binding's loader refuses a relative
         # path with a slash (library_path_problem), verify's settings check too.
         forms = ["lib/liboea.so", "./liboea.so", "../lib/liboea.so.2", " a/b ", "lib/",
                  "/opt/liboea.so", "liboea.so.2", " liboea.so ", "/"]
 
-        @case("SGLANG_OEA_LIBRARY forms with K0 on: the binding's loader and verify agree")
+        @case(S("LIBRARY") + " forms with K0 on: the binding's loader and verify agree")
         def library_forms():
             refused = 0
             for value in forms:
-                env = {"SGLANG_OEA_K0": "3", "SGLANG_OEA_LIBRARY": value}
+                env = {S("K0"): "3", S("LIBRARY"): value}
                 path = module.parse_settings(env)["library"]
                 binding_refuses = module.library_path_problem(path) is not None
                 rc, doc = verify.run(env=env)
                 flagged = [p for p in doc["settings"]["problems"]
-                           if p["variable"] == "SGLANG_OEA_LIBRARY"]
+                           if p["variable"] == S("LIBRARY")]
                 check(binding_refuses == bool(flagged),
                       "%r: the binding %s it, verify %s" % (value, "refuses" if binding_refuses else
                                                             "accepts", flagged or "accepts it"))
@@ -312,20 +333,20 @@ def main():
 
         # The switch: the import (not parse_settings) decides between a warning and a stop.
         lenient = [
-            ({"SGLANG_OEA_STATS": "maybe"}, True),
-            ({"SGLANG_OEA_K0": "0", "SGLANG_OEA_STATS": "maybe"}, True),
-            ({"SGLANG_OEA_K0": "-0", "SGLANG_OEA_MIN_BATCH": "x"}, True),
-            ({"SGLANG_OEA_K0": " 00 ", "SGLANG_OEA_MIN_BATCH": "2000"}, True),
-            ({"SGLANG_OEA_K0": "", "SGLANG_OEA_MAX_TOKENS": "0"}, True),
-            ({"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "maybe"}, False),
-            ({"SGLANG_OEA_K0": "+1", "SGLANG_OEA_MIN_BATCH": "2000"}, False),
-            ({"SGLANG_OEA_K0": "abc"}, False),
-            ({"SGLANG_OEA_K0": "0x0", "SGLANG_OEA_STATS": "maybe"}, False),
-            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_STRICT": "on"}, False),
-            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_MIN_BATCH": "abc", "SGLANG_OEA_STATS": "yes"}, False),
-            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_MAX_TOKENS": "5000"}, False),
-            ({"SGLANG_OEA_K0": "1", "SGLANG_OEA_MIN_BATCH": "9", "SGLANG_OEA_MAX_TOKENS": "8"}, False),
-            ({"SGLANG_OEA_STRICT": "on", "SGLANG_OEA_STATS": "yes", "SGLANG_OEA_MIN_BATCH": "4"}, True),
+            ({S("STATS"): "maybe"}, True),
+            ({S("K0"): "0", S("STATS"): "maybe"}, True),
+            ({S("K0"): "-0", S("MIN_BATCH"): "x"}, True),
+            ({S("K0"): " 00 ", S("MIN_BATCH"): "2000"}, True),
+            ({S("K0"): "", S("MAX_TOKENS"): "0"}, True),
+            ({S("K0"): "3", S("STATS"): "maybe"}, False),
+            ({S("K0"): "+1", S("MIN_BATCH"): "2000"}, False),
+            ({S("K0"): "abc"}, False),
+            ({S("K0"): "0x0", S("STATS"): "maybe"}, False),
+            ({S("K0"): "1", S("STRICT"): "on"}, False),
+            ({S("K0"): "1", S("MIN_BATCH"): "abc", S("STATS"): "yes"}, False),
+            ({S("K0"): "1", S("MAX_TOKENS"): "5000"}, False),
+            ({S("K0"): "1", S("MIN_BATCH"): "9", S("MAX_TOKENS"): "8"}, False),
+            ({S("STRICT"): "on", S("STATS"): "yes", S("MIN_BATCH"): "4"}, True),
         ]
 
         @case("off (K0 valid and 0) warns, on or bad K0 stops: the import and verify agree, "

@@ -101,7 +101,8 @@ for n in zipfile.ZipFile(sys.argv[1]).namelist():
     print(n)
 EOF2
 for f in oeapatch/bin/oeapatch 'oeapatch/lib/liboea\.so\.[0-9.]*' oeapatch/share/oeapatch/patches/sglang-oea/patch.ini \
-	oeapatch/share/oeapatch/patches/sglang-oea/binding.py oeapatch/share/oeapatch/build.txt \
+	oeapatch/share/oeapatch/patches/sglang-oea/adapter.py oeapatch/share/oeapatch/patches/binding-core/oea_core.py \
+	oeapatch/share/oeapatch/patches/vllm-oea/adapter.py oeapatch/share/oeapatch/build.txt \
 	'oeapatch-[0-9.]*\.data/data/share/man/man1/oeapatch\.1' \
 	'oeapatch-[0-9.]*\.data/data/share/bash-completion/completions/oeapatch' 'oeapatch\.libs/libgit2-.*'; do
 	if grep -qx "$f" "$WORK/names.txt"; then ok "holds $f"; else bad "does not hold $f"; fi

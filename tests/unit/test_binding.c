@@ -183,7 +183,9 @@ static void test_one_byte_changed_is_edited(void **state)
 	assert_int_equal(kind_of(text, len), OEAP_BINDING_UNKNOWN);
 	text[l2 - 1] = '\n';
 	/* A digit of the digest itself. */
-	text[l2 + strlen(OEAP_BINDING_DIGEST_PREFIX)] ^= 1;
+	/* (another hex digit: x ^ 1 is none for 'a' and 'f') */
+	char *digit = &text[l2 + strlen(OEAP_BINDING_DIGEST_PREFIX)];
+	*digit = *digit == '0' ? '1' : '0';
 	assert_int_equal(kind_of(text, len), OEAP_BINDING_EDITED);
 	int ok;
 	char *d = check_detail(text, len, &ok);
@@ -351,6 +353,66 @@ static void test_render_contract(void **state)
 	free(t);
 }
 
+/* [binding] source's files are one module, and the names patch.ini gives
+ * are rendered into it: the settings' prefix and the framework as text, the
+ * boolean spellings as Python tuples. No placeholder is left. */
+static void test_render_names(void **state)
+{
+	(void)state;
+	size_t len;
+	char *t = render(&len);
+	assert_null(strstr(t, "{{"));
+	assert_non_null(strstr(t, "\n_TRUE = ('true', '1', 'yes', 'y')\n"));
+	assert_non_null(strstr(t, "\n_FALSE = ('false', '0', 'no', 'n')\n"));
+	assert_non_null(strstr(t, "_int(environ, \"SGLANG_OEA_K0\", 0, 0,"));
+	assert_non_null(strstr(t, "for SGLang's MoE routing"));
+	/* the adapter follows the core, whose last definition it calls */
+	const char *start = strstr(t, "\ndef _start():"), *call = strstr(t, "\n_start()\n");
+	assert_true(start && call && start < call);
+	free(t);
+	/* One spelling is still a tuple; a quote in a spelling is escaped. */
+	char **saved = def->bool_true;
+	char *one[] = {"it's", NULL};
+	def->bool_true = one;
+	t = render(&len);
+	assert_non_null(strstr(t, "\n_TRUE = ('it\\'s',)\n"));
+	free(t);
+	def->bool_true = saved;
+}
+
+/* A placeholder whose value patch.ini lacks, or holds in a form the module's
+ * string literals cannot carry, is the definition's error, named. */
+static void test_render_names_refused(void **state)
+{
+	(void)state;
+	oeap_buf b = OEAP_BUF_INIT;
+	oeap_error err;
+	char *saved = def->framework;
+	def->framework = NULL;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_binding_render(def, LIB, &b, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_non_null(strstr(err.message, "{{framework}} needs [patch] framework"));
+	oeap_buf_free(&b);
+	def->framework = saved;
+	saved = def->env_prefix;
+	def->env_prefix = "SGLANG\"_OEA_";
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_binding_render(def, LIB, &b, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_non_null(strstr(err.message, "{{env_prefix}}"));
+	assert_non_null(strstr(err.message, "quote"));
+	oeap_buf_free(&b);
+	def->env_prefix = saved;
+	char **words = def->bool_false;
+	def->bool_false = NULL;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_binding_render(def, LIB, &b, &err), -1);
+	assert_non_null(strstr(err.message, "{{bool_false}} needs [binding] bool_false"));
+	oeap_buf_free(&b);
+	def->bool_false = words;
+}
+
 /* A probe field that oea_problem does not have is the definition's error,
  * at render and at the library check alike (nothing guesses an offset). */
 static void test_probe_unknown_field(void **state)
@@ -426,6 +488,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_render_contract),
+		cmocka_unit_test(test_render_names),
+		cmocka_unit_test(test_render_names_refused),
 		cmocka_unit_test(test_probe_unknown_field),
 		cmocka_unit_test(test_probe_real_library),
 		cmocka_unit_test(test_library_path_forms),

@@ -14,7 +14,8 @@
 
 static const char *DEF_FILES[] = {
 	"patch.ini",
-	"binding.py",
+	"adapter.py",
+	"../binding-core/oea_core.py",
 	"anchors/select_experts.scm",
 	"anchors/routing_chain.scm",
 	"anchors/binds_pair.scm",
@@ -24,6 +25,7 @@ static const char *DEF_FILES[] = {
 };
 
 typedef struct fixture {
+	char *root; /* holds the copy (sglang-oea/) and the shared core (binding-core/) */
 	char *dir;
 } fixture;
 
@@ -32,7 +34,11 @@ static int setup(void **state)
 	fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	f->dir = tu_tmpdir();
+	f->root = tu_tmpdir();
+	f->dir = malloc(strlen(f->root) + 16);
+	if (!f->dir)
+		return -1;
+	sprintf(f->dir, "%s/sglang-oea", f->root);
 	for (size_t i = 0; i < sizeof(DEF_FILES) / sizeof(DEF_FILES[0]); i++) {
 		char rel[PATH_MAX], dst[PATH_MAX + 64];
 		size_t len;
@@ -49,7 +55,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fixture *f = *state;
-	tu_rmtree(f->dir);
+	tu_rmtree(f->root);
+	free(f->root);
 	free(f->dir);
 	free(f);
 	return 0;
@@ -151,10 +158,16 @@ static void test_real_definition(void **state)
 	assert_string_equal(def->binding_module, "_oeapatch_sglang_oea");
 	assert_string_equal(def->library_env, "SGLANG_OEA_LIBRARY");
 	assert_non_null(def->summary);
-	size_t blen;
-	char *binding = tu_read("patches/sglang-oea/binding.py", &blen);
-	assert_string_equal(def->binding_text, binding);
-	free(binding);
+	assert_string_equal(def->framework, "SGLang");
+	/* [binding] source: the shared core, then SGLang's adapter, as they are */
+	size_t clen, alen;
+	char *core = tu_read("patches/binding-core/oea_core.py", &clen);
+	char *adapter = tu_read("patches/sglang-oea/adapter.py", &alen);
+	assert_int_equal(strlen(def->binding_text), clen + alen);
+	assert_memory_equal(def->binding_text, core, clen);
+	assert_string_equal(def->binding_text + clen, adapter);
+	free(core);
+	free(adapter);
 
 	assert_int_equal(def->nanchors, 3);
 	static const struct {
@@ -577,6 +590,51 @@ static void test_args_without_scope(void **state)
 	expect_definition_error(&err, "[region:callsite]", "arguments need a 'scope'", -1);
 }
 
+/* [binding] source = several files: one module, in their order; a file
+ * that does not end its last line gets a newline before the next. */
+static void test_binding_sources(void **state)
+{
+	fixture *f = *state;
+	put(f, "a.py", "A = 1");
+	put(f, "b.py", "B = 2\n");
+	edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = a.py b.py ../binding-core/oea_core.py");
+	oeap_patchdef *def = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_patchdef_load(f->dir, &def, &err), 0);
+	size_t clen;
+	char *core = tu_read("patches/binding-core/oea_core.py", &clen);
+	assert_int_equal(strncmp(def->binding_text, "A = 1\nB = 2\n", 12), 0);
+	assert_string_equal(def->binding_text + 12, core);
+	free(core);
+	oeap_patchdef_free(def);
+}
+
+static void test_binding_source_missing(void **state)
+{
+	fixture *f = *state;
+	long line = edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = ../binding-core/oea_core.py nope.py");
+	(void)line;
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "[binding] source", "nope.py", -1);
+}
+
+static void test_binding_source_absolute(void **state)
+{
+	fixture *f = *state;
+	edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = /etc/passwd adapter.py");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "[binding] source: files are relative to the definition's folder, not absolute paths", -1);
+}
+
+static void test_binding_source_empty(void **state)
+{
+	fixture *f = *state;
+	edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = ");
+	oeap_error err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "[binding] source: expected the module's files", -1);
+}
+
 static void test_target_with_dotdot(void **state)
 {
 	fixture *f = *state;
@@ -798,6 +856,10 @@ int main(void)
 		T(test_bad_arg_expression),
 		T(test_bad_arg_keyword),
 		T(test_args_without_scope),
+		T(test_binding_sources),
+		T(test_binding_source_missing),
+		T(test_binding_source_absolute),
+		T(test_binding_source_empty),
 		T(test_target_with_dotdot),
 		T(test_target_absolute),
 		T(test_bad_name),

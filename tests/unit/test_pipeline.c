@@ -739,10 +739,11 @@ static void test_first_error_wins(void **state)
 	assert_int_equal(err.line, 2);
 }
 
-/* Copies the real definition into `dir`, with `callsite` as the call-site template. */
+/* Copies the real definition into `dir`/def (the shared core to `dir`/binding-core), with
+ * `callsite` as the call-site template. */
 static oeap_patchdef *def_with_callsite(const char *dir, const char *callsite)
 {
-	static const char *files[] = {"patch.ini", "binding.py", "anchors/binds_pair.scm", "anchors/imports.scm",
+	static const char *files[] = {"patch.ini", "adapter.py", "../binding-core/oea_core.py", "anchors/binds_pair.scm", "anchors/imports.scm",
 	                              "anchors/routing_chain.scm", "anchors/select_experts.scm",
 	                              "templates/import.py", "templates/callsite.py"};
 	char rel[256], path[512];
@@ -750,7 +751,7 @@ static oeap_patchdef *def_with_callsite(const char *dir, const char *callsite)
 		size_t n;
 		snprintf(rel, sizeof(rel), "patches/sglang-oea/%s", files[i]);
 		char *text = tu_read(rel, &n);
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		snprintf(path, sizeof(path), "%s/def/%s", dir, files[i]);
 		if (strcmp(files[i], "templates/callsite.py") == 0)
 			tu_write(path, callsite, strlen(callsite));
 		else
@@ -760,8 +761,9 @@ static oeap_patchdef *def_with_callsite(const char *dir, const char *callsite)
 	oeap_patchdef *d = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	if (oeap_patchdef_load(dir, &d, &err))
-		fail_msg("load %s: %s: %s", dir, err.where, err.message);
+	snprintf(path, sizeof(path), "%s/def", dir);
+	if (oeap_patchdef_load(path, &d, &err))
+		fail_msg("load %s: %s: %s", path, err.where, err.message);
 	return d;
 }
 

@@ -72,7 +72,11 @@ static void test_real_rules(void **state)
 /* A copy of the real definition whose patch.ini gets `extra` appended (new sections) or one edit. */
 static char *copy_definition(void)
 {
-	char *dir = tu_tmpdir();
+	/* <tmp>/def: the shared core goes beside it, to <tmp>/binding-core */
+	char *root = tu_tmpdir(), *dir = malloc(strlen(root) + 8);
+	assert_non_null(dir);
+	sprintf(dir, "%s/def", root);
+	free(root);
 	tu_copy_definition(dir);
 	return dir;
 }
@@ -101,6 +105,7 @@ static int load_edited(const char *old, const char *new_text, oeap_patchdef **de
 	free(text);
 	oeap_error_clear(err);
 	int rc = oeap_patchdef_load(dir, def, err);
+	*strrchr(dir, '/') = '\0'; /* the copy's <tmp> */
 	tu_rmtree(dir);
 	free(dir);
 	return rc;

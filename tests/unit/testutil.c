@@ -55,7 +55,8 @@ char *tu_tmpdir(void)
 
 void tu_copy_definition(const char *dir)
 {
-	static const char *files[] = {"patch.ini", "binding.py", "anchors/select_experts.scm",
+	/* the definition and, beside it, the shared core its [binding] source names */
+	static const char *files[] = {"patch.ini", "adapter.py", "../binding-core/oea_core.py", "anchors/select_experts.scm",
 	                              "anchors/routing_chain.scm", "anchors/binds_pair.scm", "anchors/imports.scm",
 	                              "templates/callsite.py", "templates/import.py"};
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {

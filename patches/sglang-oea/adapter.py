@@ -1,0 +1,299 @@
+# ------------------------------------------------ the SGLang adapter (patches/sglang-oea/adapter.py)
+# SGLang's gate (decode detection, DP attention, piecewise CUDA graphs,
+# speculative verify) and its argument mapping (select_experts' parameters,
+# TopKConfig); the rest is the shared core above (oea_core.py).
+
+TARGET_FILE = "topk.py"
+METRICS_PREFIX = "sglang:oea_"
+SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
+                "large_batch", "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
+                "device", "token_bias")
+
+# SGLang keeps the batch's forward mode on its ForwardBatch, which every model's
+# forward (and the CUDA-graph runner's capture, and the model runner) holds as
+# a local named `forward_batch`. select_experts is not given it, so the gate
+# reads it from the nearest caller frame that has one: the same object the
+# model runner set, in every release since topk.py exists (Dec 2024).
+DECODE_DETECTION = ("ForwardBatch.forward_mode of the calling model (decode%s); "
+                    "under DP attention, decode or idle and no rank extending "
+                    "(is_extend_in_batch); piecewise-CUDA-graph flag while compiled"
+                    % (" + target-verify" if SPECULATIVE else " only"))
+_MAX_FRAMES = 64
+_holds_batch = {}  # code object -> whether `forward_batch` is one of its names
+
+
+def _has_batch_name(code):
+    return ("forward_batch" in code.co_varnames or "forward_batch" in code.co_cellvars
+            or "forward_batch" in code.co_freevars)
+
+
+def _find_forward_batch(frame, max_frames=_MAX_FRAMES, depth=None):
+    """The nearest ForwardBatch from `frame` up, or None. With `depth` (the
+    frame's depth below _stack_batch's), the path to it is remembered (_batch_path)."""
+    global _batch_path
+    holders = []
+    d = depth or 0
+    for _ in range(max_frames):
+        if frame is None:
+            break
+        code = frame.f_code
+        holds = _holds_batch.get(code)
+        if holds is None:
+            holds = _holds_batch[code] = _has_batch_name(code)
+        if holds:
+            batch = frame.f_locals.get("forward_batch")
+            if getattr(batch, "forward_mode", None) is not None:
+                if depth is not None:
+                    _batch_path = (d, code, tuple(holders))
+                return batch
+            holders.append((d, code))
+        frame = frame.f_back
+        d += 1
+    return None
+
+
+def _mode_verdict(mode):
+    """None when OEA may run on this forward mode, else the skip reason."""
+    if mode is None:
+        return "no_mode"
+    if mode.is_decode():
+        return None
+    target_verify = getattr(mode, "is_target_verify", None)
+    if target_verify is not None and target_verify():
+        return None if SPECULATIVE else "speculative"
+    if mode.is_idle():
+        return "idle"
+    return "extend"
+
+
+def _dp_gathered(batch):
+    """Whether this batch is one DP-attention rank's share of a step whose MoE
+    layers may route the tokens of every DP rank (gathered before the MoE):
+    SGLang then records every rank's token count on the batch."""
+    counts = getattr(batch, "global_num_tokens_cpu", None)
+    if counts is None:
+        counts = getattr(batch, "global_num_tokens", None)  # early releases (0.4.1)
+    try:
+        return counts is not None and len(counts) > 1
+    except TypeError:
+        return False
+
+
+def _batch_verdict(batch):
+    """None when OEA may run on this batch, else the skip reason.
+
+    Under DP attention every rank's MoE layer routes the same gathered tokens
+    (or, with an all-to-all MoE, only its own), and tensor-parallel peers must
+    choose the same experts for them: the decision must be the same on every
+    rank, so it cannot come from the rank's own mode alone. An idle rank
+    (nothing of its own to run) routes its peers' decode tokens; a rank in
+    decode must not re-route while a peer's share is a prefill. SGLang's MLP
+    sync records "some rank extends" on every rank's batch
+    (is_extend_in_batch, the same value on all of them, TARGET_VERIFY
+    included): OEA runs only when it is false and this rank decodes or idles.
+    Releases without that flag cannot tell, so OEA stays off under DP
+    attention there ("dp_attention")."""
+    if batch is None:
+        return "no_mode"
+    mode = batch.forward_mode
+    if not _dp_gathered(batch):
+        return _mode_verdict(mode)
+    if not hasattr(batch, "is_extend_in_batch"):
+        return "dp_attention"
+    if batch.is_extend_in_batch:
+        return "extend"
+    if mode.is_decode() or mode.is_idle():
+        return None
+    return _mode_verdict(mode)
+
+
+# The path of the last walk that found a batch: (depth, code object of the frame
+# that held it, ((depth, code) of nearer frames that hold the name but held no
+# batch then)). Every MoE layer of a step comes through the same path, so the
+# next call looks at that one frame (sys._getframe(depth): one C call) instead of
+# walking; nearer holders are looked at again so that a batch appearing there
+# still wins, and a frame at that depth running other code means a walk.
+_batch_path = None
+_getframe = sys._getframe
+
+
+def _walk(depth):
+    """_find_forward_batch from _getframe(depth) (counted from _stack_batch's
+    frame), remembering the path where a batch was found."""
+    return _find_forward_batch(_getframe(depth + 1), _MAX_FRAMES, depth)
+
+
+def _stack_batch():
+    """The forward batch of the caller's model forward, or None. Frame 0 is
+    this function, 1 _verdict_eager, 2 _route_rest, 3 route(), 4 select_experts."""
+    path = _batch_path
+    if path is not None:
+        depth, code, holders = path
+        try:
+            frame = _getframe(depth)
+        except ValueError:  # a shallower stack than last time
+            frame = None
+        if frame is not None and frame.f_code is code:
+            for d, c in holders:
+                nearer = _getframe(d)
+                if nearer.f_code is not c or getattr(
+                        nearer.f_locals.get("forward_batch"), "forward_mode", None) is not None:
+                    return _walk(4)
+            batch = frame.f_locals.get("forward_batch")
+            if getattr(batch, "forward_mode", None) is not None:
+                return batch
+    return _walk(4)
+
+
+def _verdict_eager():
+    """Eager calls: the verdict for the batch in scope, found on the stack.
+    Judged on each call (a few attribute reads): SGLang may change a batch's
+    fields between uses, so no verdict is kept for a batch object."""
+    return _batch_verdict(_stack_batch())
+
+
+def _verdict_deep():
+    """The verdict from deeper inside a call chain: the custom op's body (called
+    by compiled code through torch's dispatcher) or a trace; the frames above
+    are real ones either way."""
+    for fn in _pcg_probes():
+        if fn():
+            return "extend"  # piecewise CUDA graphs run extend batches only
+    return _batch_verdict(_find_forward_batch(sys._getframe(2), 1024))
+
+
+_pcg = None
+
+
+def _pcg_probes():
+    """SGLang's piecewise-CUDA-graph flags (Oct 2025 on), looked up once."""
+    global _pcg
+    if _pcg is None:
+        import importlib
+
+        found, package = [], __package__ or ""
+        if package.endswith(".layers.moe"):
+            try:
+                module = importlib.import_module(package[: -len(".layers.moe")] +
+                                                 ".compilation.piecewise_context_manager")
+            except ImportError:
+                module = None  # releases before piecewise CUDA graphs
+            found = [fn for fn in (getattr(module, attr, None) for attr in (
+                "is_in_piecewise_cuda_graph", "is_in_pcg_torch_compile")) if callable(fn)]
+        _pcg = tuple(found)
+    return _pcg
+
+
+def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSING,
+          renormalize=_MISSING, use_grouped_topk=_MISSING, num_expert_group=_MISSING,
+          topk_group=_MISSING, correction_bias=_MISSING, scoring_func=_MISSING,
+          custom_routing_function=_MISSING, routed_scaling_factor=_MISSING,
+          num_fused_shared_experts=_MISSING, num_token_non_padded=None,
+          expert_location_dispatch_info=None, layer_id=None, **unknown):
+    """Re-route one MoE layer's decode batch; returns (topk_weights, topk_ids).
+
+    Inputs come back unchanged whenever a gate says no (docs/runtime.md lists
+    them; with SGLANG_OEA_STATS on each is counted). A liboea error is a bug
+    and raises RuntimeError. This runs once per MoE layer per step, so its eager
+    path is a few attribute reads (docs/performance.md, host overhead): shapes,
+    one tuple for the plan, one frame for the decode verdict (_stack_batch).
+    """
+    if not ENABLED:
+        return topk_weights, topk_ids
+    entered = _enter(topk_ids)
+    if entered is None:
+        return topk_weights, topk_ids
+    compiling, n, counted = entered
+
+    # ---- gate: arguments, then shapes (no tensor work)
+    if expert_location_dispatch_info is not None:
+        _skip("eplb", counted)  # ids may be physical ids, which no longer index the logits
+        return topk_weights, topk_ids
+    custom = custom_routing_function
+    if custom is _MISSING:
+        custom = getattr(topk_config, "custom_routing_function", None)
+    if custom is not None:
+        _skip("custom_routing", counted)
+        return topk_weights, topk_ids
+    if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
+        return topk_weights, topk_ids
+
+    # The bias this call routes by: its own argument, else its config's. liboea
+    # takes one bias per expert for every row; a bias per token (SGLang
+    # 0.5.22's select_experts(dynamic_expert_bias=...) puts one in the
+    # correction_bias this call site passes) cannot be honoured, and a plan
+    # prepared with another bias must never stand in for it. A call site that
+    # passes dynamic_expert_bias itself (the definition does not, today) is
+    # held to the same rule.
+    bias = correction_bias
+    if bias is _MISSING:
+        bias = getattr(topk_config, "correction_bias", None)
+    if (bias is not None and bias.dim() > 1) or (
+            unknown and unknown.get("dynamic_expert_bias") is not None):
+        _skip("token_bias", counted)
+        return topk_weights, topk_ids
+
+    # ---- prepare: once per configuration (extend batches prepare too, so the
+    # decode graphs captured later find their layer ready). One key: the
+    # layer's settings, then what the prepared block depends on in the tensors.
+    # Everything a plan is prepared from that the call passes is in the key, in
+    # every era: the bias (the plan holds a pointer to it) and the arguments,
+    # which win over the config's fields; so a call that passes other ones
+    # never finds a plan made for the first. No id() of None (no bias): torch
+    # 2.5's dynamo cannot trace it (fullgraph failed in the releases of Dec
+    # 2024 - Jul 2025).
+    bias_key = None if bias is None else id(bias)
+    if topk_config is not None:
+        settings = (id(topk_config), layer_id, top_k, renormalize, use_grouped_topk,
+                    num_expert_group, topk_group, bias_key, scoring_func,
+                    num_fused_shared_experts)
+    else:
+        if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
+            # SGLang of about Apr - Jun 2025: n_share_experts_fusion counts the
+            # shared expert's replicas (DeepSeek-V3 defaults it to the TP size),
+            # and the routing overwrites ONE column (topk_ids[:, -1]) with one of
+            # them: one fused column whatever the count.
+            num_fused_shared_experts = 1 if unknown["n_share_experts_fusion"] else 0
+        settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
+                    bias_key, scoring_func, num_fused_shared_experts)
+    key = _plan_key(settings, router_logits, topk_ids, topk_weights)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _new_plan(key, router_logits, topk_ids, topk_weights, (topk_config, bias),
+                         _layer(topk_config, top_k, renormalize, use_grouped_topk,
+                                num_expert_group, topk_group, bias, scoring_func,
+                                num_fused_shared_experts))
+    return _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
+                       counted, compiling)
+
+
+def _setting(value, config, name, default=None):
+    """An argument the call site passed, else its TopKConfig's field (Aug 2025 on)."""
+    if value is not _MISSING:
+        return value
+    if config is not None:
+        return getattr(config, name, default)
+    return default
+
+
+def _layer(cfg, top_k, renormalize, use_grouped_topk, num_expert_group, topk_group, bias,
+           scoring_func, num_fused_shared_experts):
+    """The layer's routing settings as the core's _new_plan takes them."""
+    grouped = bool(_setting(use_grouped_topk, cfg, "use_grouped_topk", False))
+    if grouped:
+        # SGLang's grouped helpers fix the scoring themselves: biased_grouped_topk
+        # is sigmoid, grouped_topk softmax, whatever scoring_func says.
+        scoring_name = "sigmoid" if bias is not None else "softmax"
+    else:
+        scoring_name = _setting(scoring_func, cfg, "scoring_func")
+        if scoring_name is None:
+            scoring_name = "sigmoid" if bias is not None else "softmax"
+    return (_setting(top_k, cfg, "top_k"),
+            _setting(num_fused_shared_experts, cfg, "num_fused_shared_experts", 0),
+            grouped, scoring_name,
+            _setting(num_expert_group, cfg, "num_expert_group") if grouped else None,
+            _setting(topk_group, cfg, "topk_group") if grouped else None,
+            bias, _setting(renormalize, cfg, "renormalize", True))
+
+
+_start()

@@ -1,0 +1,281 @@
+# ------------------------------------------------ the vLLM adapter (patches/vllm-oea/adapter.py)
+# vLLM's gate (decode detection from the forward context, CUDA-graph modes,
+# data parallelism, speculative verify) and its argument mapping for the three
+# eras of select_experts; the rest is the shared core above (oea_core.py).
+
+import weakref
+
+# The module sits beside router/base_router.py (0.15 on) or layer.py (0.6 - 0.14).
+TARGET_FILE = ("base_router.py" if os.path.exists(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "base_router.py")) else "layer.py")
+METRICS_PREFIX = "vllm:oea_"
+SKIP_REASONS = ("extend", "speculative", "no_mode", "piecewise", "cuda_graph", "dp_attention",
+                "small_batch", "large_batch", "custom_routing", "zero_expert", "simulator",
+                "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring", "device")
+DECODE_DETECTION = ("the forward context's attention metadata (no prefill%s); off under "
+                    "piecewise CUDA graphs and data parallelism; full graphs of uniform "
+                    "decode batches only" % (", speculative verify too" if SPECULATIVE else
+                                             ", query length 1"))
+
+# ------------------------------------------------------------------ the gate
+
+_fc = None  # vllm.forward_context, or False where the release has none (before 0.6.6)
+
+
+def _context():
+    """The forward context set for this forward, or None (no context: V0 before
+    0.7, a dummy or profile run). The module global, not get_forward_context(),
+    which asserts when none is set."""
+    global _fc
+    if _fc is None:
+        import importlib
+
+        root = (__package__ or "").split(".", 1)[0] or "vllm"
+        try:
+            _fc = importlib.import_module(root + ".forward_context")
+        except ImportError:
+            _fc = False
+    return getattr(_fc, "_forward_context", None) if _fc else None
+
+
+def _metadata_verdict(meta):
+    """One attention backend's metadata: None (decode), a skip reason, or
+    "unknown" when it says nothing we read."""
+    prefills = getattr(meta, "num_prefills", None)
+    query = getattr(meta, "max_query_len", None)
+    if prefills is None and query is None:
+        if getattr(meta, "num_prefill_tokens", None) is None:
+            return "unknown"
+        prefills = meta.num_prefill_tokens
+    if prefills:
+        return "extend"
+    if query is not None and query > 1:
+        # No prefill by the backend's own split, or a query longer than one
+        # token: with speculative decoding these are the verify batches (1 + k
+        # tokens per request); a backend that reports only max_query_len cannot
+        # tell them from short prefills, so it is "extend" there.
+        if prefills is None:
+            return "extend"
+        return None if SPECULATIVE else "speculative"
+    return None
+
+
+def _context_verdict(ctx):
+    """None when OEA may run on the batch of forward context `ctx`, else the
+    skip reason (docs/runtime.md, "Decode detection in vLLM")."""
+    if ctx is None:
+        return "no_mode"
+    if getattr(ctx, "dp_metadata", None) is not None:
+        # Data-parallel ranks all-gather their tokens before the MoE (0.8 -
+        # 0.13): every rank routes every rank's tokens and must choose the
+        # same experts, but each knows only its own batch's mode.
+        return "dp_attention"
+    mode = getattr(getattr(ctx, "cudagraph_runtime_mode", None), "name", None)
+    if mode == "PIECEWISE":
+        # Keyed by token count alone, shared by decode and mixed batches: a
+        # decision captured into one would be wrong for the other.
+        return "piecewise"
+    desc = getattr(ctx, "batch_descriptor", None)
+    if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
+        # Captured: only a full graph of uniform decode batches replays what
+        # was decided now (before 0.10 every capture is piecewise).
+        uniform = getattr(desc, "uniform_decode", None) or (
+            getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
+        if mode != "FULL" or not uniform:
+            return "cuda_graph"
+    meta = getattr(ctx, "attn_metadata", None)
+    metas = []
+    for part in (meta if isinstance(meta, list) else [meta]):  # micro-batches (0.11 on)
+        metas.extend(part.values() if isinstance(part, dict) else [part])
+    verdict = "no_mode"
+    for m in metas:
+        if m is None:
+            continue
+        v = _metadata_verdict(m)
+        if v == "unknown":
+            continue
+        if v is not None:
+            return v
+        verdict = None
+    return verdict
+
+
+def _verdict_eager():
+    return _context_verdict(_context())
+
+
+def _verdict_deep():
+    # The forward context is process state, the same inside compiled code.
+    return _context_verdict(_context())
+
+
+# ------------------------------------------------------------ argument mapping
+
+# Routers (0.15 on) whose routing OEA cannot reproduce, by class, and the reason.
+_ROUTER_SKIPS = {"CustomRoutingRouter": "custom_routing", "ZeroExpertRouter": "zero_expert",
+                 "RoutingSimulatorRouter": "simulator"}
+# Routers OEA reproduces; any other is skipped ("router") rather than guessed.
+_ROUTERS = ("FusedTopKRouter", "GroupedTopKRouter", "FusedTopKBiasRouter")
+# 0.12 - 0.14: the simulator is a branch of the chain, chosen by this variable;
+# read once (compiled code must not read the environment).
+_SIMULATOR = bool(os.environ.get("VLLM_MOE_ROUTING_SIMULATION_STRATEGY", "").strip())
+_owner_skip = {}  # type -> skip reason or None
+_layers_seen = weakref.WeakSet()  # the layers (or routers) whose calls reached route()
+
+
+def _owner_verdict(owner):
+    """None when OEA can reproduce the routing of `owner` (the FusedMoE layer,
+    0.12 - 0.14, or its router, 0.15 on), else the skip reason; per type."""
+    kind = type(owner)
+    if kind not in _owner_skip:
+        name = kind.__name__
+        if name in _ROUTER_SKIPS:
+            _owner_skip[kind] = _ROUTER_SKIPS[name]
+        elif name.endswith("Router") and name not in _ROUTERS:
+            _owner_skip[kind] = "router"
+        else:
+            _owner_skip[kind] = None
+    reason = _owner_skip[kind]
+    if reason is None:
+        if getattr(owner, "zero_expert_num", 0) or getattr(owner, "bias_vl", None) is not None:
+            return "zero_expert" if getattr(owner, "zero_expert_num", 0) else "custom_routing"
+        if _SIMULATOR and not type(owner).__name__.endswith("Router"):
+            return "simulator"
+    return reason
+
+
+def route(router_logits, topk_weights, topk_ids, owner=None, top_k=_MISSING,
+          renormalize=_MISSING, use_grouped_topk=_MISSING, num_expert_group=_MISSING,
+          topk_group=_MISSING, scoring_func=_MISSING, e_score_correction_bias=_MISSING,
+          custom_routing_function=_MISSING, routed_scaling_factor=_MISSING,
+          num_fused_shared_experts=_MISSING, **unknown):
+    """Re-route one MoE layer's decode batch; returns (topk_weights, topk_ids).
+
+    Settings come as parameters (0.6 - 0.11: select_experts is a staticmethod)
+    or from `owner`, the FusedMoE layer (0.12 - 0.14) or its router (0.15 on),
+    read with getattr where a parameter was not passed. Inputs come back
+    unchanged whenever a gate says no (docs/runtime.md; counted with
+    VLLM_OEA_STATS). The ids keep their dtype (0.9 on may convert them inside
+    the chain)."""
+    if not ENABLED:
+        return topk_weights, topk_ids
+    entered = _enter(topk_ids)
+    if entered is None:
+        return topk_weights, topk_ids
+    compiling, n, counted = entered
+    if counted is not None:
+        layer = owner if owner is not None else _caller_layer()
+        try:
+            _layers_seen.add(layer)
+        except TypeError:  # None, or an object without weak references
+            pass
+
+    # ---- gate: the routing path, then shapes (no tensor work)
+    if owner is not None:
+        reason = _owner_verdict(owner)
+        if reason is not None:
+            _skip(reason, counted)
+            return topk_weights, topk_ids
+    if _setting(custom_routing_function, owner, "custom_routing_function") is not None:
+        _skip("custom_routing", counted)
+        return topk_weights, topk_ids
+    scale = _setting(routed_scaling_factor, owner, "routed_scaling_factor")
+    if scale is not None and float(scale) != 1.0:
+        # vLLM multiplies the weights by it inside the routing (grouped and
+        # biased top-k); liboea's weights are the scores times one per-row
+        # normaliser, without it.
+        _skip("scaled_weights", counted)
+        return topk_weights, topk_ids
+    if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
+        return topk_weights, topk_ids
+    bias = _setting(e_score_correction_bias, owner, "e_score_correction_bias")
+
+    # ---- prepare: the layer's settings (an owner's fields are its own, so its
+    # id stands for them; the bias too, since a weight reload may replace it).
+    settings = (None if owner is None else id(owner), top_k, renormalize, use_grouped_topk,
+                num_expert_group, topk_group, None if bias is None else id(bias), scoring_func,
+                num_fused_shared_experts)
+    key = _plan_key(settings, router_logits, topk_ids, topk_weights)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _new_plan(key, router_logits, topk_ids, topk_weights, (owner, bias),
+                         _layer(owner, top_k, renormalize, use_grouped_topk, num_expert_group,
+                                topk_group, bias, scoring_func, num_fused_shared_experts))
+    return _route_rest(plan, router_logits, topk_weights, topk_ids, None, n, counted, compiling)
+
+
+def _setting(value, owner, name, default=None):
+    """A parameter the call site passed, else the owner's attribute."""
+    if value is not _MISSING:
+        return value
+    if owner is not None:
+        return getattr(owner, name, default)
+    return default
+
+
+def _layer(owner, top_k, renormalize, use_grouped_topk, num_expert_group, topk_group, bias,
+           scoring_func, num_fused_shared_experts):
+    """The layer's routing settings as the core's _new_plan takes them. vLLM's
+    grouped top-k follows scoring_func (softmax or sigmoid), with the bias when
+    there is one; fused top-k is softmax."""
+    grouped = bool(_setting(use_grouped_topk, owner, "use_grouped_topk", False)) or \
+        type(owner).__name__ == "GroupedTopKRouter"
+    scoring = _setting(scoring_func, owner, "scoring_func") or "softmax"
+    return (_setting(top_k, owner, "top_k"),
+            _setting(num_fused_shared_experts, owner, "num_fused_shared_experts", 0) or 0,
+            grouped, scoring,
+            _setting(num_expert_group, owner, "num_expert_group") if grouped else None,
+            _setting(topk_group, owner, "topk_group") if grouped else None,
+            bias, _setting(renormalize, owner, "renormalize", True))
+
+
+def _caller_layer():
+    """0.6 - 0.11 (a staticmethod, no owner): the FusedMoE layer of the quant
+    method's apply(layer, ...) that called select_experts, for the statistics."""
+    frame = sys._getframe(3)  # 0 this, 1 route, 2 select_experts, 3 its caller
+    for _ in range(3):
+        if frame is None:
+            return None
+        layer = frame.f_locals.get("layer", frame.f_locals.get("self"))
+        if type(layer).__name__.endswith("FusedMoE"):
+            return layer
+        frame = frame.f_back
+    return None
+
+
+def never_routed():
+    """The names of the model's MoE layers whose calls never reached route():
+    paths that route inside one kernel (monolithic MoE kernels, gpt-oss's
+    Triton routing) never reach the call site. From the forward context's
+    layers (0.8 on); None where it holds none."""
+    ctx = _context()
+    layers = getattr(ctx, "no_compile_layers", None) or getattr(ctx, "static_forward_context", None)
+    if not layers:
+        return None
+    # Calls under torch.compile run route() only while traced, so a layer
+    # (or router) that has a plan reached it too.
+    seen = {id(x) for x in _layers_seen} | {id(p.owners[0]) for p in _plans.values()
+                                            if p.owners and p.owners[0] is not None}
+    out = []
+    for name, layer in layers.items():
+        if type(layer).__name__.endswith("FusedMoE"):
+            router = getattr(layer, "router", None)
+            if id(layer) not in seen and (router is None or id(router) not in seen):
+                out.append(name)
+    return out
+
+
+_core_stats_line = stats_line
+
+
+def stats_line(snapshot=None):
+    """The core's line, and the MoE layers OEA was never called for."""
+    line = _core_stats_line(snapshot)
+    missing = never_routed()
+    if missing:
+        line += "; layers never reaching OEA: %d (%s)" % (len(missing), ", ".join(missing[:8]) +
+                                                           (", ..." if len(missing) > 8 else ""))
+    return line
+
+
+_start()

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""The vLLM adapter (patches/vllm-oea/adapter.py) on the shared core, with real torch and liboea.
+
+Usage: /usr/bin/python3 tests/e2e/test_vllm_adapter.py --library PATH/liboea.so [-v]
+
+The module is rendered as oeapatch renders it ([binding] source: the core,
+then the adapter; the placeholders from patches/vllm-oea/patch.ini where it
+exists, else the values the plan of issue 17 fixes: VLLM_OEA_, "1 true",
+"0 false") and imported as vllm.model_executor.layers.fused_moe's module.
+
+One stub, and why: `vllm/forward_context.py` is a one-line module holding the
+`_forward_context` global that vLLM's set_forward_context() assigns, because
+the real one imports vLLM's configuration (and so most of vLLM). The context
+objects put there have the fields of vLLM's own ForwardContext, BatchDescriptor
+and per-backend attention metadata (docs/runtime.md, "Decode detection in
+vLLM"); the real classes are driven by the real-release suite (tests/vllm/).
+Routers and layers are classes named as vLLM names them, since the adapter
+goes by those names and their attributes.
+
+Checked: decode batches re-routed exactly as liboea's reference, prefill,
+mixed, speculative-verify, piecewise-graph, graph-capture and data-parallel
+batches bitwise unchanged and counted by reason, routers and paths OEA cannot
+reproduce skipped by name, and a MoE layer whose calls never reach the call
+site named in the statistics line.
+"""
+
+import argparse
+import configparser
+import enum
+import importlib
+import logging
+import os
+import sys
+import tempfile
+import types
+
+from oea_testlib import HEADER, RESULTS, VERBOSE, Oracle, case, check, summary
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEFINITION = os.path.join(ROOT, "patches", "vllm-oea")
+CORE = os.path.join(ROOT, "patches", "binding-core", "oea_core.py")
+PACKAGE = "vllm.model_executor.layers.fused_moe"
+MODULE = "_oeapatch_vllm_oea"
+
+
+def placeholders():
+    """(env_prefix, bool_true, bool_false): patch.ini's, else the plan's."""
+    ini_path = os.path.join(DEFINITION, "patch.ini")
+    if not os.path.exists(ini_path):
+        return "VLLM_OEA_", ("1", "true"), ("0", "false")
+    ini = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    with open(ini_path, encoding="utf-8") as f:
+        ini.read_file(f)
+    b = ini["binding"]
+    return b["env_prefix"].strip(), tuple(b["bool_true"].split()), tuple(b["bool_false"].split())
+
+
+def render(library):
+    prefix, true, false = placeholders()
+    text = ""
+    for path in (CORE, os.path.join(DEFINITION, "adapter.py")):
+        with open(path, encoding="utf-8") as f:
+            part = f.read()
+        text += part if part.endswith("\n") else part + "\n"
+    for key, value in (("library", repr(library)), ("abi", "2"), ("patch", "vllm-oea"),
+                       ("version", "1"), ("env_prefix", prefix), ("framework", "vLLM"),
+                       ("bool_true", repr(true)), ("bool_false", repr(false)),
+                       ("library_symbols", repr(("oea_abi_version", "oea_status_message",
+                                                 "oea_has_cuda", "oea_problem_check",
+                                                 "oea_route_host", "oea_route_cuda"))),
+                       ("problem_size", "136"),
+                       ("problem_probe", repr({"num_experts": 1, "top_k": 1, "k0": 1,
+                                               "logits_row_stride": 1, "ids_dtype": 3,
+                                               "ids_row_stride": 1, "weights_row_stride": 1}))):
+        text = text.replace("{{%s}}" % key, value)
+    check("{{" not in text, "a placeholder is left")
+    return prefix, text
+
+
+def install(tmp, text):
+    """tmp/vllm/... as a package: the module beside an (empty) layer.py."""
+    moe = os.path.join(tmp, *PACKAGE.split("."))
+    os.makedirs(moe)
+    d = tmp
+    for part in PACKAGE.split("."):
+        d = os.path.join(d, part)
+        open(os.path.join(d, "__init__.py"), "w").close()
+    open(os.path.join(moe, "layer.py"), "w").close()
+    with open(os.path.join(moe, MODULE + ".py"), "w", encoding="utf-8") as f:
+        f.write(text)
+    with open(os.path.join(tmp, "vllm", "forward_context.py"), "w") as f:
+        f.write("_forward_context = None  # the stub: see this test's docstring\n")
+
+
+# vLLM's names for what the adapter reads.
+class CUDAGraphMode(enum.Enum):
+    NONE = 0
+    PIECEWISE = 1
+    FULL = 2
+
+
+def context(prefills=0, query=1, mode=CUDAGraphMode.NONE, dp=None, descriptor=None, layers=None):
+    """A ForwardContext as V1 sets it: attention metadata per layer name."""
+    meta = types.SimpleNamespace(num_prefills=prefills, max_query_len=query,
+                                 num_decode_tokens=8)
+    return types.SimpleNamespace(attn_metadata={"model.layers.0.self_attn": meta},
+                                 dp_metadata=dp, cudagraph_runtime_mode=mode,
+                                 batch_descriptor=descriptor, no_compile_layers=layers or {})
+
+
+def make_router(name, **attrs):
+    return type(name, (), {})() if not attrs else type(name, (), attrs)()
+
+
+class FusedMoE:
+    pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--library", required=True)
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    VERBOSE[0] = args.v
+    logging.basicConfig(level=logging.ERROR)
+    import torch
+
+    # vLLM runs on torch >= 2.4 (the custom op): where this interpreter's torch
+    # is older (Debian's 1.13), the cached torch environment of the release
+    # tests runs this test instead, when it is there.
+    modern = os.path.expanduser("~/.cache/oeapatch/torch-2.9.1/bin/python")
+    if not hasattr(torch.library, "custom_op") and os.path.exists(modern) and \
+            not os.environ.get("OEAPATCH_VLLM_ADAPTER_REEXEC"):
+        os.environ["OEAPATCH_VLLM_ADAPTER_REEXEC"] = "1"
+        os.execv(modern, [modern] + sys.argv)
+    print("torch %s" % torch.__version__)
+
+    with open(HEADER, encoding="utf-8") as f:
+        oracle = Oracle(os.path.abspath(args.library), f.read())
+    with tempfile.TemporaryDirectory(prefix="oeapatch-vllm-adapter-") as tmp:
+        prefix, text = render(os.path.realpath(args.library))
+        install(tmp, text)
+        os.environ.update({prefix + "K0": "2", prefix + "STATS": "1",
+                           prefix + "STATS_INTERVAL": "100000"})
+        sys.path.insert(0, tmp)
+        m = importlib.import_module(PACKAGE + "." + MODULE)
+        fc = importlib.import_module("vllm.forward_context")
+        check(m.ENABLED and m._lib is not None, "OEA is not on: %s" % m.DISABLED_REASON)
+
+        torch.manual_seed(7)
+        n, experts, top_k = 16, 32, 6
+
+        def routed(logits, k=top_k, renormalize=True):
+            w, ids = logits.softmax(-1).topk(k, dim=-1)
+            if renormalize:
+                w = w / w.sum(-1, keepdim=True)
+            return w.float(), ids.to(torch.int32)
+
+        logits = torch.randn(n, experts)
+        w0, ids0 = routed(logits)
+
+        def skipped(reason):
+            return m.host_counts()["skipped"][reason]
+
+        def unchanged(label, reason, **kw):
+            before = skipped(reason)
+            w, ids = m.route(logits, w0.clone(), ids0.clone(), **kw)
+            check(torch.equal(w, w0) and torch.equal(ids, ids0), "%s: changed" % label)
+            check(skipped(reason) == before + n, "%s: not counted as %s (%s)"
+                  % (label, reason, m.host_counts()["skipped"]))
+
+        @case("decode (V1 metadata, no prefill, query length 1): liboea's reference, bitwise")
+        def decode():
+            fc._forward_context = context()
+            w, ids = m.route(logits, w0.clone(), ids0.clone(), top_k=top_k, renormalize=True,
+                             use_grouped_topk=False, scoring_func="softmax")
+            rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0, scoring="softmax",
+                                       renormalize=True)
+            check(torch.equal(ids, rids) and torch.equal(w, rw), "differs from the reference")
+            check(not torch.equal(ids, ids0), "nothing re-routed: the case proves nothing")
+            return "T %d -> %d" % (len(set(ids0.flatten().tolist())), len(set(ids.flatten().tolist())))
+
+        @case("prefill, mixed, speculative verify, no context: bitwise unchanged, by reason")
+        def not_decode():
+            static = dict(top_k=top_k, renormalize=True)
+            fc._forward_context = context(prefills=1, query=40)
+            unchanged("prefill", "extend", **static)
+            fc._forward_context = context(prefills=0, query=3)
+            unchanged("speculative verify", "speculative", **static)
+            fc._forward_context = None
+            unchanged("no forward context", "no_mode", **static)
+            # a backend that reports only max_query_len cannot tell a verify
+            # batch from a short prefill
+            fc._forward_context = types.SimpleNamespace(
+                attn_metadata={"a": types.SimpleNamespace(max_query_len=2)})
+            unchanged("query length 2, no prefill count", "extend", **static)
+
+        @case("piecewise CUDA graphs and data parallelism: OEA stays off")
+        def graphs_and_dp():
+            static = dict(top_k=top_k, renormalize=True)
+            fc._forward_context = context(mode=CUDAGraphMode.PIECEWISE)
+            unchanged("piecewise", "piecewise", **static)
+            fc._forward_context = context(dp=types.SimpleNamespace(max_tokens_across_dp_cpu=16))
+            unchanged("data parallel", "dp_attention", **static)
+
+        @case("routers and paths OEA cannot reproduce: skipped by name")
+        def paths():
+            fc._forward_context = context()
+            for router, reason in (("CustomRoutingRouter", "custom_routing"),
+                                   ("ZeroExpertRouter", "zero_expert"),
+                                   ("RoutingSimulatorRouter", "simulator"),
+                                   ("SomeNewRouter", "router")):
+                unchanged(router, reason, owner=make_router(router, top_k=top_k))
+            unchanged("custom routing function (static era)", "custom_routing", top_k=top_k,
+                      custom_routing_function=lambda *a: None)
+            unchanged("routed_scaling_factor 2.5", "scaled_weights", top_k=top_k,
+                      routed_scaling_factor=2.5)
+            layer = FusedMoE()
+            layer.top_k, layer.zero_expert_num = top_k, 2
+            unchanged("FusedMoE with zero experts (0.12 - 0.14)", "zero_expert", owner=layer)
+
+        @case("router attributes (0.15 on): a grouped router is routed as grouped")
+        def grouped():
+            fc._forward_context = context()
+            router = make_router("GroupedTopKRouter", top_k=top_k, renormalize=True,
+                                 num_expert_group=4, topk_group=2, scoring_func="softmax",
+                                 e_score_correction_bias=None, routed_scaling_factor=1.0)
+            w, ids = m.route(logits, w0.clone(), ids0.clone(), owner=router)
+            rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0, scoring="softmax",
+                                       renormalize=True, groups=4, topk_group=2)
+            check(torch.equal(ids, rids) and torch.equal(w, rw),
+                  "differs from the grouped reference")
+
+        @case("the statistics name a MoE layer whose calls never reach OEA")
+        def never():
+            seen, monolithic = FusedMoE(), FusedMoE()
+            seen.top_k = top_k
+            fc._forward_context = context(layers={"model.layers.0.mlp.experts": seen,
+                                                  "model.layers.1.mlp.experts": monolithic,
+                                                  "model.layers.0.self_attn": object()})
+            m.route(logits, w0.clone(), ids0.clone(), owner=seen)
+            check(m.never_routed() == ["model.layers.1.mlp.experts"],
+                  "never_routed() is %r" % m.never_routed())
+            line = m.stats_line()
+            check("layers never reaching OEA: 1 (model.layers.1.mlp.experts)" in line, line)
+            return line.split("; ")[-1]
+
+        @case("the custom op is this definition's (a process may import SGLang's binding too)")
+        def op():
+            if not hasattr(torch.library, "custom_op"):
+                return "skipped: torch %s has no custom op" % torch.__version__
+            check(m._op is not None, "no custom op registered")
+            check(hasattr(torch.ops.oeapatch, "vllm_oea_route_abi2"),
+                  "torch.ops.oeapatch has no vllm_oea_route_abi2")
+            check(not hasattr(torch.ops.oeapatch, "oea_route_abi2"),
+                  "an op named for no definition is registered")
+
+        op()
+        decode()
+        not_decode()
+        graphs_and_dp()
+        paths()
+        grouped()
+        never()
+        fc._forward_context = None
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
