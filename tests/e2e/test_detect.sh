@@ -150,11 +150,12 @@ has "verify --ref: the old revision's own target" "src/demo/layer.py"
 # ---- detection among the bundled definitions --------------------------------------
 
 P=$WORK/prefix
-mkdir -p "$P/bin" "$P/share/oeapatch/patches/binding-core"
+mkdir -p "$P/bin" "$P/share/oeapatch/patches"
 cp "$OEAPATCH" "$P/bin/oeapatch"
 cp -R "$SRC/patches/sglang-oea" "$P/share/oeapatch/patches/sglang-oea"
 cp -R "$DEMO" "$P/share/oeapatch/patches/method-oea"
-echo "# shared by the definitions, no definition itself" >"$P/share/oeapatch/patches/binding-core/core.py"
+# the shared binding core, which sglang-oea's [binding] source names; no definition itself
+cp -R "$SRC/patches/binding-core" "$P/share/oeapatch/patches/binding-core"
 X=$P/bin/oeapatch
 
 S=$WORK/sglang
