@@ -79,12 +79,15 @@ def routers(cfg, experts, top_k):
             CustomRoutingRouter)
         from vllm.model_executor.layers.fused_moe.router.grouped_topk_router import (
             GroupedTopKRouter)
+        # EPLB off: up to about 0.2x an empty state and enable_eplb=False,
+        # later no state at all (a state there means EPLB is on)
+        takes_flag = "enable_eplb" in inspect.signature(GroupedTopKRouter).parameters
         with set_current_vllm_config(cfg):
             grouped = GroupedTopKRouter(top_k=top_k, global_num_experts=experts,
-                                        eplb_state=EplbLayerState(), num_expert_group=8,
-                                        topk_group=3)
+                                        eplb_state=EplbLayerState() if takes_flag else None,
+                                        num_expert_group=8, topk_group=3)
             custom = CustomRoutingRouter(top_k=top_k, global_num_experts=experts,
-                                         eplb_state=EplbLayerState(),
+                                         eplb_state=EplbLayerState() if takes_flag else None,
                                          custom_routing_function=custom_routing)
         route = "_select_experts" if hasattr(grouped, "_select_experts") else "select_experts"
         return [("grouped", getattr(grouped, route)), ("custom", getattr(custom, route))]
