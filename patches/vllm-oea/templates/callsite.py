@@ -1,0 +1,4 @@
+if _oeapatch_oea.ENABLED:
+    topk_weights, topk_ids = _oeapatch_oea.route(
+        {{args}}
+    )

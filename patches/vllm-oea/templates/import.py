@@ -1,0 +1,1 @@
+from . import {{module}} as _oeapatch_oea
