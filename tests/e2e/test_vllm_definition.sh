@@ -16,11 +16,8 @@
 #  3. The 0.5 era (routing inside fused_moe(), no routing method) is refused:
 #     exit 1, the anchor named, nothing written.
 #
-# The definition is loaded from a copy with one target path (the fixture's)
-# and without `framework` and `unmatched`, which the engine reads from issue
-# 17's engine work on; where the definition's binding sources are not in the
-# tree yet, the copy renders SGLang's binding instead: the regions are what
-# this test is about, not the binding.
+# The checkouts hold only the fixture's file, so the first target alternative
+# that exists is the era's own (layer.py, or from 0.15 router/base_router.py).
 #
 # Environment (set by ctest): OEAPATCH, OEA_LIBRARY, OEAPATCH_SOURCE_DIR.
 # Ends with "N passed, M failed".
@@ -41,28 +38,10 @@ trap 'rm -rf "$work"' EXIT
 layer=vllm/model_executor/layers/fused_moe/layer.py
 router=vllm/model_executor/layers/fused_moe/router/base_router.py
 
-# definition TARGET: a copy of patches/vllm-oea with that one target; prints its folder.
+# definition: the bundled definition itself (both target alternatives, its
+# framework and unmatched hint, the shared binding core and vLLM's adapter).
 definition() {
-  local d
-  d=$(mktemp -d "$work/def.XXXXXX")
-  cp -r "$src/patches/vllm-oea/." "$d/"
-  local sources
-  sources=$(sed -n 's/^source *= *//p' "$src/patches/vllm-oea/patch.ini")
-  local s all=1
-  for s in $sources; do [ -f "$src/patches/vllm-oea/$s" ] || all=0; done
-  local source_line="source = $sources"
-  if [ $all = 0 ]; then
-    cp "$src/patches/sglang-oea/binding.py" "$d/standin_binding.py"
-    source_line="source = standin_binding.py"
-  else
-    # the shared core, relative to the copy as to the original
-    mkdir -p "$work/binding-core"
-    cp -r "$src/patches/binding-core/." "$work/binding-core/"
-  fi
-  sed -i -e '/^framework *=/d' -e '/^unmatched *=/d' \
-    -e "s|^target *=.*|target = $1|" -e "s|^installed_target *=.*|installed_target = $1|" \
-    -e "s|^source *=.*|$source_line|" "$d/patch.ini"
-  echo "$d"
+  echo "$src/patches/vllm-oea"
 }
 
 # checkout FIXTURE TARGET: a checkout holding the fixture as TARGET; prints its root.
@@ -153,8 +132,9 @@ before=$(sha256sum <"$root/$layer")
 "$OEAPATCH" apply --patch "$d" -C "$root" >"$work/out" 2>&1
 rc=$?
 out=$(cat "$work/out")
-if [ $rc = 1 ] && grep -q "anchor 'select_experts': not found" <<<"$out"; then
-  ok "vllm-0.5-fused_moe: refused (exit 1), the routing method named"
+if [ $rc = 1 ] && grep -q "anchor 'select_experts': not found" <<<"$out" &&
+  grep -q "the first release this definition supports is 0.5.5" <<<"$out"; then
+  ok "vllm-0.5-fused_moe: refused (exit 1), the routing method and the first supported release named"
 else
   bad "vllm-0.5-fused_moe: not refused as it should be (exit $rc)" "$out"
 fi
