@@ -61,7 +61,8 @@ static const oeap_option options[] = {
  * not carry the patch. *what names the blob for messages ("REV:path").
  */
 static int read_ref(const oeap_cli *cli, const char *rev, char **buf, size_t *len, char *what, size_t cap,
-                    char *commit_hex, oeap_report *rep, oeap_report *brep, oeap_error *err)
+                    char *file, size_t fcap, char *commit_hex, oeap_report *rep, oeap_report *brep,
+                    oeap_error *err)
 {
 	git_repository *repo = NULL;
 	git_commit *c = NULL;
@@ -80,6 +81,7 @@ static int read_ref(const oeap_cli *cli, const char *rev, char **buf, size_t *le
 		goto done;
 	}
 	snprintf(what, cap, "%s:%s", rev, path);
+	snprintf(file, fcap, "%s", path + strlen(prefix));
 	git_oid_tostr(commit_hex, GIT_OID_HEXSZ + 1, git_commit_id(c));
 	int has = oeap_commit_blob(repo, c, path, &id, buf, len, err);
 	if (has < 0)
@@ -183,8 +185,8 @@ int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_ver
 	if (ref) {
 		/* A commit has no library: that check is about a machine, so it is
 		 * skipped; the binding module is checked in the commit's tree. */
-		error = read_ref(cli, ref, &buf, &len, r->what, sizeof(r->what), r->commit_hex, &r->rep,
-		                 o->skip_binding ? NULL : &brep, err);
+		error = read_ref(cli, ref, &buf, &len, r->what, sizeof(r->what), r->ref_file, sizeof(r->ref_file),
+		                 r->commit_hex, &r->rep, o->skip_binding ? NULL : &brep, err);
 	} else {
 		error = oeap_read_file(cli->target, &buf, &len, err);
 	}
@@ -354,6 +356,8 @@ static void print_json(const oeap_cli *cli, const oeap_verify_opts *o, const oea
 	const char *ref = o->ref;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
 	oeap_cli_json_target(cli, j);
+	if (ref) /* the file that commit holds: after a move, not the work tree's */
+		json_object_set_new(j, "file", oeap_json_str(r->ref_file));
 	json_object_set_new(j, "patch", oeap_json_patch(cli->def));
 	json_object_set_new(j, "applied", json_boolean(r->rep.applied));
 	json_object_set_new(j, "checks", oeap_json_checks(&r->rep));
@@ -390,11 +394,12 @@ static void print_text(const oeap_cli *cli, const oeap_verify_opts *o, const oea
 		printf("(at %s, commit %.12s: the library, bytecode and trust checks are about a machine and were skipped%s%s)\n", ref,
 		       r->commit_hex, r->settings_checked ? "" : ", so were the settings (--env-file checks a file's)",
 		       o->skip_binding ? "; the binding check was skipped: --skip-binding" : "");
+	const char *file = ref ? r->ref_file : oeap_cli_target_rel(cli);
 	char warned[64] = "";
 	if (warnings)
 		snprintf(warned, sizeof(warned), ", %zu warning%s", warnings, warnings == 1 ? "" : "s");
 	if (r->rep.ok)
-		printf("%s: %s/%d %sverified%s (%zu checks%s)\n", oeap_cli_target_rel(cli), cli->def->name,
+		printf("%s: %s/%d %sverified%s (%zu checks%s)\n", file, cli->def->name,
 		       cli->def->version, oeap_color_good(stdout), oeap_color_reset(stdout), r->rep.n, warned);
 	else if (!r->rep.applied && !ref)
 		/* The usual cause after a working deployment: `pip install -U` or a
@@ -402,7 +407,7 @@ static void print_text(const oeap_cli *cli, const oeap_verify_opts *o, const oea
 		printf("%s: %s/%d %sis NOT applied%s: `%s` applies it\n", oeap_cli_target_rel(cli), cli->def->name,
 		       cli->def->version, oeap_color_bad(stdout), oeap_color_reset(stdout), oeap_cli_apply_hint(cli));
 	else
-		printf("%s: %s/%d %sdoes NOT verify%s: %zu of %zu checks failed\n", oeap_cli_target_rel(cli),
+		printf("%s: %s/%d %sdoes NOT verify%s: %zu of %zu checks failed\n", file,
 		       cli->def->name, cli->def->version, oeap_color_bad(stdout), oeap_color_reset(stdout), failed,
 		       r->rep.n);
 }

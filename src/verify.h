@@ -39,6 +39,8 @@ typedef struct oeap_verify_result {
 	                                 or settings) */
 	char ignored[512];          /* --env-file: the binding's variables of our own environment, ignored */
 	char what[4200];  /* --ref: "REV:path" */
+	char ref_file[4096]; /* --ref: the target that commit holds (its first alternative), as "file" names
+	                        it: relative to the root, which may be another alternative than the work tree's */
 	char commit_hex[GIT_OID_HEXSZ + 1];
 	int exit_code;              /* OEAP_EXIT_OK when rep.ok, else OEAP_EXIT_DIFFERS */
 	const char *const *env_files;
