@@ -672,6 +672,9 @@ static int head_has_target(const char *start, const oeap_patchdef *def)
 	oeap_error ignore;
 	int found = 0;
 	oeap_error_clear(&ignore);
+	/* verify --ref detects before it reads the commit (and inits libgit2
+	 * there): libgit2 must be initialised before its first call here. */
+	git_libgit2_init();
 	if (oeap_repo_open(start, &repo, &prefix, &ignore) == 0 && oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0)
 		for (char *const *t = def->targets; *t && !found; t++) {
 			char *path = malloc(strlen(prefix) + strlen(*t) + 1);

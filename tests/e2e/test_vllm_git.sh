@@ -122,6 +122,9 @@ expect "verify --ref of the static era (unpatched)" 1 "$OEAPATCH" verify --ref "
 	bad "verify --ref C1's file" "$out"
 expect "verify --ref of the static era (text)" 1 "$OEAPATCH" verify --ref "$C1"
 has "... its verdict names layer.py, not the work tree's router" "$LAYER: vllm-oea/1 does NOT verify"
+git clone -q --bare "$D" "$WORK/deploy.git"
+expect "verify --ref on a bare vLLM repository (detected from HEAD's tree)" 0 "$OEAPATCH" verify -C "$WORK/deploy.git" --ref HEAD
+has "... by vllm-oea" "$ROUTER: vllm-oea/1 verified"
 
 run "git checkout drift" git checkout drift
 has "post-checkout refuses the drifted checkout" "post-checkout: vllm-oea does NOT verify in $D"
