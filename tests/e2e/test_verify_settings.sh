@@ -216,6 +216,32 @@ has "said" "so were the settings (--env-file checks a file's)"
 expect "--ref --env-file: the file's are checked" 1 V --ref HEAD --env-file "$WORK/bad.env"
 has "named" "SGLANG_OEA_STATS='maybe'"
 
+echo "== vLLM: the same checks under VLLM_OEA_* (issue 17)"
+for v in $(env | sed -n 's/^\([Vv][Ll][Ll][Mm]_[Oo][Ee][Aa]_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+VC=$WORK/vllm
+R=vllm/model_executor/layers/fused_moe/router/base_router.py
+mkdir -p "$VC/$(dirname "$R")" && cp "$SRC/tests/fixtures/vllm-0.15-router.py" "$VC/$R"
+"$OEAPATCH" apply -C "$VC" --library "$LIB" >/dev/null || bad "apply on the vLLM fixture"
+VV() { # VV NAME=VALUE... [ARGS]: verify the vLLM checkout with those variables
+	local -a vars=()
+	while [[ $# -gt 0 && $1 == *=* ]]; do vars+=("$1"); shift; done
+	env "${vars[@]}" "$OEAPATCH" verify -C "$VC" "$@"
+}
+expect "nothing set: verified" 0 VV
+has "vLLM's nine settings" "0 of 9 settings of vllm-oea/1 set in the environment, all valid"
+expect "VLLM_OEA_K0=abc fails" 1 VV VLLM_OEA_K0=abc
+has "named with its value" "VLLM_OEA_K0='abc' (the environment): expected an integer in 0..15"
+expect "a typo of VLLM_OEA_K0 fails" 1 VV VLLM_OEA_KO=3
+has "names the setting it meant" "a typo of VLLM_OEA_K0?"
+expect "another VLLM_OEA_ name: a warning" 0 VV VLLM_OEA_PROMETHEUS_PORT=9000
+has "not a setting of vllm-oea" "not a setting of vllm-oea/1, the binding ignores it (closest:"
+expect "vLLM's boolean spellings: STATS=1" 0 VV VLLM_OEA_K0=2 VLLM_OEA_STATS=1
+has "stats on" "stats=true"
+expect "SGLang's yes is not vLLM's" 1 VV VLLM_OEA_K0=2 VLLM_OEA_STATS=yes
+has "named" "VLLM_OEA_STATS='yes'"
+expect "SGLang's settings are not vLLM's: ignored" 0 VV SGLANG_OEA_K0=abc
+hasnt "not read by vllm-oea" "SGLANG_OEA_K0"
+
 echo "== the CLI around it"
 expect "help verify shows --env-file" 0 "$OEAPATCH" help verify
 has "the option" "--env-file FILE"
