@@ -102,6 +102,31 @@ expect "check REV on the static era" 0 "$OEAPATCH" check --json "$C1"
 [ "$(json "d['revisions'][0]['path']")" = "$LAYER" ] && ok "... checks layer.py" || bad "check C1's path" "$out"
 [ -z "$(git status --porcelain)" ] && ok "check left the work tree untouched" || bad "work tree changed" "$(git status)"
 
+echo "== the CI recipe's check step (docs/ci/oeapatch-upstream.yml) on a vLLM mirror"
+if "$PY" -c 'import yaml' 2>/dev/null; then
+	CI=$WORK/ci && mkdir -p "$CI/build/src" && ln -s "$OEAPATCH" "$CI/build/src/oeapatch"
+	git clone -q --mirror "$U" "$CI/upstream.git"
+	"$PY" -c "
+import yaml
+wf = yaml.safe_load(open('$SRC/docs/ci/oeapatch-upstream.yml'))
+job = wf['jobs']['check']
+vllm = [m for m in job['strategy']['matrix']['include'] if m['framework'] == 'vllm'][0]
+assert vllm['patch'] == 'vllm-oea' and vllm['upstream'].endswith('/vllm-project/vllm.git'), vllm
+step = [s for s in job['steps'] if s.get('name') == 'oeapatch check'][0]
+assert step['env']['PATCH'] == '\${{ matrix.patch }}', step['env']
+assert '\${{' not in step['run'], 'an expression pasted into the script'
+open('$CI/step.sh', 'w').write(step['run'])
+" && ok "the matrix has vLLM's mirror and definition" || bad "the CI recipe's vLLM entry"
+	ci_step() { (cd "$CI" && env NEWEST=50 FRAMEWORK=vllm PATCH=vllm-oea REVISIONS="$1" ONLY="$2" bash -e step.sh); }
+	expect "... the scheduled run finds the drift" 1 ci_step "" ""
+	has "... on vLLM's history, from first_revision" "1 older revision not checked"
+	expect "... a range that lands" 0 ci_step "$C6..$C7" ""
+	expect "... a run for the other framework skips this one" 0 ci_step "" sglang
+	has "... and says so" "not sglang: skipped"
+else
+	bad "the CI recipe's check step" "python3-yaml is not installed (scripts/setup-deps.sh test installs it)"
+fi
+
 echo "== a deploy checkout, its hooks and verify --ref"
 git checkout -q -b drift "$C6" && git checkout -q main
 D=$WORK/deploy
