@@ -663,33 +663,66 @@ static size_t describe_def(const oeap_patchdef *def, char *out, size_t cap)
 	return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-/* HEAD's tree of the repository at `start` holds one of `def`'s targets (check and hook on a bare repository). */
-static int head_has_target(const char *start, const oeap_patchdef *def)
+/*
+ * check, hook and verify --ref where no work tree names the framework (a bare
+ * repository, a HEAD that deleted or moved the target): the newest commit
+ * reachable from HEAD whose tree holds a target of any of `defs` says which;
+ * each definition it holds one of is a candidate (two: refused as usual).
+ * Usually HEAD itself. A walk that finds none leaves *nc at 0. An unborn
+ * HEAD has no commit to ask: -1 with `err` saying so, as check would. A
+ * folder that is no repository: 0, no candidate (the caller says why);
+ * *walked says whether the history was walked.
+ */
+static int history_targets(const char *start, oeap_patchdef *const *defs, size_t n, size_t *cand, size_t *nc,
+                           int *walked, oeap_error *err)
 {
 	git_repository *repo = NULL;
-	git_commit *c = NULL;
+	git_revwalk *walk = NULL;
 	char *prefix = NULL;
 	oeap_error ignore;
-	int found = 0;
+	git_oid oid;
+	int rc = 0;
 	oeap_error_clear(&ignore);
 	/* verify --ref detects before it reads the commit (and inits libgit2
 	 * there): libgit2 must be initialised before its first call here. */
 	git_libgit2_init();
-	if (oeap_repo_open(start, &repo, &prefix, &ignore) == 0 && oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0)
-		for (char *const *t = def->targets; *t && !found; t++) {
-			char *path = malloc(strlen(prefix) + strlen(*t) + 1);
-			git_oid id;
-			if (path) {
-				sprintf(path, "%s%s", prefix, *t);
-				found = oeap_commit_blob(repo, c, path, &id, NULL, NULL, &ignore) == 0;
+	if (oeap_repo_open(start, &repo, &prefix, &ignore))
+		goto done;
+	if (git_repository_head_unborn(repo) == 1) {
+		rc = oeap_fail(err, OEAP_ERR_GIT, start, 0,
+		               "HEAD is unborn: the current branch has no commits yet, so no commit says which framework "
+		               "this repository holds; --patch NAME|DIR picks a definition");
+		goto done;
+	}
+	if (git_revwalk_new(&walk, repo) || git_revwalk_sorting(walk, GIT_SORT_TIME) || git_revwalk_push_head(walk))
+		goto done;
+	*walked = 1;
+	while (!*nc && git_revwalk_next(&oid, walk) == 0) {
+		git_commit *c = NULL;
+		if (git_commit_lookup(&c, repo, &oid))
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			int found = 0;
+			for (char *const *t = defs[i]->targets; *t && !found; t++) {
+				char *path = malloc(strlen(prefix) + strlen(*t) + 1);
+				git_oid id;
+				if (path) {
+					sprintf(path, "%s%s", prefix, *t);
+					found = oeap_commit_blob(repo, c, path, &id, NULL, NULL, &ignore) == 0;
+				}
+				free(path);
 			}
-			free(path);
+			if (found)
+				cand[(*nc)++] = i;
 		}
+		git_commit_free(c);
+	}
+done:
 	git_error_clear();
-	git_commit_free(c);
+	git_revwalk_free(walk);
 	free(prefix);
 	git_repository_free(repo);
-	return found;
+	return rc;
 }
 
 enum { DETECT_MAX = 32 };
@@ -712,7 +745,7 @@ static int detect(oeap_cli *cli, int need_target, oeap_error *err)
 	size_t n = 0, cand[DETECT_MAX], nc = 0, best = 0;
 	char *start = NULL, msg[4096];
 	char pkgs[DETECT_MAX][128], *pkgv[DETECT_MAX] = {0}, (*locs)[PATH_MAX + 2] = NULL;
-	int error = 0;
+	int error = 0, walked = 0;
 	if (!names) {
 		error = oeap_fail(err, OEAP_ERR_USAGE, "--patch", 0,
 		                  "no patch definitions found (in the installed share/oeapatch/patches or the source "
@@ -784,11 +817,12 @@ static int detect(oeap_cli *cli, int need_target, oeap_error *err)
 			}
 			free(root);
 		}
-		/* check and hook on a bare repository: no work tree, HEAD's tree says. */
-		if (!nc && !need_target)
-			for (size_t i = 0; i < n; i++)
-				if (head_has_target(start, defs[i]))
-					cand[nc++] = i;
+		/* check, hook, verify --ref: no work tree names it (a bare
+		 * repository, a HEAD without the file): the history says. */
+		if (!nc && !need_target && history_targets(start, defs, n, cand, &nc, &walked, err)) {
+			error = -1;
+			goto done;
+		}
 	} else {
 		cand[nc++] = 0; /* a -C that is no folder: the open below says so */
 	}
@@ -804,6 +838,12 @@ static int detect(oeap_cli *cli, int need_target, oeap_error *err)
 			                  "%s imports no framework oeapatch has a definition for (looked for %s): install one "
 			                  "there, or pass -C with its checkout or site-packages folder",
 			                  cli->python, msg);
+		else if (walked)
+			error = oeap_fail(err, OEAP_ERR_INPUT, start, 0,
+			                  "no commit reachable from HEAD has this file (the target of any framework oeapatch "
+			                  "has a definition for; looked for %s): is this a repository of one of them? "
+			                  "--patch NAME|DIR picks a definition",
+			                  msg);
 		else
 			error = oeap_fail(err, OEAP_ERR_IO, start ? start : cli->dir, 0,
 			                  "no framework oeapatch has a definition for was found here or in any folder above "

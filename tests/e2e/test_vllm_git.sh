@@ -101,6 +101,13 @@ has "... naming the router" "touched $ROUTER"
 expect "check REV on the static era" 0 "$OEAPATCH" check --json "$C1"
 [ "$(json "d['revisions'][0]['path']")" = "$LAYER" ] && ok "... checks layer.py" || bad "check C1's path" "$out"
 [ -z "$(git status --porcelain)" ] && ok "check left the work tree untouched" || bad "work tree changed" "$(git status)"
+# A HEAD whose tree lacks both files: the history says which framework.
+git checkout -q -b gone && git rm -rq vllm
+C8=$(commit 2026-04-15 "drop the package")
+expect "check C7..HEAD where HEAD deleted the router" 1 "$OEAPATCH" check --json "$C7..$C8"
+[ "$(json "d['definition']['name'], [r['status'] for r in d['revisions']]")" = "vllm-oea ['deleted']" ] &&
+	ok "... vllm-oea, from the history; the deletion reported" || bad "detection from the history" "$out"
+git checkout -q main
 
 echo "== the CI recipe's check step (docs/ci/oeapatch-upstream.yml) on a vLLM mirror"
 if "$PY" -c 'import yaml' 2>/dev/null; then
