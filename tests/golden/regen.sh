@@ -9,12 +9,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: regen.sh BUILD_DIR}
 cli="$build/src/oeapatch"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-target=python/sglang/srt/layers/moe/topk.py
-grep -v '^#' "$here/cases.txt" | while read -r name fixture; do
+grep -v '^#' "$here/cases.txt" | while read -r name fixture def target; do
   [ -n "$name" ] || continue
+  def=${def:-sglang-oea}
+  target=${target:-python/sglang/srt/layers/moe/topk.py}
   rm -rf "$tmp/c" && mkdir -p "$tmp/c/$(dirname $target)"
   cp "$here/../fixtures/$fixture" "$tmp/c/$target"
-  "$cli" apply -C "$tmp/c" >/dev/null
+  "$cli" apply -C "$tmp/c" --patch "$def" >/dev/null
   cp "$tmp/c/$target" "$here/$name.expected.py"
   echo "regenerated $name"
 done
