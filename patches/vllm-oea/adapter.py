@@ -12,7 +12,8 @@ METRICS_PREFIX = "vllm:oea_"
 SKIP_REASONS = ("extend", "speculative", "no_mode", "piecewise", "cuda_graph", "dp_attention",
                 "small_batch", "large_batch", "custom_routing", "zero_expert", "simulator",
                 "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring", "device")
-DECODE_DETECTION = ("the forward context's attention metadata (no prefill%s); off under "
+DECODE_DETECTION = ("the forward context's attention metadata, or V0's attn_metadata in "
+                    "the calling frames (no prefill%s); off under "
                     "piecewise CUDA graphs and data parallelism; full graphs of uniform "
                     "decode batches only" % (", speculative verify too" if SPECULATIVE else
                                              ", query length 1"))
@@ -60,11 +61,59 @@ def _metadata_verdict(meta):
     return None
 
 
+# V0 (0.5.5 - 0.7.x) passes the batch's attention metadata down the model's
+# forward as `attn_metadata`: the decoder layer's frame holds it while its MoE
+# block routes. 0.5.5 - 0.6.5 have no forward context at all, and 0.6.6 - 0.7
+# may set one without metadata, so there the calling frames are read, as
+# SGLang's adapter finds forward_batch. Bounded: route() is this many frames
+# below the model code at most (select_experts, the quant method's apply and
+# forward_cuda, FusedMoE.forward, the MoE block, nn.Module's call wrappers).
+_FRAME_DEPTH = 24
+_holds_metadata = {}  # code object -> whether it has a local named attn_metadata
+
+
+def _frame_metadata():
+    """The nearest calling frame's `attn_metadata`, or None."""
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return None
+    for _ in range(_FRAME_DEPTH):
+        if frame is None:
+            return None
+        code = frame.f_code
+        holds = _holds_metadata.get(code)
+        if holds is None:
+            holds = _holds_metadata[code] = "attn_metadata" in code.co_varnames
+        if holds:
+            meta = frame.f_locals.get("attn_metadata")
+            if meta is not None:
+                return meta
+        frame = frame.f_back
+    return None
+
+
+def _context_metadata(ctx):
+    """The attention metadata of forward context `ctx`: `attn_metadata` (0.7
+    on), `dynamic_forward_context` (0.6.6), else the calling frames' (V0)."""
+    meta = None
+    if ctx is not None:
+        meta = getattr(ctx, "attn_metadata", None)
+        if meta is None:
+            meta = getattr(ctx, "dynamic_forward_context", None)
+    if meta is None:
+        meta = _frame_metadata()
+    return meta
+
+
 def _context_verdict(ctx):
     """None when OEA may run on the batch of forward context `ctx`, else the
     skip reason (docs/runtime.md, "Decode detection in vLLM")."""
     if ctx is None:
-        return "no_mode"
+        # No forward context (before 0.6.6, or none set): V0's metadata in
+        # the calling frames, if any.
+        meta = _frame_metadata()
+        return "no_mode" if meta is None else _metas_verdict(meta)
     if getattr(ctx, "dp_metadata", None) is not None:
         # Data-parallel ranks all-gather their tokens before the MoE (0.8 -
         # 0.13): every rank routes every rank's tokens and must choose the
@@ -83,7 +132,12 @@ def _context_verdict(ctx):
             getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
         if mode != "FULL" or not uniform:
             return "cuda_graph"
-    meta = getattr(ctx, "attn_metadata", None)
+    return _metas_verdict(_context_metadata(ctx))
+
+
+def _metas_verdict(meta):
+    """The verdict of attention metadata: one object (V0), a dict per layer
+    (V1), or a list of those per micro-batch."""
     metas = []
     for part in (meta if isinstance(meta, list) else [meta]):  # micro-batches (0.11 on)
         metas.extend(part.values() if isinstance(part, dict) else [part])

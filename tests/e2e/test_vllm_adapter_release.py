@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The vLLM adapter's decode detection on real V0 releases of vLLM (0.6.6.post1,
+0.7.3): their own vllm.forward_context, VllmConfig and AttentionMetadata.
+
+Usage: /usr/bin/python3 tests/e2e/test_vllm_adapter_release.py --library PATH/liboea.so [-v]
+
+Each release runs in its cached environment (tests/vllm/make_env.sh VERSION,
+~/.cache/oeapatch/vllm-VERSION); a release whose environment is not there is
+skipped with the reason (exit 77 when none is), since building one downloads
+a wheel and torch.
+
+The binding is rendered as oeapatch renders it (test_vllm_adapter.render) and
+loaded as vllm.model_executor.layers.fused_moe._oeapatch_vllm_oea from a
+temporary file, so it imports the release's own forward context; the
+release's files are not touched. Real: vllm.forward_context.set_forward_context
+with the release's VllmConfig for the CPU, the release's AttentionMetadata
+dataclass (vllm/attention/backends/abstract.py, the fields every V0 backend's
+metadata has) for decode and prefill batches. Not real, and why: route() is
+called from plain functions standing for V0's decoder layer (a local named
+attn_metadata, as MixtralDecoderLayer.forward has) and its MoE block, not from
+a patched FusedMoE.select_experts inside a model, because building a V0 model
+needs vLLM's distributed state and compiled ops; the routing itself is
+softmax top-k in torch (fused_topk needs vllm._moe_C).
+
+Checked (issue 17, V0 decode detection): decode batches re-routed exactly as
+liboea's reference and prefill batches bitwise unchanged ("extend") when the
+metadata is in the forward context (0.6.6's dynamic_forward_context, 0.7's
+attn_metadata), when the context carries none and the decoder layer's frame
+holds it, and with no forward context at all (0.5.5 - 0.6.5 have none); with
+neither, OEA stays off ("no_mode").
+"""
+
+import argparse
+import dataclasses
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+from oea_testlib import HEADER, VERBOSE, Oracle, case, check, summary
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RELEASES = ("0.6.6.post1", "0.7.3")
+CACHE = os.environ.get("OEAPATCH_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+NAME = "vllm.model_executor.layers.fused_moe._oeapatch_vllm_oea"
+
+
+def child(library):
+    os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+    import torch
+    import vllm
+    import vllm.forward_context as fc
+    from vllm.attention.backends.abstract import AttentionMetadata
+    from vllm.config import DeviceConfig, VllmConfig
+    import test_vllm_adapter
+
+    print("vllm %s, torch %s" % (vllm.__version__, torch.__version__))
+    with open(HEADER, encoding="utf-8") as f:
+        oracle = Oracle(os.path.abspath(library), f.read())
+    prefix, text = test_vllm_adapter.render(os.path.realpath(library))
+    os.environ.update({prefix + "K0": "2", prefix + "STATS": "1",
+                       prefix + "STATS_INTERVAL": "100000"})
+    with tempfile.TemporaryDirectory(prefix="oeapatch-vllm-v0-") as tmp:
+        path = os.path.join(tmp, "_oeapatch_vllm_oea.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        spec = importlib.util.spec_from_file_location(NAME, path)
+        m = importlib.util.module_from_spec(spec)
+        sys.modules[NAME] = m
+        spec.loader.exec_module(m)
+    check(m.ENABLED and m._lib is not None, "OEA is not on: %s" % m.DISABLED_REASON)
+    cfg = VllmConfig(device_config=DeviceConfig(device="cpu"))
+
+    def metadata(prefills, prefill_tokens, decode_tokens):
+        values = {"num_prefills": prefills, "num_prefill_tokens": prefill_tokens,
+                  "num_decode_tokens": decode_tokens,
+                  "slot_mapping": torch.arange(prefill_tokens + decode_tokens)}
+        kw = {}
+        for field in dataclasses.fields(AttentionMetadata):
+            if field.name in values:
+                kw[field.name] = values[field.name]
+            elif field.default is dataclasses.MISSING and \
+                    field.default_factory is dataclasses.MISSING:
+                kw[field.name] = None  # multi-modal maps: none in a text batch
+        return AttentionMetadata(**kw)
+
+    torch.manual_seed(11)
+    n, experts, top_k = 16, 32, 6
+    logits = torch.randn(n, experts)
+    w0, ids0 = logits.softmax(-1).topk(top_k, dim=-1)
+    w0, ids0 = (w0 / w0.sum(-1, keepdim=True)).float(), ids0.to(torch.int32)
+    rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0, scoring="softmax",
+                               renormalize=True)
+    check(not torch.equal(rids, ids0), "the reference re-routes nothing: the test proves nothing")
+    decode, prefill = metadata(0, 0, n), metadata(1, n, 0)
+
+    def select_experts():  # stands for the patched FusedMoE.select_experts
+        return m.route(logits, w0.clone(), ids0.clone(), top_k=top_k, renormalize=True,
+                       use_grouped_topk=False, scoring_func="softmax")
+
+    def moe_block(hidden_states):  # MixtralMoE.forward -> FusedMoE -> quant method
+        return select_experts()
+
+    def decoder_layer(hidden_states, attn_metadata):  # V0's decoder layer forward
+        return moe_block(hidden_states)
+
+    def expect(label, call, rerouted, reason=None):
+        before = skipped(reason) if reason else 0
+        w, ids = call()
+        if rerouted:
+            check(torch.equal(ids, rids) and torch.equal(w, rw),
+                  "%s: not liboea's reference (skipped: %s)" % (label, m.host_counts()["skipped"]))
+        else:
+            check(torch.equal(w, w0) and torch.equal(ids, ids0), "%s: changed" % label)
+            after = m.host_counts()["skipped"][reason]
+            check(after == before + n, "%s: not counted as %s (%s)"
+                  % (label, reason, m.host_counts()["skipped"]))
+
+    def skipped(reason):
+        return m.host_counts()["skipped"][reason]
+
+    @case("the forward context carries the release's metadata")
+    def in_context():
+        with fc.set_forward_context(decode, cfg):
+            expect("decode", select_experts, True)
+        with fc.set_forward_context(prefill, cfg):
+            expect("prefill", select_experts, False, "extend")
+
+    @case("a forward context without metadata: the decoder layer's attn_metadata")
+    def context_without_metadata():
+        with fc.set_forward_context(None, cfg):
+            expect("decode", lambda: decoder_layer(None, decode), True)
+            expect("prefill", lambda: decoder_layer(None, prefill), False, "extend")
+            expect("no metadata anywhere", lambda: moe_block(None), False, "no_mode")
+
+    @case("no forward context at all (0.5.5 - 0.6.5): the decoder layer's attn_metadata")
+    def no_context():
+        check(fc._forward_context is None, "a forward context is left set")
+        expect("decode", lambda: decoder_layer(None, decode), True)
+        expect("prefill", lambda: decoder_layer(None, prefill), False, "extend")
+        expect("no metadata anywhere", lambda: moe_block(None), False, "no_mode")
+
+    in_context()
+    context_without_metadata()
+    no_context()
+    return summary()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--library", required=True)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    VERBOSE[0] = args.v
+    if args.child:
+        return child(args.library)
+    ran, failed = 0, 0
+    for version in RELEASES:
+        env = os.path.join(CACHE, "vllm-" + version)
+        python = os.path.join(env, "bin", "python")
+        if not (os.path.exists(os.path.join(env, "ok")) and os.path.exists(python)):
+            print("SKIP vllm %s: no cached environment at %s (tests/vllm/make_env.sh %s "
+                  "builds it)" % (version, env, version))
+            continue
+        print("== vllm %s" % version)
+        sys.stdout.flush()
+        rc = subprocess.call([python, os.path.abspath(__file__), "--child", "--library",
+                              args.library] + (["-v"] if args.v else []),
+                             env=dict(os.environ, PYTHONPATH=HERE))
+        ran += 1
+        failed += rc != 0
+    if not ran:
+        print("SKIP: no cached vLLM V0 environment")
+        return 77
+    print("%d releases, %d failed" % (ran, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
