@@ -304,6 +304,10 @@ def never_routed():
     layers (0.8 on); None where it holds none."""
     ctx = _context()
     layers = getattr(ctx, "no_compile_layers", None) or getattr(ctx, "static_forward_context", None)
+    if not layers and _model_layers:
+        # Outside a forward (the idle line below), or a release whose context
+        # holds no layers (before 0.8): the model's own, from its first forward.
+        layers = {name: ref() for name, ref in _model_layers.items()}
     if not layers:
         return None
     # Calls under torch.compile run route() only while traced, so a layer
@@ -329,7 +333,65 @@ def stats_line(snapshot=None):
     if missing:
         line += "; layers never reaching OEA: %d (%s)" % (len(missing), ", ".join(missing[:8]) +
                                                            (", ..." if len(missing) > 8 else ""))
+    elif _model_layers == {} and not _counts["calls"]:
+        line += "; no FusedMoE layer in the model: its MoE blocks route without the call site"
     return line
 
 
+# ------------------------------------------- layers that never reach OEA at all
+# The statistics line is written from route(): a model none of whose layers
+# reaches the call site (gpt-oss's Triton routing, a monolithic kernel, a
+# model calling fused_moe() itself) would write none, and look like a model
+# OEA runs on. So, with statistics on, the model's FusedMoE layers are taken
+# from its first forward (a global forward pre-hook that removes itself: it
+# sees the model's outermost call, eager even where vLLM compiles the inner
+# model), and a daemon thread writes the line every interval for as long as
+# no call has reached OEA. Once one has, route() writes it, as before.
+
+_model_layers = None  # name -> weak reference to each FusedMoE layer; None: not seen yet
+_first_forward_hook = None
+_first_forward_budget = [64]  # modules inspected at most (a model without FusedMoE)
+
+
+def _first_forward(module, args):
+    """The first forwards' pre-hook: the model's FusedMoE layers by name."""
+    global _model_layers, _first_forward_hook
+    _first_forward_budget[0] -= 1
+    found = {name: weakref.ref(sub) for name, sub in module.named_modules()
+             if type(sub).__name__.endswith("FusedMoE")}
+    if found or _first_forward_budget[0] <= 0:
+        _model_layers = found
+        if _first_forward_hook is not None:
+            _first_forward_hook.remove()
+            _first_forward_hook = None
+
+
+def idle_stats():
+    """The statistics line while no call has reached OEA (logged and
+    returned), else None: route() writes it then."""
+    if _counts["calls"]:
+        return None
+    line = stats_line(_snapshot(devices=False))
+    logger.info("%s", line)
+    return line
+
+
+def _idle_stats_loop():
+    while not _counts["calls"]:
+        time.sleep(STATS_INTERVAL)
+        idle_stats()
+
+
+def _watch_layers():
+    global _first_forward_hook
+    if not (ENABLED and STATS and _lib is not None):
+        return
+    _first_forward_hook = _torch.nn.modules.module.register_module_forward_pre_hook(
+        _first_forward)
+    import threading
+
+    threading.Thread(target=_idle_stats_loop, name="oeapatch-oea-stats", daemon=True).start()
+
+
 _start()
+_watch_layers()
