@@ -117,22 +117,38 @@ def _context_verdict(ctx):
     if getattr(ctx, "dp_metadata", None) is not None:
         # Data-parallel ranks all-gather their tokens before the MoE (0.8 -
         # 0.13): every rank routes every rank's tokens and must choose the
-        # same experts, but each knows only its own batch's mode.
+        # same experts, but each knows only its own batch's mode. vLLM shares
+        # token counts across ranks (DPMetadata), and from 0.13 the minimum
+        # CUDA-graph mode, but no decode verdict: a FULL mode is a decode
+        # graph on every rank only under FULL_DECODE_ONLY or
+        # FULL_AND_PIECEWISE, which the context does not say, and idle ranks
+        # run dummy batches (docs/runtime.md, "Data parallelism").
         return "dp_attention"
     mode = getattr(getattr(ctx, "cudagraph_runtime_mode", None), "name", None)
     if mode == "PIECEWISE":
         # Keyed by token count alone, shared by decode and mixed batches: a
         # decision captured into one would be wrong for the other.
         return "piecewise"
-    desc = getattr(ctx, "batch_descriptor", None)
     if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
-        # Captured: only a full graph of uniform decode batches replays what
-        # was decided now (before 0.10 every capture is piecewise).
-        uniform = getattr(desc, "uniform_decode", None) or (
-            getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
-        if mode != "FULL" or not uniform:
-            return "cuda_graph"
+        reason = _captured_verdict(mode, getattr(ctx, "batch_descriptor", None))
+        if reason is not None:
+            return reason
     return _metas_verdict(_context_metadata(ctx))
+
+
+def _captured_verdict(mode, desc):
+    """While a CUDA graph is captured: None when the graph replays only
+    batches like this one (a FULL graph of uniform decode batches, then the
+    metadata decides), else "cuda_graph" (before 0.10 every capture is
+    piecewise). `mode`: the runtime mode's name; `desc`: the BatchDescriptor,
+    `uniform_decode` in 0.10 - 0.11 (False may still be a decode batch: off),
+    `uniform` with `num_reqs` from 0.12 (a uniform speculative verify batch
+    too: the metadata tells it apart)."""
+    uniform = getattr(desc, "uniform_decode", None) or (
+        getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
+    if mode != "FULL" or not uniform:
+        return "cuda_graph"
+    return None
 
 
 def _metas_verdict(meta):

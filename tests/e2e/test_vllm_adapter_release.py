@@ -41,7 +41,10 @@ import tempfile
 from oea_testlib import HEADER, VERBOSE, Oracle, case, check, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RELEASES = ("0.6.6.post1", "0.7.3")
+# V0 releases (attention metadata passed down the model), then V1 releases
+# whose ForwardContext, BatchDescriptor, CUDAGraphMode and DPMetadata differ:
+# uniform_decode (0.10), uniform with num_reqs (0.12 on).
+RELEASES = ("0.6.6.post1", "0.7.3", "0.10.2", "0.12.0", "0.33.0")
 CACHE = os.environ.get("OEAPATCH_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
 NAME = "vllm.model_executor.layers.fused_moe._oeapatch_vllm_oea"
@@ -52,7 +55,10 @@ def child(library):
     import torch
     import vllm
     import vllm.forward_context as fc
-    from vllm.attention.backends.abstract import AttentionMetadata
+    try:  # V0's (0.5.5 - 0.10); V1 has per-backend classes
+        from vllm.attention.backends.abstract import AttentionMetadata
+    except ImportError:
+        AttentionMetadata = None
     from vllm.config import DeviceConfig, VllmConfig
     import test_vllm_adapter
 
@@ -86,6 +92,8 @@ def child(library):
                 kw[field.name] = None  # multi-modal maps: none in a text batch
         return AttentionMetadata(**kw)
 
+    era = "v0" if vllm.__version__.startswith(("0.5.", "0.6.", "0.7.")) else "v1"
+
     torch.manual_seed(11)
     n, experts, top_k = 16, 32, 6
     logits = torch.randn(n, experts)
@@ -94,7 +102,10 @@ def child(library):
     rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0, scoring="softmax",
                                renormalize=True)
     check(not torch.equal(rids, ids0), "the reference re-routes nothing: the test proves nothing")
-    decode, prefill = metadata(0, 0, n), metadata(1, n, 0)
+    if era == "v0":
+        decode, prefill = metadata(0, 0, n), metadata(1, n, 0)
+    else:  # V1 has per-backend metadata: the V1 cases need none
+        decode = prefill = None
 
     def select_experts():  # stands for the patched FusedMoE.select_experts
         return m.route(logits, w0.clone(), ids0.clone(), top_k=top_k, renormalize=True,
@@ -142,9 +153,58 @@ def child(library):
         expect("prefill", lambda: decoder_layer(None, prefill), False, "extend")
         expect("no metadata anywhere", lambda: moe_block(None), False, "no_mode")
 
-    in_context()
-    context_without_metadata()
-    no_context()
+    @case("V1's real context classes: piecewise graphs, data parallelism, full decode graphs")
+    def v1_classes():
+        from vllm.config import CUDAGraphMode
+        from vllm.forward_context import BatchDescriptor, DPMetadata
+
+        fields = getattr(BatchDescriptor, "_fields", None) or list(
+            getattr(BatchDescriptor, "__dataclass_fields__", {}))
+
+        def desc(tokens, reqs, uniform):
+            if "uniform" in fields:  # 0.12 on
+                return BatchDescriptor(num_tokens=tokens, num_reqs=reqs, uniform=uniform)
+            return BatchDescriptor(num_tokens=tokens, uniform_decode=uniform)
+
+        with fc.set_forward_context(None, cfg, num_tokens=n,
+                                    cudagraph_runtime_mode=CUDAGraphMode.PIECEWISE,
+                                    batch_descriptor=desc(n, n, True)):
+            ctx = fc._forward_context
+            check(m._context_verdict(ctx) == "piecewise",
+                  "piecewise: %r" % m._context_verdict(ctx))
+        with fc.set_forward_context(None, cfg, num_tokens=n,
+                                    cudagraph_runtime_mode=CUDAGraphMode.NONE,
+                                    batch_descriptor=desc(n, n, True)):
+            ctx = fc._forward_context
+            check(ctx.dp_metadata is None, "data parallelism with data_parallel_size 1")
+            # Two ranks' token counts, as the release's DPMetadata holds them
+            # (set here: make() all-reduces across a real DP group).
+            dp = DPMetadata(**{f.name: torch.tensor([n, n])
+                               for f in dataclasses.fields(DPMetadata)
+                               if f.default is dataclasses.MISSING})
+            ctx.dp_metadata = dp
+            before = skipped("dp_attention")
+            w, ids = select_experts()
+            check(torch.equal(ids, ids0) and skipped("dp_attention") == before + n,
+                  "data parallel: not left alone as dp_attention")
+        # A capture: what the release's descriptors say (CPU: no capture runs)
+        full = CUDAGraphMode.FULL.name
+        check(m._captured_verdict(full, desc(n, n, True)) is None,
+              "a FULL graph of a uniform decode batch is refused")
+        check(m._captured_verdict(full, desc(n, 3, False)) == "cuda_graph",
+              "a FULL graph of a mixed batch is allowed")
+        check(m._captured_verdict(CUDAGraphMode.PIECEWISE.name, desc(n, n, True)) == "cuda_graph",
+              "a piecewise capture is allowed")
+        check(m._captured_verdict(full, BatchDescriptor(num_tokens=n)) == "cuda_graph",
+              "a FULL graph without a decode descriptor is allowed")
+        return "%s, %s" % (type(ctx).__name__, ", ".join(fields))
+
+    if era == "v0":
+        in_context()
+        context_without_metadata()
+        no_context()
+    else:
+        v1_classes()
     return summary()
 
 
