@@ -21,7 +21,9 @@ Checked: decode batches re-routed exactly as liboea's reference, prefill,
 mixed, speculative-verify, piecewise-graph, graph-capture and data-parallel
 batches bitwise unchanged and counted by reason, routers and paths OEA cannot
 reproduce skipped by name, and a MoE layer whose calls never reach the call
-site named in the statistics line.
+site named in the statistics line, also when no layer reaches it (the idle
+line; the model there is a torch module tree with classes named as vLLM names
+them, since a real vLLM model needs its distributed state).
 """
 
 import argparse

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The vLLM adapter's decode detection on real V0 releases of vLLM (0.6.6.post1,
-0.7.3): their own vllm.forward_context, VllmConfig and AttentionMetadata.
+"""The vLLM adapter's decode detection on real releases of vLLM: V0's (0.6.6.post1,
+0.7.3: their own vllm.forward_context, VllmConfig and AttentionMetadata) and
+V1's context classes (0.10.2, 0.12.0, 0.33.0).
 
 Usage: /usr/bin/python3 tests/e2e/test_vllm_adapter_release.py --library PATH/liboea.so [-v]
 
@@ -27,7 +28,13 @@ liboea's reference and prefill batches bitwise unchanged ("extend") when the
 metadata is in the forward context (0.6.6's dynamic_forward_context, 0.7's
 attn_metadata), when the context carries none and the decoder layer's frame
 holds it, and with no forward context at all (0.5.5 - 0.6.5 have none); with
-neither, OEA stays off ("no_mode").
+neither, OEA stays off ("no_mode"). On V1 releases, with the release's own
+ForwardContext (set_forward_context), CUDAGraphMode, BatchDescriptor and
+DPMetadata: a piecewise graph is "piecewise", a context with two ranks' token
+counts is "dp_attention" (the DPMetadata is set on the context by the test:
+DPMetadata.make all-reduces across a real data-parallel group), and the capture
+rule admits a FULL graph of a uniform decode batch only. (No capture runs on
+a CPU, so the capture rule is called with the release's descriptors.)
 """
 
 import argparse
