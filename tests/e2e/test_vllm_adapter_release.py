@@ -10,18 +10,24 @@ Each release runs in its cached environment (tests/vllm/make_env.sh VERSION,
 skipped with the reason (exit 77 when none is), since building one downloads
 a wheel and torch.
 
-The binding is rendered as oeapatch renders it (test_vllm_adapter.render) and
-loaded as vllm.model_executor.layers.fused_moe._oeapatch_vllm_oea from a
-temporary file, so it imports the release's own forward context; the
-release's files are not touched. Real: vllm.forward_context.set_forward_context
-with the release's VllmConfig for the CPU, the release's AttentionMetadata
-dataclass (vllm/attention/backends/abstract.py, the fields every V0 backend's
-metadata has) for decode and prefill batches. Not real, and why: route() is
-called from plain functions standing for V0's decoder layer (a local named
-attn_metadata, as MixtralDecoderLayer.forward has) and its MoE block, not from
-a patched FusedMoE.select_experts inside a model, because building a V0 model
-needs vLLM's distributed state and compiled ops; the routing itself is
-softmax top-k in torch (fused_topk needs vllm._moe_C).
+V0 releases: a copy of the release's vllm/ is patched by `oeapatch apply`
+(OEAPATCH, else build/src/oeapatch) and imported before the environment's own
+files, so the binding is the one oeapatch wrote and the routing is the
+release's own FusedMoE.select_experts with its call site (grouped top-k, pure
+torch, eager under TORCHDYNAMO_DISABLE=1). Real: vllm.forward_context's
+set_forward_context with the release's VllmConfig for the CPU, the release's
+AttentionMetadata dataclass (vllm/attention/backends/abstract.py, the fields
+every V0 backend's metadata has) for decode and prefill batches. Not real, and
+why: select_experts is called from plain functions standing for V0's decoder
+layer (a local named attn_metadata, as MixtralDecoderLayer.forward has), its
+MoE block and FusedMoE.forward, not from a model, because building a V0 model
+needs vLLM's distributed state and compiled ops. 0.5.5 and 0.6.0 (no
+forward_context.py) have no cached environment (they pin torch 2.4); the
+"no forward context" case stands for them on 0.6.6.post1 and 0.7.3.
+
+V1 releases: the binding is rendered as oeapatch renders it
+(test_vllm_adapter.render) and loaded as the fused_moe package's module from a
+temporary file, so it imports the release's own forward context.
 
 Checked (issue 17, V0 decode detection): decode batches re-routed exactly as
 liboea's reference and prefill batches bitwise unchanged ("extend") when the
@@ -40,6 +46,8 @@ a CPU, so the capture rule is called with the release's descriptors.)
 import argparse
 import dataclasses
 import importlib.util
+import inspect
+import shutil
 import os
 import subprocess
 import sys
@@ -48,6 +56,7 @@ import tempfile
 from oea_testlib import HEADER, VERBOSE, Oracle, case, check, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 # V0 releases (attention metadata passed down the model), then V1 releases
 # whose ForwardContext, BatchDescriptor, CUDAGraphMode and DPMetadata differ:
 # uniform_decode (0.10), uniform with num_reqs (0.12 on).
@@ -57,8 +66,12 @@ CACHE = os.environ.get("OEAPATCH_CACHE") or os.path.join(
 NAME = "vllm.model_executor.layers.fused_moe._oeapatch_vllm_oea"
 
 
-def child(library):
+def child(library, tree):
     os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+    os.environ.update({"VLLM_OEA_K0": "2", "VLLM_OEA_STATS": "1",
+                       "VLLM_OEA_STATS_INTERVAL": "100000"})
+    if tree:  # the copy oeapatch patched, before the environment's own checkout
+        sys.path.insert(0, tree)
     import torch
     import vllm
     import vllm.forward_context as fc
@@ -72,17 +85,22 @@ def child(library):
     print("vllm %s, torch %s" % (vllm.__version__, torch.__version__))
     with open(HEADER, encoding="utf-8") as f:
         oracle = Oracle(os.path.abspath(library), f.read())
-    prefix, text = test_vllm_adapter.render(os.path.realpath(library))
-    os.environ.update({prefix + "K0": "2", prefix + "STATS": "1",
-                       prefix + "STATS_INTERVAL": "100000"})
-    with tempfile.TemporaryDirectory(prefix="oeapatch-vllm-v0-") as tmp:
-        path = os.path.join(tmp, "_oeapatch_vllm_oea.py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        spec = importlib.util.spec_from_file_location(NAME, path)
-        m = importlib.util.module_from_spec(spec)
-        sys.modules[NAME] = m
-        spec.loader.exec_module(m)
+    if tree:
+        check(os.path.realpath(vllm.__file__).startswith(os.path.realpath(tree)),
+              "vllm imported from %s, not the patched copy" % vllm.__file__)
+        from vllm.model_executor.layers.fused_moe.layer import FusedMoE
+        m = sys.modules[NAME]  # the binding oeapatch wrote, imported by layer.py
+    else:
+        prefix, text = test_vllm_adapter.render(os.path.realpath(library))
+        check(prefix == "VLLM_OEA_", "the settings' prefix is %s" % prefix)
+        with tempfile.TemporaryDirectory(prefix="oeapatch-vllm-v1-") as tmp:
+            path = os.path.join(tmp, "_oeapatch_vllm_oea.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            spec = importlib.util.spec_from_file_location(NAME, path)
+            m = importlib.util.module_from_spec(spec)
+            sys.modules[NAME] = m
+            spec.loader.exec_module(m)
     check(m.ENABLED and m._lib is not None, "OEA is not on: %s" % m.DISABLED_REASON)
     cfg = VllmConfig(device_config=DeviceConfig(device="cpu"))
 
@@ -99,24 +117,42 @@ def child(library):
                 kw[field.name] = None  # multi-modal maps: none in a text batch
         return AttentionMetadata(**kw)
 
-    era = "v0" if vllm.__version__.startswith(("0.5.", "0.6.", "0.7.")) else "v1"
-
+    era = "v0" if tree else "v1"
     torch.manual_seed(11)
-    n, experts, top_k = 16, 32, 6
+    n, experts, top_k, groups, topk_group = 16, 32, 6, 4, 2
     logits = torch.randn(n, experts)
-    w0, ids0 = logits.softmax(-1).topk(top_k, dim=-1)
-    w0, ids0 = (w0 / w0.sum(-1, keepdim=True)).float(), ids0.to(torch.int32)
-    rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0, scoring="softmax",
-                               renormalize=True)
-    check(not torch.equal(rids, ids0), "the reference re-routes nothing: the test proves nothing")
+    hidden = torch.randn(n, 8)
     if era == "v0":
         decode, prefill = metadata(0, 0, n), metadata(1, n, 0)
+        kw = dict(hidden_states=hidden, router_logits=logits, top_k=top_k,
+                  use_grouped_topk=True, renormalize=True, topk_group=topk_group,
+                  num_expert_group=groups, custom_routing_function=None,
+                  scoring_func="softmax", e_score_correction_bias=None)
+        params = inspect.signature(FusedMoE.select_experts).parameters
+        kw = {k: v for k, v in kw.items() if k in params}
+
+        def select_experts():  # the release's own, patched: grouped top-k in torch
+            return FusedMoE.select_experts(**kw)
+
+        # No context, no metadata in any frame: the release's routing, untouched
+        check(fc._forward_context is None, "a forward context is set")
+        before = m.host_counts()["skipped"]["no_mode"]
+        w0, ids0 = select_experts()
+        check(m.host_counts()["skipped"]["no_mode"] == before + n,
+              "the baseline call was not left alone")
+        rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0, scoring="softmax",
+                                   renormalize=True, groups=groups, topk_group=topk_group)
     else:  # V1 has per-backend metadata: the V1 cases need none
         decode = prefill = None
+        w0, ids0 = logits.softmax(-1).topk(top_k, dim=-1)
+        w0, ids0 = (w0 / w0.sum(-1, keepdim=True)).float(), ids0.to(torch.int32)
+        rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0, scoring="softmax",
+                                   renormalize=True)
 
-    def select_experts():  # stands for the patched FusedMoE.select_experts
-        return m.route(logits, w0.clone(), ids0.clone(), top_k=top_k, renormalize=True,
-                       use_grouped_topk=False, scoring_func="softmax")
+        def select_experts():
+            return m.route(logits, w0.clone(), ids0.clone(), top_k=top_k, renormalize=True,
+                           use_grouped_topk=False, scoring_func="softmax")
+    check(not torch.equal(rids, ids0), "the reference re-routes nothing: the test proves nothing")
 
     def moe_block(hidden_states):  # MixtralMoE.forward -> FusedMoE -> quant method
         return select_experts()
@@ -215,15 +251,30 @@ def child(library):
     return summary()
 
 
+V0 = ("0.6.6.post1", "0.7.3")  # patched for real: apply -C on a copy of their files
+
+
+def patched_copy(oeapatch, env, library, tmp):
+    """A copy of the release's vllm/ (its Python files) patched by oeapatch."""
+    tree = os.path.join(tmp, "tree")
+    shutil.copytree(os.path.join(env, "checkout", "vllm"), os.path.join(tree, "vllm"))
+    out = subprocess.run([oeapatch, "apply", "-C", tree, "--patch", "vllm-oea", "--library",
+                          os.path.realpath(library)], capture_output=True, text=True)
+    check(out.returncode == 0, "oeapatch apply: %s%s" % (out.stdout, out.stderr))
+    return tree
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--library", required=True)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tree", default="", help=argparse.SUPPRESS)
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
     VERBOSE[0] = args.v
     if args.child:
-        return child(args.library)
+        return child(args.library, args.tree)
+    oeapatch = os.environ.get("OEAPATCH") or os.path.join(ROOT, "build", "src", "oeapatch")
     ran, failed = 0, 0
     for version in RELEASES:
         env = os.path.join(CACHE, "vllm-" + version)
@@ -232,15 +283,20 @@ def main():
             print("SKIP vllm %s: no cached environment at %s (tests/vllm/make_env.sh %s "
                   "builds it)" % (version, env, version))
             continue
+        if version in V0 and not os.access(oeapatch, os.X_OK):
+            print("SKIP vllm %s: no oeapatch at %s (set OEAPATCH)" % (version, oeapatch))
+            continue
         print("== vllm %s" % version)
         sys.stdout.flush()
-        rc = subprocess.call([python, os.path.abspath(__file__), "--child", "--library",
-                              args.library] + (["-v"] if args.v else []),
-                             env=dict(os.environ, PYTHONPATH=HERE))
+        with tempfile.TemporaryDirectory(prefix="oeapatch-vllm-release-") as tmp:
+            tree = patched_copy(oeapatch, env, args.library, tmp) if version in V0 else ""
+            rc = subprocess.call([python, os.path.abspath(__file__), "--child", "--library",
+                                  args.library, "--tree", tree] + (["-v"] if args.v else []),
+                                 env=dict(os.environ, PYTHONPATH=HERE))
         ran += 1
         failed += rc != 0
     if not ran:
-        print("SKIP: no cached vLLM V0 environment")
+        print("SKIP: no cached vLLM environment")
         return 77
     print("%d releases, %d failed" % (ran, failed))
     return 1 if failed else 0
