@@ -111,7 +111,11 @@ def _context_verdict(ctx):
     skip reason (docs/runtime.md, "Decode detection in vLLM")."""
     if ctx is None:
         # No forward context (before 0.6.6, or none set): V0's metadata in
-        # the calling frames, if any.
+        # the calling frames, if any. V0 captures CUDA graphs of padded decode
+        # batches, whose valid row count it does not hand down: off there, as
+        # with a context (_captured_verdict of no mode).
+        if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
+            return "cuda_graph"
         meta = _frame_metadata()
         return "no_mode" if meta is None else _metas_verdict(meta)
     if getattr(ctx, "dp_metadata", None) is not None:
