@@ -12,7 +12,8 @@ METRICS_PREFIX = "vllm:oea_"
 SKIP_REASONS = ("extend", "speculative", "no_mode", "piecewise", "cuda_graph", "dp_attention",
                 "small_batch", "large_batch", "custom_routing", "zero_expert", "simulator",
                 "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring", "device")
-DECODE_DETECTION = ("the forward context's attention metadata (no prefill%s); off under "
+DECODE_DETECTION = ("the forward context's attention metadata, or V0's attn_metadata in "
+                    "the calling frames (no prefill%s); off under "
                     "piecewise CUDA graphs and data parallelism; full graphs of uniform "
                     "decode batches only" % (", speculative verify too" if SPECULATIVE else
                                              ", query length 1"))
@@ -60,30 +61,103 @@ def _metadata_verdict(meta):
     return None
 
 
+# V0 (0.5.5 - 0.7.x) passes the batch's attention metadata down the model's
+# forward as `attn_metadata`: the decoder layer's frame holds it while its MoE
+# block routes. 0.5.5 - 0.6.5 have no forward context at all, and 0.6.6 - 0.7
+# may set one without metadata, so there the calling frames are read, as
+# SGLang's adapter finds forward_batch. Bounded: route() is this many frames
+# below the model code at most (select_experts, the quant method's apply and
+# forward_cuda, FusedMoE.forward, the MoE block, nn.Module's call wrappers).
+_FRAME_DEPTH = 24
+_holds_metadata = {}  # code object -> whether it has a local named attn_metadata
+
+
+def _frame_metadata():
+    """The nearest calling frame's `attn_metadata`, or None."""
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return None
+    for _ in range(_FRAME_DEPTH):
+        if frame is None:
+            return None
+        code = frame.f_code
+        holds = _holds_metadata.get(code)
+        if holds is None:
+            holds = _holds_metadata[code] = "attn_metadata" in code.co_varnames
+        if holds:
+            meta = frame.f_locals.get("attn_metadata")
+            if meta is not None:
+                return meta
+        frame = frame.f_back
+    return None
+
+
+def _context_metadata(ctx):
+    """The attention metadata of forward context `ctx`: `attn_metadata` (0.7
+    on), `dynamic_forward_context` (0.6.6), else the calling frames' (V0)."""
+    meta = None
+    if ctx is not None:
+        meta = getattr(ctx, "attn_metadata", None)
+        if meta is None:
+            meta = getattr(ctx, "dynamic_forward_context", None)
+    if meta is None:
+        meta = _frame_metadata()
+    return meta
+
+
 def _context_verdict(ctx):
     """None when OEA may run on the batch of forward context `ctx`, else the
     skip reason (docs/runtime.md, "Decode detection in vLLM")."""
     if ctx is None:
-        return "no_mode"
+        # No forward context (before 0.6.6, or none set): V0's metadata in
+        # the calling frames, if any. V0 captures CUDA graphs of padded decode
+        # batches, whose valid row count it does not hand down: off there, as
+        # with a context (_captured_verdict of no mode).
+        if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
+            return "cuda_graph"
+        meta = _frame_metadata()
+        return "no_mode" if meta is None else _metas_verdict(meta)
     if getattr(ctx, "dp_metadata", None) is not None:
         # Data-parallel ranks all-gather their tokens before the MoE (0.8 -
         # 0.13): every rank routes every rank's tokens and must choose the
-        # same experts, but each knows only its own batch's mode.
+        # same experts, but each knows only its own batch's mode. vLLM shares
+        # token counts across ranks (DPMetadata), and from 0.13 the minimum
+        # CUDA-graph mode, but no decode verdict: a FULL mode is a decode
+        # graph on every rank only under FULL_DECODE_ONLY or
+        # FULL_AND_PIECEWISE, which the context does not say, and idle ranks
+        # run dummy batches (docs/runtime.md, "Data parallelism").
         return "dp_attention"
     mode = getattr(getattr(ctx, "cudagraph_runtime_mode", None), "name", None)
     if mode == "PIECEWISE":
         # Keyed by token count alone, shared by decode and mixed batches: a
         # decision captured into one would be wrong for the other.
         return "piecewise"
-    desc = getattr(ctx, "batch_descriptor", None)
     if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
-        # Captured: only a full graph of uniform decode batches replays what
-        # was decided now (before 0.10 every capture is piecewise).
-        uniform = getattr(desc, "uniform_decode", None) or (
-            getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
-        if mode != "FULL" or not uniform:
-            return "cuda_graph"
-    meta = getattr(ctx, "attn_metadata", None)
+        reason = _captured_verdict(mode, getattr(ctx, "batch_descriptor", None))
+        if reason is not None:
+            return reason
+    return _metas_verdict(_context_metadata(ctx))
+
+
+def _captured_verdict(mode, desc):
+    """While a CUDA graph is captured: None when the graph replays only
+    batches like this one (a FULL graph of uniform decode batches, then the
+    metadata decides), else "cuda_graph" (before 0.10 every capture is
+    piecewise). `mode`: the runtime mode's name; `desc`: the BatchDescriptor,
+    `uniform_decode` in 0.10 - 0.11 (False may still be a decode batch: off),
+    `uniform` with `num_reqs` from 0.12 (a uniform speculative verify batch
+    too: the metadata tells it apart)."""
+    uniform = getattr(desc, "uniform_decode", None) or (
+        getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
+    if mode != "FULL" or not uniform:
+        return "cuda_graph"
+    return None
+
+
+def _metas_verdict(meta):
+    """The verdict of attention metadata: one object (V0), a dict per layer
+    (V1), or a list of those per micro-batch."""
     metas = []
     for part in (meta if isinstance(meta, list) else [meta]):  # micro-batches (0.11 on)
         metas.extend(part.values() if isinstance(part, dict) else [part])
@@ -250,6 +324,10 @@ def never_routed():
     layers (0.8 on); None where it holds none."""
     ctx = _context()
     layers = getattr(ctx, "no_compile_layers", None) or getattr(ctx, "static_forward_context", None)
+    if not layers and _model_layers:
+        # Outside a forward (the idle line below), or a release whose context
+        # holds no layers (before 0.8): the model's own, from its first forward.
+        layers = {name: ref() for name, ref in _model_layers.items()}
     if not layers:
         return None
     # Calls under torch.compile run route() only while traced, so a layer
@@ -275,7 +353,65 @@ def stats_line(snapshot=None):
     if missing:
         line += "; layers never reaching OEA: %d (%s)" % (len(missing), ", ".join(missing[:8]) +
                                                            (", ..." if len(missing) > 8 else ""))
+    elif _model_layers == {} and not _counts["calls"]:
+        line += "; no FusedMoE layer in the model: its MoE blocks route without the call site"
     return line
 
 
+# ------------------------------------------- layers that never reach OEA at all
+# The statistics line is written from route(): a model none of whose layers
+# reaches the call site (gpt-oss's Triton routing, a monolithic kernel, a
+# model calling fused_moe() itself) would write none, and look like a model
+# OEA runs on. So, with statistics on, the model's FusedMoE layers are taken
+# from its first forward (a global forward pre-hook that removes itself: it
+# sees the model's outermost call, eager even where vLLM compiles the inner
+# model), and a daemon thread writes the line every interval for as long as
+# no call has reached OEA. Once one has, route() writes it, as before.
+
+_model_layers = None  # name -> weak reference to each FusedMoE layer; None: not seen yet
+_first_forward_hook = None
+_first_forward_budget = [64]  # modules inspected at most (a model without FusedMoE)
+
+
+def _first_forward(module, args):
+    """The first forwards' pre-hook: the model's FusedMoE layers by name."""
+    global _model_layers, _first_forward_hook
+    _first_forward_budget[0] -= 1
+    found = {name: weakref.ref(sub) for name, sub in module.named_modules()
+             if type(sub).__name__.endswith("FusedMoE")}
+    if found or _first_forward_budget[0] <= 0:
+        _model_layers = found
+        if _first_forward_hook is not None:
+            _first_forward_hook.remove()
+            _first_forward_hook = None
+
+
+def idle_stats():
+    """The statistics line while no call has reached OEA (logged and
+    returned), else None: route() writes it then."""
+    if _counts["calls"]:
+        return None
+    line = stats_line(_snapshot(devices=False))
+    logger.info("%s", line)
+    return line
+
+
+def _idle_stats_loop():
+    while not _counts["calls"]:
+        time.sleep(STATS_INTERVAL)
+        idle_stats()
+
+
+def _watch_layers():
+    global _first_forward_hook
+    if not (ENABLED and STATS and _lib is not None):
+        return
+    _first_forward_hook = _torch.nn.modules.module.register_module_forward_pre_hook(
+        _first_forward)
+    import threading
+
+    threading.Thread(target=_idle_stats_loop, name="oeapatch-oea-stats", daemon=True).start()
+
+
 _start()
+_watch_layers()

@@ -21,7 +21,9 @@ Checked: decode batches re-routed exactly as liboea's reference, prefill,
 mixed, speculative-verify, piecewise-graph, graph-capture and data-parallel
 batches bitwise unchanged and counted by reason, routers and paths OEA cannot
 reproduce skipped by name, and a MoE layer whose calls never reach the call
-site named in the statistics line.
+site named in the statistics line, also when no layer reaches it (the idle
+line; the model there is a torch module tree with classes named as vLLM names
+them, since a real vLLM model needs its distributed state).
 """
 
 import argparse
@@ -244,6 +246,48 @@ def main():
                   "never_routed() is %r" % m.never_routed())
             line = m.stats_line()
             check("layers never reaching OEA: 1 (model.layers.1.mlp.experts)" in line, line)
+            check(m.idle_stats() is None, "an idle line after calls reached OEA")
+            return line.split("; ")[-1]
+
+        @case("no layer reaches OEA: the idle statistics line names the model's FusedMoE layers")
+        def idle():
+            # Before any route() call: the line route() would write never comes.
+            fc._forward_context = None
+            check(m.host_counts()["calls"] == 0, "a call reached OEA already")
+            moe = type("FusedMoE", (torch.nn.Module,), {"forward": lambda self, x: x})
+
+            class Block(torch.nn.Module):  # routes inside, never calling the call site
+                def __init__(self):
+                    super().__init__()
+                    self.experts = moe()
+
+                def forward(self, x):
+                    return self.experts(x)
+
+            class MixtralForCausalLM(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.layers = torch.nn.ModuleList([Block(), Block()])
+
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+
+            model = MixtralForCausalLM()
+            model(torch.zeros(2))  # the first forward: the adapter's hook sees the model
+            names = ["layers.0.experts", "layers.1.experts"]
+            check(m.never_routed() == names, "never_routed() is %r" % m.never_routed())
+            check(m._first_forward_hook is None, "the first-forward hook is still registered")
+            line = m.idle_stats()
+            check(line is not None and "python calls=0" in line and
+                  "layers never reaching OEA: 2 (layers.0.experts, layers.1.experts)" in line,
+                  "idle line: %r" % line)
+            # A model with no FusedMoE layer at all (one calling fused_moe() itself)
+            kept, m._model_layers = m._model_layers, {}
+            line = m.idle_stats()
+            m._model_layers = kept
+            check(line is not None and "no FusedMoE layer in the model" in line, line)
             return line.split("; ")[-1]
 
         @case("the custom op is this definition's (a process may import SGLang's binding too)")
@@ -257,6 +301,7 @@ def main():
                   "an op named for no definition is registered")
 
         op()
+        idle()
         decode()
         not_decode()
         graphs_and_dp()
