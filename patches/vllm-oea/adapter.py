@@ -84,6 +84,10 @@ def _context_verdict(ctx):
         if mode != "FULL" or not uniform:
             return "cuda_graph"
     meta = getattr(ctx, "attn_metadata", None)
+    if meta is None:
+        # 0.6.6 (V0's first forward context) keeps the metadata as
+        # dynamic_forward_context: without it no batch there is ever decode.
+        meta = getattr(ctx, "dynamic_forward_context", None)
     metas = []
     for part in (meta if isinstance(meta, list) else [meta]):  # micro-batches (0.11 on)
         metas.extend(part.values() if isinstance(part, dict) else [part])
