@@ -98,7 +98,10 @@ PY
   "$base/bin/pip" freeze --disable-pip-version-check | grep -iE '^(torch|torchvision|triton|numpy)==' \
     > "$env/constraints.txt"
   # shellcheck disable=SC2086
-  pipq "$env/bin/pip" install -c "$env/constraints.txt" $reqs $extra >&2
+  # --no-compile: byte-compiling transformers and the rest on a small machine
+  # takes longer than installing them; the few modules the chain imports are
+  # compiled on first import.
+  pipq "$env/bin/pip" install --no-compile -c "$env/constraints.txt" $reqs $extra >&2
   echo "$reqs $extra" > "$env/deps.txt"
   # What the tests import, with a VllmConfig built as they build it: a machine
   # without a GPU has no platform vLLM can infer, hence device="cpu".

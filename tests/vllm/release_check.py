@@ -1,25 +1,36 @@
 #!/usr/bin/env python3
-"""The unpatched baseline of one real vLLM release (a start of issue 17's
-release checks: the parts that need no binding).
+"""One phase of the real-vLLM test, run by the interpreter of one release's
+cached environment (tests/vllm/make_env.sh); driven by run_releases.py.
 
-Run with a release's interpreter from make_env.sh:
-    $(tests/vllm/make_env.sh 0.15.0) tests/vllm/release_check.py [--seed N]
+    python release_check.py PHASE OUT_DIR [ORACLE_LIBRARY]
 
-It imports the release's own routing on the CPU, builds the release's own
-forward-context objects (vllm.forward_context.set_forward_context with a
-VllmConfig for the CPU) for a decode, a prefill and a mixed batch, runs the
-routing paths that work without vLLM's compiled ops (grouped top-k in pure
-torch, a model's custom routing function) through the routing method the
-definition patches, and prints one JSON line per batch and path: the ids and
-a digest of the weights' bytes. Nothing is stubbed.
+PHASE:
+  unpatched  the routing file as the wheel has it: record the outputs of the
+             release's real routing method for every path and batch
+  off        patched, VLLM_OEA_K0=0: the outputs must be the unpatched ones
+  on         patched, VLLM_OEA_K0=3 (stats on): decode batches of the grouped
+             path equal liboea's reference (oea_route_host through this test's
+             own struct, from oea.h) applied to the unpatched outputs; prefill
+             and mixed batches, decode batches under piecewise CUDA graphs, the
+             custom routing path and calls outside any forward are left exactly
+             as they were, each skip counted under its reason
 
-Not yet covered: 0.12 - 0.14, whose routing method is an instance method of
-FusedMoE (building a real FusedMoE on the CPU needs vLLM's distributed state
-initialised); V0's attention metadata (0.7 and earlier route with
-attn_metadata=None here); the patched runs, which need the binding.
+Everything runs vLLM's real code on the CPU: the routing method the definition
+patches (FusedMoE.select_experts, a staticmethod up to 0.11; the router
+classes' select_experts from 0.15) on the paths that run without vLLM's
+compiled ops (grouped top-k in pure torch, a model's custom routing function),
+under forward contexts made by the release's own set_forward_context with a
+real VllmConfig for the CPU and a real attention-metadata object of one of
+its backends (V0: one object; V1: a dict by layer name). No vLLM module is
+replaced by a stub.
+
+0.12 - 0.14: the routing method is an instance method of FusedMoE: real
+FusedMoE layers are built (their unquantized method), with vLLM's distributed
+state initialised for one process (gloo), as a single-CPU worker does.
 """
-import argparse
+import dataclasses
 import hashlib
+import importlib
 import inspect
 import json
 import os
@@ -29,8 +40,21 @@ import sys
 # knows no platform; eager runs the same torch operations without a compiler.
 os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+
+from oea_testlib import HEADER, RESULTS, Oracle, case, check, distinct, summary  # noqa: E402
+
 import torch  # noqa: E402
 
+EXPERTS, TOP_K, HIDDEN, GROUPS, TOPK_GROUP = 64, 6, 16, 8, 3
+K0 = 3
+ROWS = 8
+# (kind, tokens, requests, prefills, prefill tokens): decode = one token per
+# request; prefill = one request of 8 tokens; mixed = 4 decodes and a prefill
+# of 4 tokens.
+BATCHES = [("decode", ROWS, ROWS, 0, 0), ("prefill", ROWS, 1, 1, ROWS),
+           ("mixed", ROWS, 5, 1, 4)]
 
 def forward_context_kwargs(set_forward_context, kind, n, reqs):
     """The keyword arguments this release's set_forward_context takes, for a batch
@@ -93,7 +117,7 @@ def routers(cfg, experts, top_k):
         return [("grouped", getattr(grouped, route)), ("custom", getattr(custom, route))]
     from vllm.model_executor.layers.fused_moe.layer import FusedMoE
     if not isinstance(inspect.getattr_static(FusedMoE, "select_experts", None), staticmethod):
-        sys.exit("release_check: the instance-method era (0.12 - 0.14) is not covered yet")
+        return instance_routers(cfg, experts, top_k)
     params = inspect.signature(FusedMoE.select_experts).parameters
 
     def static(**kw):
@@ -107,37 +131,295 @@ def routers(cfg, experts, top_k):
     return paths
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+def version():
     import vllm
-    from vllm.config import DeviceConfig, VllmConfig
+
+    return getattr(vllm, "__version__", "0")
+
+
+def v0():
+    """The V0 engine's forward context (0.6.6, 0.7): one attention-metadata
+    object for the whole model."""
+    major, minor = (int(x) for x in version().split(".")[:2])
+    return (major, minor) < (0, 8)
+
+
+# Attention backends whose metadata class imports on a CPU (the CPU backend's
+# first, then others that load without compiled ops), per engine.
+# V0's CPU backend (torch_sdpa) imports the CPU model runner and with it
+# sentencepiece, which the routing chain does not need; the placeholder
+# backend's metadata (attention-free models) is the same V0 dataclass shape
+# (num_prefills, num_prefill_tokens, num_decode_tokens) and imports plainly.
+V0_METADATA = ["vllm.attention.backends.torch_sdpa:TorchSDPAMetadata",
+               "vllm.attention.backends.xformers:XFormersMetadata",
+               "vllm.attention.backends.placeholder_attn:PlaceholderAttentionMetadata"]
+V1_METADATA = ["vllm.v1.attention.backends.cpu_attn:TorchSDPAMetadata",
+               "vllm.v1.attention.backends.triton_attn:TritonAttentionMetadata",
+               "vllm.v1.attention.backends.flash_attn:FlashAttentionMetadata"]
+_meta_class = []
+
+
+def metadata_class():
+    if not _meta_class:
+        errors = []
+        for spec in V0_METADATA if v0() else V1_METADATA:
+            module, name = spec.split(":")
+            try:
+                _meta_class.append(getattr(importlib.import_module(module), name))
+                break
+            except Exception as exc:  # a backend that needs a compiled op
+                errors.append("%s: %s" % (spec, exc))
+        check(_meta_class, "no attention metadata class loads: %s" % "; ".join(errors))
+    return _meta_class[0]
+
+
+def attn_metadata(kind, n, reqs, prefills, prefill_tokens):
+    """A real metadata object of the release's backend for this batch: the
+    fields that say its shape set, the rest (tensors the kernels read) None."""
+    cls = metadata_class()
+    decodes = reqs - prefills
+    values = dict(num_prefills=prefills, num_prefill_tokens=prefill_tokens,
+                  num_decode_tokens=n - prefill_tokens, num_decodes=decodes,
+                  num_actual_tokens=n, num_reqs=reqs, num_input_tokens=n,
+                  max_query_len=max(1, prefill_tokens if prefills else 1),
+                  max_prefill_seq_len=prefill_tokens, max_decode_seq_len=16 if decodes else 0,
+                  num_decode_tokens_padded=n - prefill_tokens,
+                  multi_modal_placeholder_index_maps=None,
+                  enable_kv_scales_calculation=False, is_prompt=bool(prefills),
+                  use_cascade=False, causal=True)
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name in values:
+            kw[f.name] = values[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kw[f.name] = None
+    obj = cls.__new__(cls)
+    # __init__ only assigns the fields; a __post_init__ would derive tensors
+    # from the ones left None, which no routing reads.
+    for k, v in kw.items():
+        object.__setattr__(obj, k, v)
+    if v0():
+        return obj
+    return {"model.layers.0.self_attn.attn": obj}
+
+
+def forward_context(cfg, kind, n, reqs, prefills, prefill_tokens, mode=None):
+    """The release's own set_forward_context for this batch."""
     from vllm.forward_context import set_forward_context
-    # No GPU: vLLM cannot infer a platform, hence the CPU device.
-    cfg = VllmConfig(device_config=DeviceConfig(device="cpu"))
-    experts, top_k, hidden = 64, 6, 16
-    paths = routers(cfg, experts, top_k)
-    # decode: one token per request; prefill: one request; mixed: both kinds
-    batches = [("decode", 8, 8), ("prefill", 8, 1), ("mixed", 8, 5)]
-    gen = torch.Generator().manual_seed(args.seed)
-    for kind, n, reqs in batches:
-        h = torch.randn(n, hidden, generator=gen)
-        logits = torch.randn(n, experts, generator=gen)
-        kw = forward_context_kwargs(set_forward_context, kind, n, reqs)
-        ctx_args = inspect.signature(set_forward_context).parameters
-        first = "attn_metadata" if "attn_metadata" in ctx_args else next(iter(ctx_args))
-        with set_forward_context(**{first: None}, vllm_config=cfg, **kw):
+
+    kw = forward_context_kwargs(set_forward_context, kind, n, reqs)
+    if mode is not None:
+        from vllm.config import CUDAGraphMode
+
+        kw["cudagraph_runtime_mode"] = getattr(CUDAGraphMode, mode)
+    params = inspect.signature(set_forward_context).parameters
+    first = next(iter(params))  # attn_metadata (0.7 on) or context (0.6.6)
+    return set_forward_context(**{first: attn_metadata(kind, n, reqs, prefills,
+                                                       prefill_tokens)},
+                               vllm_config=cfg, **kw)
+
+
+def inputs(kind):
+    gen = torch.Generator().manual_seed(sum(map(ord, kind)))
+    return torch.randn(ROWS, HIDDEN, generator=gen), torch.randn(ROWS, EXPERTS, generator=gen) * 2
+
+
+_setup = []
+
+
+def setup():
+    if not _setup:
+        from vllm.config import DeviceConfig, VllmConfig
+
+        # No GPU: vLLM cannot infer a platform, hence the CPU device.
+        cfg = VllmConfig(device_config=DeviceConfig(device="cpu"))
+        _setup.extend([cfg, routers(cfg, EXPERTS, TOP_K)])
+    return _setup
+
+
+def run_batches(mode=None):
+    """{(kind, path): (weights, ids)} under a forward context per batch."""
+    cfg, paths = setup()
+    out = {}
+    for kind, n, reqs, prefills, prefill_tokens in BATCHES:
+        h, logits = inputs(kind)
+        with forward_context(cfg, kind, n, reqs, prefills, prefill_tokens, mode):
             for name, route in paths:
-                weights, ids = route(h, logits)[:2]
-                print(json.dumps({
-                    "vllm": vllm.__version__ if hasattr(vllm, "__version__") else "?",
-                    "batch": kind, "path": name, "ids": ids.tolist(),
-                    "ids_dtype": str(ids.dtype),
-                    "weights_sha256": hashlib.sha256(
-                        weights.float().contiguous().numpy().tobytes()).hexdigest()[:16],
-                }))
+                w, i = route(h, logits)[:2]
+                out[(kind, name)] = (w.clone(), i.clone())
+    return out
+
+
+def same(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def routing_file():
+    for mod in ("vllm.model_executor.layers.fused_moe.router.base_router",
+                "vllm.model_executor.layers.fused_moe.layer"):
+        try:
+            return importlib.import_module(mod)
+        except ModuleNotFoundError:
+            continue
+    raise SystemExit("release_check: no routing module")
+
+
+def phase_unpatched(out_dir):
+    module = routing_file()
+
+    @case("unpatched: outputs recorded")
+    def _():
+        check("_oeapatch_oea" not in open(module.__file__).read(), "the target is patched already")
+        got = run_batches()
+        torch.save(got, os.path.join(out_dir, "unpatched.pt"))
+        print("RECORD " + json.dumps({"%s/%s" % k: hashlib.sha256(
+            v[1].numpy().tobytes() + v[0].float().numpy().tobytes()).hexdigest()[:16]
+            for k, v in got.items()}))
+        return "%s, paths %s, batches %s, metadata %s" % (
+            os.path.basename(module.__file__), ", ".join(p for p, _ in setup()[1]),
+            ", ".join(b[0] for b in BATCHES), metadata_class().__name__ +
+            (" (V0: one object)" if v0() else " (V1: by layer)"))
+    _()
+
+
+def patched():
+    module = routing_file()
+    check("_oeapatch_oea" in open(module.__file__).read(), "the target is not patched")
+    return importlib.import_module(module.__package__ + "._oeapatch_vllm_oea")
+
+
+def phase_off(out_dir):
+    ref = torch.load(os.path.join(out_dir, "unpatched.pt"))
+    binding = patched()
+
+    @case("K0=0: the binding is off and loaded no library")
+    def _():
+        check(binding.ENABLED is False and binding._lib is None, "ENABLED %r, lib %r"
+              % (binding.ENABLED, binding._lib))
+    _()
+
+    @case("K0=0: every path and batch bitwise the unpatched outputs")
+    def _():
+        got = run_batches()
+        for key, (w, i) in got.items():
+            check(same(w, ref[key][0]) and same(i, ref[key][1]), "%s/%s differs" % key)
+        return "%d outputs" % len(got)
+    _()
+
+
+def phase_on(out_dir, oracle_library):
+    ref = torch.load(os.path.join(out_dir, "unpatched.pt"))
+    binding = patched()
+    with open(HEADER, "r", encoding="utf-8") as f:
+        oracle = Oracle(oracle_library, f.read())
+
+    @case("K0=3: the binding is on, strict")
+    def _():
+        check(binding.ENABLED and binding._lib is not None, "not enabled")
+        check(binding.STRICT is True, "strict is not the default")
+        return binding.DECODE_DETECTION
+    _()
+
+    got = run_batches()
+    skipped = binding.host_counts()["skipped"]
+
+    @case("K0=3, decode batch, grouped top-k: equals liboea's reference on the unpatched outputs")
+    def _():
+        w, i = got[("decode", "grouped")]
+        rw, ri = ref[("decode", "grouped")]
+        _, logits = inputs("decode")
+        ew, ei, _ = oracle.route(logits, ri, rw.float(), k0=K0, num_shared=0,
+                                 scoring="softmax", renormalize=True, groups=GROUPS,
+                                 topk_group=TOPK_GROUP)
+        check(same(i, ei.to(i.dtype)), "ids differ from the reference")
+        check(torch.equal(w.float(), ew), "weights differ (max |d| %g)" % (w.float() - ew).abs().max())
+        check(not torch.equal(i, ri), "nothing was re-routed")
+        return "distinct experts %d -> %d" % (distinct(ri, ROWS, TOP_K), distinct(i, ROWS, TOP_K))
+    _()
+
+    @case("K0=3, prefill and mixed batches: bitwise the unpatched outputs")
+    def _():
+        for key in [k for k in got if k[0] != "decode"]:
+            check(same(got[key][0], ref[key][0]) and same(got[key][1], ref[key][1]),
+                  "%s/%s re-routed" % key)
+        check(skipped["extend"] >= 2 * ROWS, "not counted as extend: %s" % skipped)
+    _()
+
+    @case("K0=3, custom routing function in a decode batch: left alone, counted as custom_routing")
+    def _():
+        if ("decode", "custom") not in got:
+            return "this release has no custom routing function"
+        check(same(got[("decode", "custom")][0], ref[("decode", "custom")][0]) and
+              same(got[("decode", "custom")][1], ref[("decode", "custom")][1]),
+              "custom routing re-routed")
+        check(skipped["custom_routing"] >= ROWS, "not counted: %s" % skipped)
+        return "%d rows" % skipped["custom_routing"]
+    _()
+
+    @case("K0=3, decode batch under a piecewise CUDA-graph runtime mode: left alone")
+    def _():
+        try:
+            from vllm.config import CUDAGraphMode  # noqa: F401
+        except ImportError:
+            return "this release has no CUDA-graph runtime mode (before 0.10)"
+        before = binding.host_counts()["skipped"]["piecewise"]
+        out = run_batches(mode="PIECEWISE")
+        for key, (w, i) in out.items():
+            check(same(w, ref[key][0]) and same(i, ref[key][1]), "%s/%s re-routed" % key)
+        after = binding.host_counts()["skipped"]["piecewise"]
+        check(after > before, "not counted as piecewise")
+        return "%d rows" % (after - before)
+    _()
+
+    @case("K0=3, a call outside any forward context: left alone")
+    def _():
+        _, paths = setup()
+        h, logits = inputs("decode")
+        w, i = dict(paths)["grouped"](h, logits)[:2]
+        rw, ri = ref[("decode", "grouped")]
+        check(same(w, rw) and same(i, ri), "re-routed without a forward context")
+    _()
+
+
+def instance_routers(cfg, experts, top_k):
+    """0.12 - 0.14: select_experts is a method of a real FusedMoE layer, which
+    reads the tensor-, data- and context-parallel groups when it is built:
+    vLLM's own distributed state, initialised for one process with gloo."""
+    import socket
+
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+    from vllm.model_executor.layers.fused_moe.layer import FusedMoE
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with set_current_vllm_config(cfg):
+        init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                     distributed_init_method="tcp://127.0.0.1:%d" % port)
+        initialize_model_parallel(1, 1)
+        common = dict(num_experts=experts, top_k=top_k, hidden_size=16, intermediate_size=32,
+                      params_dtype=torch.float32, renormalize=True)
+        grouped = FusedMoE(use_grouped_topk=True, num_expert_group=8, topk_group=3,
+                           prefix="model.layers.0.mlp.experts", **common)
+        custom = FusedMoE(custom_routing_function=custom_routing,
+                          prefix="model.layers.1.mlp.experts", **common)
+    return [("grouped", grouped.select_experts), ("custom", custom.select_experts)]
+
+
+def main():
+    phase, out_dir = sys.argv[1], sys.argv[2]
+    if phase == "unpatched":
+        phase_unpatched(out_dir)
+    elif phase == "off":
+        phase_off(out_dir)
+    elif phase == "on":
+        phase_on(out_dir, sys.argv[3])
+    else:
+        raise SystemExit("unknown phase %s" % phase)
+    return summary()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
