@@ -790,15 +790,22 @@ static int detect(oeap_cli *cli, int need_target, oeap_error *err)
 			error = -1;
 			goto done;
 		}
+		size_t imports = 0, imported = 0;
 		for (size_t i = 0; i < n; i++) {
 			char parent[PATH_MAX + 2];
 			struct stat st;
 			if (at[i] == SIZE_MAX || locs[at[i]][0] != '/')
 				continue;
+			imports++, imported = i;
 			snprintf(parent, sizeof(parent), "%s", locs[at[i]]);
 			if (to_parent(parent) && first_existing(parent, defs[i]->installed_targets, &st))
 				cand[nc++] = i;
 		}
+		/* One framework's package imports but holds no target (a release
+		 * too old or too new, a broken install): that definition, so that
+		 * the message says where the package is and which file it lacks. */
+		if (nc == 0 && imports == 1)
+			cand[nc++] = imported;
 	} else if ((start = realpath(cli->dir, NULL))) {
 		for (size_t i = 0; i < n; i++) {
 			char *root = NULL;
@@ -835,9 +842,11 @@ static int detect(oeap_cli *cli, int need_target, oeap_error *err)
 		}
 		if (cli->python)
 			error = oeap_fail(err, OEAP_ERR_IO, "--python", 0,
-			                  "%s imports no framework oeapatch has a definition for (looked for %s): install one "
+			                  "%s%s imports no framework oeapatch has a definition for (looked for %s): install one "
 			                  "there, or pass -C with its checkout or site-packages folder",
-			                  cli->python, msg);
+			                  cli->python, cli->python_default ? " (the environment oeapatch is installed in: the "
+			                                                     "default without -C or --python)" : "",
+			                  msg);
 		else if (walked)
 			error = oeap_fail(err, OEAP_ERR_INPUT, start, 0,
 			                  "no commit reachable from HEAD has this file (the target of any framework oeapatch "

@@ -65,7 +65,8 @@ import sglang.srt.layers.moe.topk as t
 print("binding", t._oeapatch_oea.__name__, "enabled", t._oeapatch_oea.ENABLED)' 2>&1)
 has "the patched module imports in the venv's interpreter (OEA off by default)" "binding sglang.srt.layers.moe._oeapatch_sglang_oea enabled False"
 expect "an interpreter without sglang is a usage error" 2 "$OEAPATCH" status --python "$python"
-has "it says what is missing and what to do" "does not import sglang"
+has "it says what is missing and what to do" "imports no framework oeapatch has a definition for"
+has "it names what it looked for" "installed sglang/srt/layers/moe/topk.py"
 expect "a --python that is not an interpreter" 2 "$OEAPATCH" status --python "$work/nothing-here"
 
 echo "== 2. -C: site-packages, folders inside it, a checkout and folders inside it"
@@ -83,8 +84,9 @@ has "its root is the checkout" "\"root\": \"$co\""
 expect "apply from inside the checkout" 0 "$OEAPATCH" -C "$co/python/sglang/srt" apply --library "$OEA_LIBRARY"
 check "the checkout got its binding module" test -f "$co/python/$binding"
 expect "-C a folder that holds neither" 2 "$OEAPATCH" -C "$work" verify
-has "the message names the checkout target" "python/sglang/srt/layers/moe/topk.py: not found in $work or any folder above it"
-has "the message names the installed target" "nor $installed_rel, as installed"
+has "the message says nothing was found there or above" "$work: no framework oeapatch has a definition for was found here or in any folder above"
+has "the message names the checkout target" "sglang-oea: python/sglang/srt/layers/moe/topk.py"
+has "the message names the installed target" "installed $installed_rel"
 has "the message says -C takes site-packages" "a site-packages folder"
 has "the message offers --python" "--python PATH"
 
