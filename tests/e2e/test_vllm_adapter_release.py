@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""The vLLM adapter's decode detection on real releases of vLLM: V0's (0.6.6.post1,
-0.7.3: their own vllm.forward_context, VllmConfig and AttentionMetadata) and
-V1's context classes (0.10.2, 0.12.0, 0.33.0).
+"""The vLLM adapter's decode detection on real releases of vLLM: V0's (0.6.6.post1:
+its own vllm.forward_context, VllmConfig and AttentionMetadata) and V1's
+context classes (0.10.2, 0.12.0, 0.33.0).
 
 Usage: /usr/bin/python3 tests/e2e/test_vllm_adapter_release.py --library PATH/liboea.so [-v]
 
-Each release runs in its cached environment (tests/vllm/make_env.sh VERSION,
-~/.cache/oeapatch/vllm-VERSION); a release whose environment is not there is
-skipped with the reason (exit 77 when none is), since building one downloads
-a wheel and torch.
+Each release runs in its environment from tests/vllm/make_env.sh VERSION
+(~/.cache/oeapatch/vllm-VERSION, built once, under make_env.sh's lock, so
+vllm.releases building the same one at the same time is waited for, never
+half-seen); every release here is one of tests/vllm/releases.txt. Where
+make_env.sh cannot build one (no network and no cache), that release is
+skipped with the reason (exit 77 when all are).
 
 V0 releases: a copy of the release's vllm/ is patched by `oeapatch apply`
 (OEAPATCH, else build/src/oeapatch) and imported before the environment's own
@@ -23,7 +25,7 @@ layer (a local named attn_metadata, as MixtralDecoderLayer.forward has), its
 MoE block and FusedMoE.forward, not from a model, because building a V0 model
 needs vLLM's distributed state and compiled ops. 0.5.5 and 0.6.0 (no
 forward_context.py) have no cached environment (they pin torch 2.4); the
-"no forward context" case stands for them on 0.6.6.post1 and 0.7.3.
+"no forward context" case stands for them on 0.6.6.post1.
 
 V1 releases: the binding is rendered as oeapatch renders it
 (test_vllm_adapter.render) and loaded as the fused_moe package's module from a
@@ -60,7 +62,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # V0 releases (attention metadata passed down the model), then V1 releases
 # whose ForwardContext, BatchDescriptor, CUDAGraphMode and DPMetadata differ:
 # uniform_decode (0.10), uniform with num_reqs (0.12 on).
-RELEASES = ("0.6.6.post1", "0.7.3", "0.10.2", "0.12.0", "0.33.0")
+RELEASES = ("0.6.6.post1", "0.10.2", "0.12.0", "0.33.0")
 CACHE = os.environ.get("OEAPATCH_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
 NAME = "vllm.model_executor.layers.fused_moe._oeapatch_vllm_oea"
@@ -251,7 +253,7 @@ def child(library, tree):
     return summary()
 
 
-V0 = ("0.6.6.post1", "0.7.3")  # patched for real: apply -C on a copy of their files
+V0 = ("0.6.6.post1",)  # patched for real: apply -C on a copy of their files
 
 
 def patched_copy(oeapatch, env, library, tmp):
@@ -278,10 +280,13 @@ def main():
     ran, failed = 0, 0
     for version in RELEASES:
         env = os.path.join(CACHE, "vllm-" + version)
-        python = os.path.join(env, "bin", "python")
-        if not (os.path.exists(os.path.join(env, "ok")) and os.path.exists(python)):
-            print("SKIP vllm %s: no cached environment at %s (tests/vllm/make_env.sh %s "
-                  "builds it)" % (version, env, version))
+        made = subprocess.run(["bash", os.path.join(ROOT, "tests", "vllm", "make_env.sh"), version],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        python = made.stdout.strip().splitlines()[-1] if made.stdout.strip() else ""
+        if made.returncode != 0 or not os.path.exists(python):
+            print("SKIP vllm %s: tests/vllm/make_env.sh %s could not build its environment "
+                  "(exit %d): %s" % (version, version, made.returncode,
+                                     made.stderr.strip().splitlines()[-1:] or ""))
             continue
         if version in V0 and not os.access(oeapatch, os.X_OK):
             print("SKIP vllm %s: no oeapatch at %s (set OEAPATCH)" % (version, oeapatch))
