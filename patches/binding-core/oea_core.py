@@ -454,7 +454,7 @@ def _enable():
 # Skip reasons counted (rows) with {{env_prefix}}STATS on: the core's own; the
 # adapter's SKIP_REASONS lists them with its gate's, in the order they are shown.
 CORE_SKIP_REASONS = ("small_batch", "large_batch", "shape", "k0_ge_topk", "weights", "scoring",
-                     "device")
+                     "device", "error")
 # Each call counted once, where it ends: its rows either went to liboea
 # ("launched") or were left alone (_skipped, by reason); rows is their sum,
 # worked out when read, so a line can never show rows that are in neither.
@@ -705,6 +705,35 @@ class _MISSING:
 _warned = set()
 
 
+class StopServing(RuntimeError):
+    """Raised on purpose, and the only exception route() lets reach the model:
+    a server that must not run as it is (ranks with different OEA settings
+    would combine different experts; under {{env_prefix}}STRICT, CUDA tensors
+    with a liboea built without CUDA). Both are met at the first MoE call, in
+    the server's start-up forward (warm-up, CUDA-graph capture), not while it
+    serves. Everything else that goes wrong inside route() is _failed()."""
+
+
+def _failed(exc, topk_weights, topk_ids):
+    """route()'s fallback: an error inside it (a bug of ours, a tensor we did
+    not expect) must never fail the model's forward. The call keeps the
+    framework's own routing, counted as "error", logged once per kind with the
+    traceback; returns (topk_weights, topk_ids) as they came. liboea checks
+    every argument before it writes, so a failed call has written nothing."""
+    if isinstance(exc, StopServing):
+        raise exc
+    shape = getattr(topk_ids, "shape", ())
+    rows = shape[0] if len(shape) == 2 else 0
+    _skip("error", rows if STATS else None)
+    key = ("error", type(exc).__name__, str(exc)[:160])
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning("oeapatch: OEA skipped: an error inside the binding (%s: %s); this call "
+                       "keeps the framework's routing, and so does every call that meets it "
+                       "(counted as \"error\")", type(exc).__name__, exc, exc_info=exc)
+    return topk_weights, topk_ids
+
+
 def _warn_once(key, text, *args):
     if key not in _warned:
         _warned.add(key)
@@ -828,7 +857,7 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
         # like any other failure to enable OEA, rather than serving without it.
         text = "CUDA tensors, but liboea at %s was built without CUDA" % LIBRARY
         if STRICT:
-            raise RuntimeError("oeapatch: {{env_prefix}}K0=%d: %s (rebuild liboea with a CUDA "
+            raise StopServing("oeapatch: {{env_prefix}}K0=%d: %s (rebuild liboea with a CUDA "
                                "toolkit, or set {{env_prefix}}STRICT=false to run without OEA)"
                                % (K0, text))
         _warn_once("nocuda", "%s", text)
@@ -901,12 +930,30 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     return plan
 
 
+def _weights_tolerance(*dtypes):
+    """How far apart one row's weight/score ratios may be, relative to the
+    largest, for weights that are score(e) times one factor: 2e-3 for fp32
+    arithmetic, and 4 machine epsilons of the coarsest dtype the framework
+    computed in. Grouped and biased top-k compute softmax or sigmoid in the
+    router logits' dtype (vLLM up to 0.26, SGLang's torch paths), and some
+    paths return bf16 or fp16 weights: each weight is then rounded a few times
+    (the score, the sum that renormalises it, the division), a relative error
+    of up to about 2 epsilon each way, so ratios 4 epsilon apart (3.1% in
+    bf16, 0.39% in fp16) are still one factor. Weights that are not scores at
+    all (raw logits, another scoring function) differ by far more: their ratio
+    follows exp(-x) or 1/sigmoid(x) across the row."""
+    eps = max((_torch.finfo(d).eps for d in dtypes if d.is_floating_point), default=0.0)
+    return max(2e-3, 4.0 * eps)
+
+
 def _weights_reproducible(plan, logits, ids, weights):
     """liboea writes score(e) times one factor per row (docs/runtime.md). A routing
     path whose weights are not score(e) times a per-row factor (raw logits, other
     scoring) cannot be reproduced and is skipped. Checked on the host once per
-    configuration, on a call made outside CUDA-graph capture."""
+    configuration, on a call made outside CUDA-graph capture, with a tolerance
+    for the rounding of the dtypes the framework computed in (_weights_tolerance)."""
     torch = _torch
+    tolerance = _weights_tolerance(logits.dtype, weights.dtype)
     routed = plan.routed
     ids = ids[:, :routed].long()
     valid = (ids >= 0).all(dim=1)
@@ -918,7 +965,7 @@ def _weights_reproducible(plan, logits, ids, weights):
     scores = logits.softmax(-1) if plan.scoring == "softmax" else logits.sigmoid()
     ratio = w / scores.gather(1, ids).clamp_min(1e-30)
     spread = (ratio.amax(1) - ratio.amin(1)).abs()
-    return bool((spread <= 2e-3 * ratio.abs().amax(1) + 1e-6).all())
+    return bool((spread <= tolerance * ratio.abs().amax(1) + 1e-6).all())
 
 
 def _init_torch():
@@ -989,15 +1036,19 @@ def _register_op():
         # first traced for decode would be re-routed).
         # Compiled code runs no counting of route()'s: the call is counted
         # here, once, with all its rows (padding included, as route() counts).
-        verdict = _verdict_deep()
-        if verdict is not None:
-            if STATS:
-                _skip(verdict, topk_ids.shape[0])
+        try:
+            verdict = _verdict_deep()
+            if verdict is not None:
+                if STATS:
+                    _skip(verdict, topk_ids.shape[0])
+                return
+            # rows: all of them, or a host-side num_token_non_padded (a tensor
+            # count travels in num_valid_rows and is read on the device).
+            _launch(_plan_ids[plan_id], router_logits, topk_ids, topk_weights,
+                    num_valid_rows, rows)
+        except Exception as exc:  # route()'s rule holds in compiled code too
+            _failed(exc, topk_weights, topk_ids)
             return
-        # rows: all of them, or a host-side num_token_non_padded (a tensor
-        # count travels in num_valid_rows and is read on the device).
-        _launch(_plan_ids[plan_id], router_logits, topk_ids, topk_weights,
-                num_valid_rows, rows)
         if STATS:
             _accumulate(topk_ids.device)
             _launched(topk_ids.shape[0])
@@ -1149,7 +1200,7 @@ def check_ranks():
     theirs = {r: store.get(k).decode() for r, k in enumerate(keys)}
     differ = sorted(r for r, v in theirs.items() if v != mine)
     if differ:
-        raise RuntimeError("oeapatch: OEA settings differ between ranks: rank %d has %s; %s"
+        raise StopServing("oeapatch: OEA settings differ between ranks: rank %d has %s; %s"
                            % (rank, mine, "; ".join("rank %d has %s" % (r, theirs[r])
                                                     for r in differ)))
     return mine

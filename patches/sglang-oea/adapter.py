@@ -7,7 +7,7 @@ TARGET_FILE = "topk.py"
 METRICS_PREFIX = "sglang:oea_"
 SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
                 "large_batch", "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
-                "device", "token_bias")
+                "device", "token_bias", "error")
 
 # SGLang keeps the batch's forward mode on its ForwardBatch, which every model's
 # forward (and the CUDA-graph runner's capture, and the model runner) holds as
@@ -193,78 +193,83 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
     """Re-route one MoE layer's decode batch; returns (topk_weights, topk_ids).
 
     Inputs come back unchanged whenever a gate says no (docs/runtime.md lists
-    them; with SGLANG_OEA_STATS on each is counted). A liboea error is a bug
-    and raises RuntimeError. This runs once per MoE layer per step, so its eager
+    them; with SGLANG_OEA_STATS on each is counted). An error inside it (a
+    liboea error, a tensor it did not expect) leaves them unchanged too,
+    counted as "error" and logged once (_failed); only StopServing reaches the
+    model. This runs once per MoE layer per step, so its eager
     path is a few attribute reads (docs/performance.md, host overhead): shapes,
     one tuple for the plan, one frame for the decode verdict (_stack_batch).
     """
     if not ENABLED:
         return topk_weights, topk_ids
-    entered = _enter(topk_ids)
-    if entered is None:
-        return topk_weights, topk_ids
-    compiling, n, counted = entered
+    try:
+        entered = _enter(topk_ids)
+        if entered is None:
+            return topk_weights, topk_ids
+        compiling, n, counted = entered
 
-    # ---- gate: arguments, then shapes (no tensor work)
-    if expert_location_dispatch_info is not None:
-        _skip("eplb", counted)  # ids may be physical ids, which no longer index the logits
-        return topk_weights, topk_ids
-    custom = custom_routing_function
-    if custom is _MISSING:
-        custom = getattr(topk_config, "custom_routing_function", None)
-    if custom is not None:
-        _skip("custom_routing", counted)
-        return topk_weights, topk_ids
-    if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
-        return topk_weights, topk_ids
+        # ---- gate: arguments, then shapes (no tensor work)
+        if expert_location_dispatch_info is not None:
+            _skip("eplb", counted)  # ids may be physical ids, which no longer index the logits
+            return topk_weights, topk_ids
+        custom = custom_routing_function
+        if custom is _MISSING:
+            custom = getattr(topk_config, "custom_routing_function", None)
+        if custom is not None:
+            _skip("custom_routing", counted)
+            return topk_weights, topk_ids
+        if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
+            return topk_weights, topk_ids
 
-    # The bias this call routes by: its own argument, else its config's. liboea
-    # takes one bias per expert for every row; a bias per token (SGLang
-    # 0.5.22's select_experts(dynamic_expert_bias=...) puts one in the
-    # correction_bias this call site passes) cannot be honoured, and a plan
-    # prepared with another bias must never stand in for it. A call site that
-    # passes dynamic_expert_bias itself (the definition does not, today) is
-    # held to the same rule.
-    bias = correction_bias
-    if bias is _MISSING:
-        bias = getattr(topk_config, "correction_bias", None)
-    if (bias is not None and bias.dim() > 1) or (
-            unknown and unknown.get("dynamic_expert_bias") is not None):
-        _skip("token_bias", counted)
-        return topk_weights, topk_ids
+        # The bias this call routes by: its own argument, else its config's. liboea
+        # takes one bias per expert for every row; a bias per token (SGLang
+        # 0.5.22's select_experts(dynamic_expert_bias=...) puts one in the
+        # correction_bias this call site passes) cannot be honoured, and a plan
+        # prepared with another bias must never stand in for it. A call site that
+        # passes dynamic_expert_bias itself (the definition does not, today) is
+        # held to the same rule.
+        bias = correction_bias
+        if bias is _MISSING:
+            bias = getattr(topk_config, "correction_bias", None)
+        if (bias is not None and bias.dim() > 1) or (
+                unknown and unknown.get("dynamic_expert_bias") is not None):
+            _skip("token_bias", counted)
+            return topk_weights, topk_ids
 
-    # ---- prepare: once per configuration (extend batches prepare too, so the
-    # decode graphs captured later find their layer ready). One key: the
-    # layer's settings, then what the prepared block depends on in the tensors.
-    # Everything a plan is prepared from that the call passes is in the key, in
-    # every era: the bias (the plan holds a pointer to it) and the arguments,
-    # which win over the config's fields; so a call that passes other ones
-    # never finds a plan made for the first. No id() of None (no bias): torch
-    # 2.5's dynamo cannot trace it (fullgraph failed in the releases of Dec
-    # 2024 - Jul 2025).
-    bias_key = None if bias is None else id(bias)
-    if topk_config is not None:
-        settings = (id(topk_config), layer_id, top_k, renormalize, use_grouped_topk,
-                    num_expert_group, topk_group, bias_key, scoring_func,
-                    num_fused_shared_experts)
-    else:
-        if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
-            # SGLang of about Apr - Jun 2025: n_share_experts_fusion counts the
-            # shared expert's replicas (DeepSeek-V3 defaults it to the TP size),
-            # and the routing overwrites ONE column (topk_ids[:, -1]) with one of
-            # them: one fused column whatever the count.
-            num_fused_shared_experts = 1 if unknown["n_share_experts_fusion"] else 0
-        settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
-                    bias_key, scoring_func, num_fused_shared_experts)
-    key = _plan_key(settings, router_logits, topk_ids, topk_weights)
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _new_plan(key, router_logits, topk_ids, topk_weights, (topk_config, bias),
-                         _layer(topk_config, top_k, renormalize, use_grouped_topk,
-                                num_expert_group, topk_group, bias, scoring_func,
-                                num_fused_shared_experts))
-    return _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
-                       counted, compiling)
+        # ---- prepare: once per configuration (extend batches prepare too, so the
+        # decode graphs captured later find their layer ready). One key: the
+        # layer's settings, then what the prepared block depends on in the tensors.
+        # Everything a plan is prepared from that the call passes is in the key, in
+        # every era: the bias (the plan holds a pointer to it) and the arguments,
+        # which win over the config's fields; so a call that passes other ones
+        # never finds a plan made for the first. No id() of None (no bias): torch
+        # 2.5's dynamo cannot trace it (fullgraph failed in the releases of Dec
+        # 2024 - Jul 2025).
+        bias_key = None if bias is None else id(bias)
+        if topk_config is not None:
+            settings = (id(topk_config), layer_id, top_k, renormalize, use_grouped_topk,
+                        num_expert_group, topk_group, bias_key, scoring_func,
+                        num_fused_shared_experts)
+        else:
+            if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
+                # SGLang of about Apr - Jun 2025: n_share_experts_fusion counts the
+                # shared expert's replicas (DeepSeek-V3 defaults it to the TP size),
+                # and the routing overwrites ONE column (topk_ids[:, -1]) with one of
+                # them: one fused column whatever the count.
+                num_fused_shared_experts = 1 if unknown["n_share_experts_fusion"] else 0
+            settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
+                        bias_key, scoring_func, num_fused_shared_experts)
+        key = _plan_key(settings, router_logits, topk_ids, topk_weights)
+        plan = _plans.get(key)
+        if plan is None:
+            plan = _new_plan(key, router_logits, topk_ids, topk_weights, (topk_config, bias),
+                             _layer(topk_config, top_k, renormalize, use_grouped_topk,
+                                    num_expert_group, topk_group, bias, scoring_func,
+                                    num_fused_shared_experts))
+        return _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
+                           counted, compiling)
+    except Exception as exc:  # never into the model: the framework's routing stays
+        return _failed(exc, topk_weights, topk_ids)
 
 
 def _setting(value, config, name, default=None):

@@ -11,7 +11,8 @@ TARGET_FILE = ("base_router.py" if os.path.exists(os.path.join(
 METRICS_PREFIX = "vllm:oea_"
 SKIP_REASONS = ("extend", "speculative", "no_mode", "piecewise", "cuda_graph", "dp_attention",
                 "small_batch", "large_batch", "custom_routing", "zero_expert", "simulator",
-                "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring", "device")
+                "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring", "device",
+                "error")
 DECODE_DETECTION = ("the forward context's attention metadata, or V0's attn_metadata in "
                     "the calling frames (no prefill%s); off under "
                     "piecewise CUDA graphs and data parallelism; full graphs of uniform "
@@ -233,49 +234,52 @@ def route(router_logits, topk_weights, topk_ids, owner=None, top_k=_MISSING,
     the chain)."""
     if not ENABLED:
         return topk_weights, topk_ids
-    entered = _enter(topk_ids)
-    if entered is None:
-        return topk_weights, topk_ids
-    compiling, n, counted = entered
-    if counted is not None:
-        layer = owner if owner is not None else _caller_layer()
-        try:
-            _layers_seen.add(layer)
-        except TypeError:  # None, or an object without weak references
-            pass
-
-    # ---- gate: the routing path, then shapes (no tensor work)
-    if owner is not None:
-        reason = _owner_verdict(owner)
-        if reason is not None:
-            _skip(reason, counted)
+    try:
+        entered = _enter(topk_ids)
+        if entered is None:
             return topk_weights, topk_ids
-    if _setting(custom_routing_function, owner, "custom_routing_function") is not None:
-        _skip("custom_routing", counted)
-        return topk_weights, topk_ids
-    scale = _setting(routed_scaling_factor, owner, "routed_scaling_factor")
-    if scale is not None and float(scale) != 1.0:
-        # vLLM multiplies the weights by it inside the routing (grouped and
-        # biased top-k); liboea's weights are the scores times one per-row
-        # normaliser, without it.
-        _skip("scaled_weights", counted)
-        return topk_weights, topk_ids
-    if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
-        return topk_weights, topk_ids
-    bias = _setting(e_score_correction_bias, owner, "e_score_correction_bias")
+        compiling, n, counted = entered
+        if counted is not None:
+            layer = owner if owner is not None else _caller_layer()
+            try:
+                _layers_seen.add(layer)
+            except TypeError:  # None, or an object without weak references
+                pass
 
-    # ---- prepare: the layer's settings (an owner's fields are its own, so its
-    # id stands for them; the bias too, since a weight reload may replace it).
-    settings = (None if owner is None else id(owner), top_k, renormalize, use_grouped_topk,
-                num_expert_group, topk_group, None if bias is None else id(bias), scoring_func,
-                num_fused_shared_experts)
-    key = _plan_key(settings, router_logits, topk_ids, topk_weights)
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _new_plan(key, router_logits, topk_ids, topk_weights, (owner, bias),
-                         _layer(owner, top_k, renormalize, use_grouped_topk, num_expert_group,
-                                topk_group, bias, scoring_func, num_fused_shared_experts))
-    return _route_rest(plan, router_logits, topk_weights, topk_ids, None, n, counted, compiling)
+        # ---- gate: the routing path, then shapes (no tensor work)
+        if owner is not None:
+            reason = _owner_verdict(owner)
+            if reason is not None:
+                _skip(reason, counted)
+                return topk_weights, topk_ids
+        if _setting(custom_routing_function, owner, "custom_routing_function") is not None:
+            _skip("custom_routing", counted)
+            return topk_weights, topk_ids
+        scale = _setting(routed_scaling_factor, owner, "routed_scaling_factor")
+        if scale is not None and float(scale) != 1.0:
+            # vLLM multiplies the weights by it inside the routing (grouped and
+            # biased top-k); liboea's weights are the scores times one per-row
+            # normaliser, without it.
+            _skip("scaled_weights", counted)
+            return topk_weights, topk_ids
+        if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
+            return topk_weights, topk_ids
+        bias = _setting(e_score_correction_bias, owner, "e_score_correction_bias")
+
+        # ---- prepare: the layer's settings (an owner's fields are its own, so its
+        # id stands for them; the bias too, since a weight reload may replace it).
+        settings = (None if owner is None else id(owner), top_k, renormalize, use_grouped_topk,
+                    num_expert_group, topk_group, None if bias is None else id(bias), scoring_func,
+                    num_fused_shared_experts)
+        key = _plan_key(settings, router_logits, topk_ids, topk_weights)
+        plan = _plans.get(key)
+        if plan is None:
+            plan = _new_plan(key, router_logits, topk_ids, topk_weights, (owner, bias),
+                             _layer(owner, top_k, renormalize, use_grouped_topk, num_expert_group,
+                                    topk_group, bias, scoring_func, num_fused_shared_experts))
+        return _route_rest(plan, router_logits, topk_weights, topk_ids, None, n, counted, compiling)
+    except Exception as exc:  # never into the model: the framework's routing stays
+        return _failed(exc, topk_weights, topk_ids)
 
 
 def _setting(value, owner, name, default=None):

@@ -183,8 +183,12 @@ def decode(fn, *args, **kwargs):
 
 def make_inputs(torch, gen, n, E, k, *, scoring="softmax", bias=False, groups=0,
                 topk_group=0, shared=0, renormalize=True, pad_from=None,
-                blank_padding=True, ids_dtype=None, logits_dtype=None, scale=None):
-    """Routing output in the layouts SGLang's eras produce at the call site."""
+                blank_padding=True, ids_dtype=None, logits_dtype=None, scale=None,
+                weights_in_logits_dtype=False):
+    """Routing output in the layouts SGLang's eras produce at the call site.
+    weights_in_logits_dtype: the weights are computed in the logits' dtype, as
+    grouped and biased top-k do on bf16 or fp16 router logits (each score, the
+    sum and the renormalised weight rounded to it)."""
     logits = torch.randn(n, E, generator=gen) * 2.0
     if logits_dtype is not None:
         logits = logits.to(logits_dtype)
@@ -200,9 +204,15 @@ def make_inputs(torch, gen, n, E, k, *, scoring="softmax", bias=False, groups=0,
         keep = keep.unsqueeze(-1).expand(n, groups, width).reshape(n, E)
         choice = choice.masked_fill(~keep, float("-inf"))
     ids = choice.topk(k - shared, dim=-1).indices
-    weights = scores.gather(1, ids)
-    if renormalize:
-        weights = weights / weights.sum(-1, keepdim=True)
+    if weights_in_logits_dtype:
+        weights = scores.to(logits.dtype).gather(1, ids)
+        if renormalize:
+            weights = weights / weights.sum(-1, keepdim=True)
+        weights = weights.float()
+    else:
+        weights = scores.gather(1, ids)
+        if renormalize:
+            weights = weights / weights.sum(-1, keepdim=True)
     if scale is not None:
         weights = weights * scale
     if shared:
@@ -569,6 +579,29 @@ def main():
         ("bf16 logits",
          dict(n=16, E=64, k=8, logits_dtype=torch.bfloat16), dict(scoring="softmax"),
          dict(top_k=8, renormalize=True)),
+        # The framework computed the scores in the logits' dtype (grouped and
+        # biased top-k on a bf16 gate): weights bf16- or fp16-rounded, a spread
+        # of about 1% that the fp32 tolerance (2e-3) took for "not scores".
+        ("bf16 logits, plain softmax, weights computed in bf16",
+         dict(n=16, E=96, k=8, logits_dtype=torch.bfloat16, weights_in_logits_dtype=True),
+         dict(scoring="softmax"), dict(top_k=8, renormalize=True)),
+        ("bf16 logits, grouped softmax, weights computed in bf16",
+         dict(n=16, E=64, k=8, groups=8, topk_group=4, logits_dtype=torch.bfloat16,
+              weights_in_logits_dtype=True),
+         dict(scoring="softmax", groups=8, topk_group=4),
+         dict(top_k=8, use_grouped_topk=True, renormalize=True, topk_group=4,
+              num_expert_group=8)),
+        ("bf16 logits, biased grouped sigmoid, weights computed in bf16",
+         dict(n=16, E=64, k=8, scoring="sigmoid", bias=True, groups=8, topk_group=4,
+              logits_dtype=torch.bfloat16, weights_in_logits_dtype=True),
+         dict(scoring="sigmoid", groups=8, topk_group=4),
+         dict(top_k=8, use_grouped_topk=True, renormalize=True, topk_group=4,
+              num_expert_group=8, correction_bias="bias")),
+        ("fp16 logits, biased sigmoid without renormalize, weights computed in fp16",
+         dict(n=16, E=64, k=8, scoring="sigmoid", bias=True, renormalize=False,
+              logits_dtype=torch.float16, weights_in_logits_dtype=True),
+         dict(scoring="sigmoid"),
+         dict(top_k=8, renormalize=False, scoring_func="sigmoid", correction_bias="bias")),
         ("fp16 logits, routed scaling kept (renormalize)",
          dict(n=24, E=96, k=8, logits_dtype=torch.float16, scale=2.5),
          dict(scoring="softmax"),
@@ -671,6 +704,67 @@ def main():
         check(torch.equal(ids, i0) and torch.equal(raw, w0), "raw-logit weights re-routed")
         check(sm.host_counts()["skipped"]["weights"] == 16, "not counted: %s"
               % sm.host_counts())
+        # bf16 logits widen the tolerance (4 bf16 epsilons): raw logits are still
+        # far outside it
+        logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=32, k=6,
+                                              renormalize=False, logits_dtype=torch.bfloat16,
+                                              weights_in_logits_dtype=True)
+        raw = logits.float().gather(1, ids.long()).contiguous()
+        i0, w0 = ids.clone(), raw.clone()
+        decode(sm.route, router_logits=logits, topk_weights=raw, topk_ids=ids, top_k=6,
+               renormalize=False)
+        check(torch.equal(ids, i0) and torch.equal(raw, w0), "bf16 raw-logit weights re-routed")
+        check(sm.host_counts()["skipped"]["weights"] == 32, "bf16 not counted: %s"
+              % sm.host_counts())
+
+    @case("an error inside route() keeps the framework's routing: counted, logged once")
+    def t_fallback():
+        fm = load(path, "oea_fallback", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1"})
+        warnings = []
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                if record.levelno >= logging.WARNING:
+                    warnings.append(record.getMessage())
+
+        log = logging.getLogger(fm.__name__)
+        log.addHandler(Keep())
+        log.propagate = False
+        # liboea answering an error status (what the launch raises on), then a
+        # shared column whose id is no expert (the shape of defect 1: a column
+        # the layer's settings call routed, id E, out of the logits' range)
+        real_call = fm._call
+
+        def failing(plan, ids):
+            raise RuntimeError("oeapatch: liboea failed (status 3): planted")
+
+        fm._call = failing
+        for _ in range(2):
+            logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=64, k=8)
+            i0, w0 = ids.clone(), weights.clone()
+            w, i = decode(fm.route, router_logits=logits, topk_weights=weights, topk_ids=ids,
+                          top_k=8, renormalize=True)
+            check(w is weights and i is ids and torch.equal(ids, i0) and
+                  torch.equal(weights, w0), "a failing launch changed the routing")
+        fm._call = real_call
+        logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=64, k=8, shared=1)
+        i0, w0 = ids.clone(), weights.clone()
+        w, i = decode(fm.route, router_logits=logits, topk_weights=weights, topk_ids=ids,
+                      top_k=8, renormalize=True, num_fused_shared_experts=0,
+                      use_grouped_topk=False)
+        check(torch.equal(i, i0) and torch.equal(w, w0), "the out-of-range column re-routed")
+        counts = fm.host_counts()
+        check(counts["skipped"]["error"] == 48 and counts["launched"] == 0,
+              "not counted as error: %s" % counts)
+        errors = [m for m in warnings if "an error inside the binding" in m]
+        check(len(errors) == 2 and "planted" in errors[0], "logged %s" % warnings)
+        # a deliberate stop still stops: ranks that disagree
+        try:
+            fm._failed(fm.StopServing("ranks differ"), weights, ids)
+            check(False, "StopServing swallowed")
+        except fm.StopServing:
+            pass
+        return "3 calls kept their routing, 2 warnings (one per kind)"
 
     @case("SGLANG_OEA_STATS=1: device-side sums of T before/after")
     def t_stats():
@@ -970,7 +1064,7 @@ def main():
 
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
                t_weights, t_stats, t_op, t_bias_update, t_min_exact, t_dp_attention,
-               t_token_bias, t_stats_line):
+               t_token_bias, t_stats_line, t_fallback):
         fn()
     return summary()
 
