@@ -1,7 +1,6 @@
 #include "binding.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <openssl/evp.h>
 #include <errno.h>
 #include <limits.h>
@@ -13,8 +12,10 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "libsearch.h"
 #include "oea.h"
 #include "pysource.h"
+#include "trust.h"
 
 #ifndef OEAPATCH_INSTALL_LIBRARY_REL
 #define OEAPATCH_INSTALL_LIBRARY_REL ""
@@ -474,26 +475,10 @@ int oeap_library_relative(const char *library)
 	return library[0] != '/' && strchr(library, '/') != NULL;
 }
 
-/* The file the loader opened for handle `h` (its link map's name), or NULL. */
-static const char *loaded_file(void *h)
-{
-	struct link_map *map = NULL;
-	if (dlinfo(h, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name || !map->l_name[0])
-		return NULL;
-	return map->l_name;
-}
-
 char *oeap_library_found(const char *name)
 {
-	if (!*name || strchr(name, '/'))
-		return NULL;
-	dlerror();
-	void *h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
-	const char *file = h ? loaded_file(h) : NULL;
-	char *out = file ? strdup(file) : NULL;
-	if (h)
-		dlclose(h);
-	return out;
+	char how[1024];
+	return oeap_library_locate(name, getenv("LD_LIBRARY_PATH"), "the environment", how, sizeof(how));
 }
 
 char *oeap_library_resolve(const char *name)
@@ -575,6 +560,12 @@ static int check_contract(const oeap_patchdef *def, void *h, const char *shown, 
 
 int oeap_library_probe(const oeap_patchdef *def, const char *path, char *detail, size_t cap)
 {
+	return oeap_library_probe_env(def, path, getenv("LD_LIBRARY_PATH"), "the environment", detail, cap);
+}
+
+int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const char *ld_library_path,
+                           const char *origin, char *detail, size_t cap)
+{
 	int abi = def->abi;
 	/* The forms the binding's loader accepts (ctypes.CDLL, dlopen): a path
 	 * with a slash is opened as it is, relative to the working directory
@@ -592,31 +583,39 @@ int oeap_library_probe(const oeap_patchdef *def, const char *path, char *detail,
 		return -1;
 	}
 	int bare = !strchr(path, '/');
-	if (!bare && access(path, R_OK) != 0) {
-		snprintf(detail, cap, "%s: %s", path, strerror(errno));
+	/* A bare name is searched the way the server's loader will search it,
+	 * with the server's LD_LIBRARY_PATH, without loading anything
+	 * (libsearch.h); the file found is the one opened below. */
+	char how[1024], *found = NULL;
+	if (bare && !(found = oeap_library_locate(path, ld_library_path, origin, how, sizeof(how)))) {
+		snprintf(detail, cap,
+		         "%s does not load: a bare file name is searched as the server's loader will search it "
+		         "(LD_LIBRARY_PATH, the loader cache, the system directories): %s",
+		         path, how);
+		return -1;
+	}
+	const char *file = bare ? found : path;
+	if (access(file, R_OK) != 0) {
+		snprintf(detail, cap, "%s: %s", file, strerror(errno));
+		free(found);
 		return -1;
 	}
 	dlerror();
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *e = dlerror();
-		if (bare)
-			snprintf(detail, cap,
-			         "%s does not load: a bare file name is searched as the loader searches (LD_LIBRARY_PATH, the "
-			         "loader cache, the system directories): %s",
-			         path, e ? e : "unknown dlopen error");
-		else
-			snprintf(detail, cap, "%s does not load: %s", path, e ? e : "unknown dlopen error");
+		snprintf(detail, cap, "%s does not load: %s", bare ? found : path, e ? e : "unknown dlopen error");
+		free(found);
 		return -1;
 	}
-	/* A bare name: say which file the search found, the one the server loads
-	 * given the same search path. */
-	char shown[PATH_MAX + 128];
-	const char *file = bare ? loaded_file(h) : NULL;
-	if (file)
-		snprintf(shown, sizeof(shown), "%s (found by the loader's search path: %s)", path, file);
+	/* A bare name: say which file the search found, and where, the one the
+	 * server loads given that search path. */
+	char shown[PATH_MAX + 1280];
+	if (bare)
+		snprintf(shown, sizeof(shown), "%s (%s: %s)", path, how, found);
 	else
 		snprintf(shown, sizeof(shown), "%s", path);
+	free(found);
 	int rc = -1;
 	int (*abi_fn)(void) = (int (*)(void))dlsym(h, "oea_abi_version");
 	const char *(*ver_fn)(void) = (const char *(*)(void))dlsym(h, "oea_version");
@@ -734,13 +733,39 @@ int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_
 		if (n && !(override = strndup(v, n)))
 			return -1;
 	}
-	int rc = oeap_binding_verify_with(def, target_path, override, rep, NULL);
+	int rc = oeap_binding_verify_with(def, target_path, override, getenv("LD_LIBRARY_PATH"), "the environment",
+	                                  oeap_trust_escape_environ(def), rep, NULL);
 	free(override);
 	return rc;
 }
 
+/*
+ * The trust rule before any load (docs/security.md): 1 when `lib`, as the
+ * server's loader would find it, fails the rule for the checkout of
+ * `target_path` and no escape allows it; `detail` then says why it was not
+ * opened (trust:library names the path and the fix).
+ */
+static int refused_before_load(const char *target_path, const char *lib, const char *ld_library_path,
+                               const char *origin, int escape, char *detail, size_t cap)
+{
+	uid_t owner;
+	oeap_trust_problem p;
+	if (escape || oeap_library_relative(lib) || oeap_trust_target_owner(target_path, &owner))
+		return 0;
+	char *file = oeap_trust_library_file(lib, ld_library_path, origin);
+	int rc = file ? oeap_trust_check(file, owner, &p) : 0;
+	if (rc > 0)
+		snprintf(detail, cap,
+		         "%s was not opened: users other than root and the target's owner can change it, and oeapatch "
+		         "runs no code of theirs (trust:library says which path and how to fix it)",
+		         file);
+	free(file);
+	return rc > 0;
+}
+
 int oeap_binding_verify_with(const oeap_patchdef *def, const char *target_path, const char *override,
-                             oeap_report *rep, char **recorded_out)
+                             const char *ld_library_path, const char *origin, int escape, oeap_report *rep,
+                             char **recorded_out)
 {
 	int error = 0;
 	char *path = oeap_binding_path(def, target_path);
@@ -760,7 +785,8 @@ int oeap_binding_verify_with(const oeap_patchdef *def, const char *target_path, 
 	if ((error = oeap_binding_check_text(def, path, text, len, rep, &library)) || !library)
 		goto done;
 	const char *lib = override ? override : library;
-	if (oeap_library_probe(def, lib, detail, sizeof(detail)))
+	if (refused_before_load(target_path, lib, ld_library_path, origin, escape, detail, sizeof(detail)) ||
+	    oeap_library_probe_env(def, lib, ld_library_path, origin, detail, sizeof(detail)))
 		error = oeap_report_add(rep, "library", 0, 0, "%s%s%s%s", detail, override ? " (set by " : "",
 		                        override && def->library_env ? def->library_env : "", override ? ")" : "");
 	else

@@ -107,15 +107,22 @@ char *oeap_binding_path(const oeap_patchdef *def, const char *target_path);
  */
 int oeap_library_probe(const oeap_patchdef *def, const char *path, char *detail, size_t cap);
 
+/* oeap_library_probe() with the server's LD_LIBRARY_PATH rather than this
+ * process's: a bare name is looked up with it (libsearch.h, `origin` naming
+ * where the value comes from) and the file found is the one opened. The
+ * caller checks the trust rule first: this loads the library. */
+int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const char *ld_library_path,
+                           const char *origin, char *detail, size_t cap);
+
 /* 1 when `library` is a relative path with a slash (lib/liboea.so.2): a form
  * the binding refuses, since it would name another file in another working
  * directory. An absolute path and a bare file name are 0. */
 int oeap_library_relative(const char *library);
 
-/* The file the loader's search path (LD_LIBRARY_PATH, the loader cache, the
- * system directories) finds for the bare file name `name`, as an absolute
- * path without symbolic links, or NULL (not found, or `name` has a slash).
- * Caller frees. */
+/* The file the loader's search path (this process's LD_LIBRARY_PATH, the
+ * loader cache, the system directories) finds for the bare file name `name`,
+ * as an absolute path without symbolic links, or NULL (not found, or `name`
+ * has a slash). Nothing is loaded (libsearch.h). Caller frees. */
 char *oeap_library_resolve(const char *name);
 
 /* The same search, but the path as the loader found it (symbolic links kept:
@@ -147,10 +154,15 @@ int oeap_binding_verify(const oeap_patchdef *def, const char *target_path, oeap_
  * oeap_binding_verify() for the settings environment a command was given
  * rather than its own: `library` is the library the binding will load
  * instead of the recorded one (the value of def->library_env there; NULL:
- * the recorded one). *recorded_out (optional, caller frees) is the library
- * the module records, when the binding check holds.
+ * the recorded one), `ld_library_path` the LD_LIBRARY_PATH there (`origin`
+ * says where it comes from), `escape` whether the trust escape is on there.
+ * The library is opened only when it passes the trust rule, or the escape
+ * allows it: a library others can change never runs code in oeapatch.
+ * *recorded_out (optional, caller frees) is the library the module records,
+ * when the binding check holds.
  */
 int oeap_binding_verify_with(const oeap_patchdef *def, const char *target_path, const char *library,
-                             oeap_report *rep, char **recorded_out);
+                             const char *ld_library_path, const char *origin, int escape, oeap_report *rep,
+                             char **recorded_out);
 
 #endif

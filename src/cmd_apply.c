@@ -236,7 +236,7 @@ static int check_library_trust(const oeap_cli *cli, const char *library, oeap_er
 	oeap_trust_problem p;
 	if (oeap_trust_target_owner(cli->target, &owner))
 		return 0; /* reading the target reports it */
-	char *file = oeap_trust_library_file(library);
+	char *file = oeap_trust_library_file(library, getenv("LD_LIBRARY_PATH"), "the environment");
 	int rc = file ? oeap_trust_check(file, owner, &p) : 0;
 	free(file);
 	if (rc <= 0)
@@ -282,13 +282,14 @@ static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oe
 		                     ? "the library given does not exist"
 		                     : "no file of that name in the current directory, and the loader's search path "
 		                       "(LD_LIBRARY_PATH, the loader cache, the system directories) does not find it");
+	/* Refused before anything is written, and before it is opened: a
+	 * library others can replace is code they can run in the server, and in
+	 * this process (often root) were it loaded to be checked (docs/security.md). */
+	if (check_library_trust(cli, r->library, err))
+		return -1;
 	if (oeap_library_probe(cli->def, r->library, detail, sizeof(detail)))
 		return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
 		                 "%s: the binding would load a library that does not work", detail);
-	/* Refused before anything is written: a library others can replace is
-	 * code they can run in the server (docs/security.md). */
-	if (check_library_trust(cli, r->library, err))
-		return -1;
 	if ((error = plan(cli, o, r, err)))
 		goto done;
 	if (o->diff) {

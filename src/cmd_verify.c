@@ -6,6 +6,7 @@
  * binding's settings in the environment the server gets hold the
  * definition's rules (a bad one would stop the server at import).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,16 +219,27 @@ int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_ver
 		library = v && *v->value ? v->value : NULL;
 	}
 	r->library_override = library;
+	/* The loader's search path the server will have: a bare library name is
+	 * found with it (the env files' when given: settings_env). */
+	const oeap_env_var *ldp = oeap_env_get(&r->env, "LD_LIBRARY_PATH");
+	char ld_origin[PATH_MAX + 32];
+	if (ldp && ldp->origin)
+		snprintf(ld_origin, sizeof(ld_origin), "%s:%ld", ldp->origin, ldp->line);
+	else
+		snprintf(ld_origin, sizeof(ld_origin), "%s", o->nenv_files ? "the env files" : "the environment");
+	const char *ld_path = ldp ? ldp->value : NULL;
+	int escape = r->settings_checked && oeap_trust_escape_on(cli->def, &r->settings);
 	/* The file's own checks; then, for a work tree, the binding and the
 	 * library it loads, and who can change the target, the module and that
 	 * library (docs/security.md: a machine's files, so not --ref's); then the
 	 * settings. */
 	if ((buf && oeap_verify_bytes(cli->def, buf, len, ref ? r->what : oeap_cli_target_rel(cli), &r->rep)) ||
 	    (!ref && r->rep.applied &&
-	     oeap_binding_verify_with(cli->def, cli->target, library, &r->rep, &r->recorded_library)) ||
+	     oeap_binding_verify_with(cli->def, cli->target, library, ld_path, ld_origin, escape, &r->rep,
+	                              &r->recorded_library)) ||
 	    (!ref && r->rep.applied &&
-	     oeap_trust_verify(cli->def, cli->target, library ? library : r->recorded_library,
-	                       r->settings_checked && oeap_trust_escape_on(cli->def, &r->settings), &r->rep)) ||
+	     oeap_trust_verify(cli->def, cli->target, library ? library : r->recorded_library, ld_path, ld_origin,
+	                       escape, &r->rep)) ||
 	    (r->settings_checked && settings_checks(cli, r))) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;

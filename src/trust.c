@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "binding.h"
+#include "libsearch.h"
 #include "pipeline.h"
 #include "quote.h"
 #include "settings.h"
@@ -201,9 +202,11 @@ int oeap_trust_escape_on(const oeap_patchdef *def, const oeap_settings_result *s
 	return 0;
 }
 
-char *oeap_trust_library_file(const char *library)
+char *oeap_trust_library_file(const char *library, const char *ld_library_path, const char *origin)
 {
-	return strchr(library, '/') ? strdup(library) : oeap_library_found(library);
+	char how[1024];
+	return strchr(library, '/') ? strdup(library)
+	                            : oeap_library_locate(library, ld_library_path, origin, how, sizeof(how));
 }
 
 /* One "trust:WHAT" check; nothing when the path cannot be walked. */
@@ -231,8 +234,8 @@ static int report_path(oeap_report *rep, const oeap_patchdef *def, const char *w
 	                       esc ? " (a development tree may set " : "", esc ? esc : "", esc ? "=true)" : "");
 }
 
-int oeap_trust_verify(const oeap_patchdef *def, const char *target, const char *library, int escape,
-                      oeap_report *rep)
+int oeap_trust_verify(const oeap_patchdef *def, const char *target, const char *library,
+                      const char *ld_library_path, const char *origin, int escape, oeap_report *rep)
 {
 	uid_t owner;
 	int failed = 0, rc = 0;
@@ -249,7 +252,7 @@ int oeap_trust_verify(const oeap_patchdef *def, const char *target, const char *
 	/* A relative path names a file of the server's working directory, not
 	 * of ours: judging the one here would be an "ok" about another file (the
 	 * library check FAILs it already). */
-	if (library && !oeap_library_relative(library) && (lib = oeap_trust_library_file(library)) &&
+	if (library && !oeap_library_relative(library) && (lib = oeap_trust_library_file(library, ld_library_path, origin)) &&
 	    (rc = report_path(rep, def, "library", lib, owner, escape, &failed)))
 		goto done;
 	if (escape && !failed)

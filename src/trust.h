@@ -69,23 +69,24 @@ int oeap_trust_escape_on(const struct oeap_patchdef *def, const struct oeap_sett
 
 /*
  * The file the dynamic loader opens for `library` (caller frees): the path
- * itself when it has a '/', else what the loader's search path resolves a
- * bare name to (loaded and asked, as the binding's loader finds it). NULL
- * when it does not load.
+ * itself when it has a '/', else what the server's loader search path
+ * (`ld_library_path`, from `origin`; then the loader cache and the system
+ * directories) finds for a bare name, worked out without loading anything
+ * (libsearch.h). NULL when none is found.
  */
-char *oeap_trust_library_file(const char *library);
+char *oeap_trust_library_file(const char *library, const char *ld_library_path, const char *origin);
 
 /*
  * Adds the checks "trust:target", "trust:binding" (when the module exists)
  * and "trust:library" (when `library`, the one the binding will load, is
- * not NULL) for the checkout whose target is `target` to `rep`. With
+ * not NULL; a bare name found with the server's `ld_library_path`) for the checkout whose target is `target` to `rep`. With
  * `escape` set, a failing path is a warning naming the setting, and when
  * none fails one warning says the setting is set. Paths that do not exist,
  * and a relative library path (the server's working directory is not ours),
  * add nothing (the binding and library checks say so). -1 only on OOM.
  */
-int oeap_trust_verify(const struct oeap_patchdef *def, const char *target, const char *library, int escape,
-                      struct oeap_report *rep);
+int oeap_trust_verify(const struct oeap_patchdef *def, const char *target, const char *library,
+                      const char *ld_library_path, const char *origin, int escape, struct oeap_report *rep);
 
 /* 1 when the escape setting is true in this process's environment (apply). */
 int oeap_trust_escape_environ(const struct oeap_patchdef *def);

@@ -136,13 +136,13 @@ echo "== a bare file name, found by the loader's search path"
 mkdir -p "$WORK/ld" && cp "$LIB" "$WORK/ld/liboea.so.2"
 expect "LD_LIBRARY_PATH finds it: verify holds" 0 env LD_LIBRARY_PATH="$WORK/ld" SGLANG_OEA_LIBRARY=liboea.so.2 \
 	"$OEAPATCH" verify -C "$C"
-has "names the file it found" "liboea.so.2 (found by the loader's search path: $WORK/ld/liboea.so.2) loads"
+has "names the file it found, and where" "liboea.so.2 (found in LD_LIBRARY_PATH entry $WORK/ld (the environment): $WORK/ld/liboea.so.2) loads"
 expect "status holds" 0 env LD_LIBRARY_PATH="$WORK/ld" SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" status -C "$C"
 expect "the module loads it the same way" 0 imp "$C" LD_LIBRARY_PATH="$WORK/ld" SGLANG_OEA_K0=3 \
 	SGLANG_OEA_LIBRARY=liboea.so.2
 has "enabled and loaded" "[true, true]"
 expect "not on the search path: verify fails" 1 env SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
-has "says how a bare name is searched" "a bare file name is searched as the loader searches"
+has "says how a bare name is searched" "a bare file name is searched as the server's loader will search it"
 expect "nor does the module load it" 1 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY=liboea.so.2
 C4=$WORK/bare
 fresh "$C4"
@@ -155,6 +155,79 @@ fresh "$C5"
 expect "a bare name nobody finds: refused" 2 "$OEAPATCH" apply -C "$C5" --library liboea.so.2
 has "says where it looked" "the loader's search path (LD_LIBRARY_PATH, the loader cache, the system directories) does not find it"
 check "nothing written" test ! -e "$C5/$B"
+
+echo "== a bare name is searched with the server's LD_LIBRARY_PATH (--env-file), not the shell's"
+mkdir -p "$WORK/empty"
+printf 'SGLANG_OEA_K0=2\nSGLANG_OEA_LIBRARY=liboea.so.2\nLD_LIBRARY_PATH=%s\n' "$WORK/empty" >"$WORK/unit.env"
+expect "the unit's path lacks it, the shell's has it: verify fails" 1 env LD_LIBRARY_PATH="$WORK/ld" \
+	"$OEAPATCH" verify -C "$C" --env-file "$WORK/unit.env"
+has "says where it searched" "LD_LIBRARY_PATH=$WORK/empty ($WORK/unit.env:3)"
+expect "and the module, started with the unit's environment, does not load it" 1 imp "$C" SGLANG_OEA_K0=2 \
+	SGLANG_OEA_LIBRARY=liboea.so.2 LD_LIBRARY_PATH="$WORK/empty"
+printf 'SGLANG_OEA_K0=2\nSGLANG_OEA_LIBRARY=liboea.so.2\nLD_LIBRARY_PATH=%s\n' "$WORK/ld" >"$WORK/unit2.env"
+expect "the unit's path has it, the shell has none: verify holds" 0 env -u LD_LIBRARY_PATH \
+	"$OEAPATCH" verify -C "$C" --env-file "$WORK/unit2.env"
+has "naming the unit's entry and line" "found in LD_LIBRARY_PATH entry $WORK/ld ($WORK/unit2.env:3): $WORK/ld/liboea.so.2"
+expect "and the module, started with the unit's environment, loads it" 0 imp "$C" SGLANG_OEA_K0=2 \
+	SGLANG_OEA_LIBRARY=liboea.so.2 LD_LIBRARY_PATH="$WORK/ld"
+printf 'SGLANG_OEA_LIBRARY=liboea.so.2\n' >"$WORK/unit3.env"
+expect "no LD_LIBRARY_PATH in the unit: the shell's is not the server's" 1 env LD_LIBRARY_PATH="$WORK/ld" \
+	"$OEAPATCH" verify -C "$C" --env-file "$WORK/unit3.env"
+has "says the unit sets none" "no LD_LIBRARY_PATH"
+
+echo "== a library others can change is never opened (a constructor leaves a mark)"
+if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+	MARK=$WORK/constructor-ran
+	cat >"$WORK/mark.c" <<EOF
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void)
+{
+	int fd = open("$MARK", O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+int oea_abi_version(void) { return 2; }
+EOF
+	"$CC" -shared -fPIC -o "$WORK/libs/libmark.so" "$WORK/mark.c" || { echo "FAIL building libmark"; exit 1; }
+	# apply binds a trusted copy; then its folder becomes nobody's and 0777,
+	# and nobody swaps in a library with a constructor
+	mkdir -p "$WORK/open" && cp "$LIB" "$WORK/open/liboea.so.2"
+	C7=$WORK/swapped
+	fresh "$C7"
+	expect "apply with a trusted copy" 0 "$OEAPATCH" apply -C "$C7" --library "$WORK/open/liboea.so.2"
+	chown nobody "$WORK/open" && chmod 0777 "$WORK/open"
+	chmod 0711 "$WORK" && chmod 0755 "$WORK/libs" # nobody passes through, reads libmark
+	su -s /bin/sh nobody -c "cp '$WORK/libs/libmark.so' '$WORK/open/new.so' && mv '$WORK/open/new.so' '$WORK/open/liboea.so.2'"
+	expect "verify as root fails the trust rule" 1 "$OEAPATCH" verify -C "$C7"
+	has "FAIL trust:library" "FAIL trust:library"
+	has "FAIL library: not opened" "$WORK/open/liboea.so.2 was not opened"
+	check "the constructor did not run (verify)" test ! -e "$MARK"
+	expect "status fails too" 1 "$OEAPATCH" status -C "$C7"
+	check "the constructor did not run (status)" test ! -e "$MARK"
+	expect "nor with --json" 1 "$OEAPATCH" verify -C "$C7" --json
+	check "the constructor did not run (--json)" test ! -e "$MARK"
+	C8=$WORK/refuse-open
+	fresh "$C8"
+	expect "apply --library on it: refused" 2 "$OEAPATCH" apply -C "$C8" --library "$WORK/open/liboea.so.2"
+	has "for the trust rule" "refusing to record it"
+	check "the constructor did not run (apply)" test ! -e "$MARK"
+	check "nothing written" test ! -e "$C8/$B"
+	# as a bare name found on the server's LD_LIBRARY_PATH
+	expect "a bare name found there: verify fails" 1 env LD_LIBRARY_PATH="$WORK/open" \
+		SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
+	check "the constructor did not run (a bare name)" test ! -e "$MARK"
+	expect "apply --library with that bare name: refused" 2 env LD_LIBRARY_PATH="$WORK/open" \
+		"$OEAPATCH" apply -C "$C8" --library liboea.so.2
+	check "the constructor did not run (apply, a bare name)" test ! -e "$MARK"
+	# the escape lets a development tree load it: then, and only then, it runs
+	expect "SGLANG_OEA_ALLOW_UNTRUSTED=true: verify opens it (a development tree)" 1 \
+		env SGLANG_OEA_ALLOW_UNTRUSTED=true "$OEAPATCH" verify -C "$C7"
+	check "and only then the constructor ran" test -e "$MARK"
+	chown root "$WORK/open" && chmod 0755 "$WORK/open" && chmod 0700 "$WORK"
+else
+	skip "a library others can change is never opened" "needs root and the user nobody"
+fi
 
 echo "== a relative path with a slash, from the directory where it resolves"
 cd "$WORK" || exit 1
