@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -167,6 +168,98 @@ static int refuse_unwritable(const char *path, oeap_error *err)
 	return 0;
 }
 
+/* The names of `path`'s extended attributes (NUL-separated, *n bytes; caller
+ * frees), or NULL with *n = 0 for none; -1 in *n when they cannot be listed. */
+static char *xattr_names(const char *path, int fd, ssize_t *n)
+{
+	char *names = NULL;
+	for (int tries = 0; tries < 4; tries++) {
+		ssize_t size = path ? llistxattr(path, NULL, 0) : flistxattr(fd, NULL, 0);
+		if (size < 0) {
+			*n = (errno == ENOTSUP || errno == ENOSYS) ? 0 : -1;
+			return NULL;
+		}
+		*n = 0;
+		if (size == 0)
+			return NULL;
+		if (!(names = malloc((size_t)size))) {
+			*n = -1;
+			return NULL;
+		}
+		ssize_t got = path ? llistxattr(path, names, (size_t)size) : flistxattr(fd, names, (size_t)size);
+		if (got >= 0) {
+			*n = got;
+			return names;
+		}
+		free(names);
+		names = NULL;
+		if (errno != ERANGE) { /* ERANGE: one was added meanwhile, ask again */
+			*n = -1;
+			return NULL;
+		}
+	}
+	*n = -1;
+	return NULL;
+}
+
+/* 1 when the NUL-separated list `names` (n bytes) holds `name`. */
+static int xattr_listed(const char *names, ssize_t n, const char *name)
+{
+	for (ssize_t i = 0; names && i < n; i += (ssize_t)strlen(names + i) + 1)
+		if (!strcmp(names + i, name))
+			return 1;
+	return 0;
+}
+
+/*
+ * Gives the new inode `fd` exactly the extended attributes of the file it
+ * replaces, `path`: its POSIX ACLs (system.posix_acl_access: a service user
+ * granted read by `setfacl -m u:svc:r` must still read the file), security
+ * labels and capabilities, user.* attributes; and none it did not have (a
+ * default ACL of the directory gives a new file an access ACL of its own).
+ * What cannot be kept refuses the write, naming the attribute: the file
+ * would otherwise change in a way nobody asked for (docs/reliability.md).
+ */
+static int copy_xattrs(const char *path, int fd, oeap_error *err)
+{
+	ssize_t n = 0, tn = 0;
+	int error = 0;
+	char *names = xattr_names(path, -1, &n), *theirs = NULL, *value = NULL;
+	if (n < 0)
+		return oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot list its extended attributes (ACLs): %s: refusing to "
+		                 "replace it", strerror(errno));
+	theirs = xattr_names(NULL, fd, &tn);
+	for (ssize_t i = 0; theirs && i < tn; i += (ssize_t)strlen(theirs + i) + 1)
+		if (!xattr_listed(names, n, theirs + i) && fremovexattr(fd, theirs + i) && errno != ENODATA) {
+			error = oeap_fail(err, OEAP_ERR_IO, path, 0,
+			                  "the new file got the extended attribute %s (its directory's default), which the "
+			                  "file it replaces has not, and it cannot be removed: %s: refusing to replace it",
+			                  theirs + i, strerror(errno));
+			goto done;
+		}
+	for (ssize_t i = 0; names && i < n; i += (ssize_t)strlen(names + i) + 1) {
+		const char *name = names + i;
+		ssize_t size = lgetxattr(path, name, NULL, 0);
+		if (size < 0 || (size > 0 && !(value = malloc((size_t)size))) ||
+		    (size > 0 && (size = lgetxattr(path, name, value, (size_t)size)) < 0) ||
+		    fsetxattr(fd, name, value ? value : "", (size_t)size, 0)) {
+			error = oeap_fail(err, OEAP_ERR_IO, path, 0,
+			                  "cannot keep its extended attribute %s%s on the new file: %s: refusing to replace "
+			                  "it (the file would lose it)",
+			                  name, !strcmp(name, "system.posix_acl_access") ? " (its ACL)" : "",
+			                  strerror(errno));
+			goto done;
+		}
+		free(value);
+		value = NULL;
+	}
+done:
+	free(value);
+	free(theirs);
+	free(names);
+	return error;
+}
+
 int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mode, oeap_error *err)
 {
 	int error = 0;
@@ -175,11 +268,11 @@ int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mod
 	struct stat st;
 	int tmp_made = 0;
 
-	int existed = 0;
+	int existed = 0, had_file = 0;
 	struct stat dst;
 	char dir[PATH_MAX];
 	if (lstat(path, &st) == 0) {
-		existed = 1;
+		existed = had_file = 1;
 		if (S_ISLNK(st.st_mode))
 			return oeap_fail(err, OEAP_ERR_IO, path, 0,
 			                 "is a symbolic link: refusing to replace it (patch the file it points to)");
@@ -231,7 +324,14 @@ int oeap_write_atomic(const char *path, const char *data, size_t len, mode_t mod
 		goto done;
 	}
 	oeap_fault_point("write:half-written");
-	if (write_all(fd, data + half, len - half) || fchmod(fd, mode) || fsync(fd)) {
+	if (write_all(fd, data + half, len - half) || fchmod(fd, mode)) {
+		error = oeap_fail(err, OEAP_ERR_IO, tmp, 0, "write failed: %s", strerror(errno));
+		goto done;
+	}
+	/* After the mode: an access ACL's mask then stands as the old file's. */
+	if (had_file && (error = copy_xattrs(path, fd, err)))
+		goto done;
+	if (fsync(fd)) {
 		error = oeap_fail(err, OEAP_ERR_IO, tmp, 0, "write failed: %s", strerror(errno));
 		goto done;
 	}

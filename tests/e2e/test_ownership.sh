@@ -8,6 +8,9 @@
 #    in a supplementary group);
 #  - a user who may write the file but cannot keep its owner is refused
 #    before anything is written;
+#  - as root, apply and revert keep topk.py's ACL (setfacl u:svc:r on a 0640
+#    file) and its extended attributes, and add none from the folder's
+#    default ACL;
 #  - a topk.py with another hard link is refused (the atomic replace would
 #    split the link silently), unless --break-links;
 #  - a process killed while holding the lock leaves nothing in the work tree
@@ -125,6 +128,44 @@ else
 	else
 		skip "a writer who cannot keep the owner is refused" "nobody cannot run $OEAPATCH here"
 	fi
+fi
+
+echo "== ACLs and extended attributes"
+if [ "$(id -u)" -ne 0 ] || ! command -v setfacl >/dev/null || ! command -v setpriv >/dev/null; then
+	skip "apply and revert keep the file's ACL and extended attributes" "needs root, setfacl (acl) and setpriv"
+else
+	# 0640 root:root, the service user (65534 here) granted read by an ACL: a
+	# replacement without the ACL would stop the server at import
+	R=$(checkout acl)
+	chmod 0640 "$R/$T" && setfacl -m u:65534:r "$R/$T"
+	/usr/bin/python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.oeapatch-test", b"kept")' "$R/$T" 2>/dev/null
+	user_xattr=$?
+	acl_before=$(getfacl -cp "$R/$T")
+	reader=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+	expect "the service user reads it before" 0 "${reader[@]}" cat "$R/$T"
+	expect "apply as root" 0 "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+	[ "$(getfacl -cp "$R/$T")" = "$acl_before" ] && ok "... keeps the ACL" ||
+		bad "apply dropped or changed the ACL" "$(getfacl -cp "$R/$T")"
+	expect "... the service user still reads it" 0 "${reader[@]}" cat "$R/$T"
+	if [ "$user_xattr" -eq 0 ]; then
+		[ "$(/usr/bin/python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.oeapatch-test").decode())' "$R/$T")" = kept ] &&
+			ok "... keeps a user.* attribute" || bad "apply dropped user.oeapatch-test" ""
+	else
+		skip "apply keeps a user.* attribute" "this file system takes no user.* attributes"
+	fi
+	expect "verify" 0 "$OEAPATCH" verify -C "$R"
+	expect "revert as root" 0 "$OEAPATCH" revert -C "$R"
+	[ "$(getfacl -cp "$R/$T")" = "$acl_before" ] && ok "... keeps the ACL" ||
+		bad "revert dropped or changed the ACL" "$(getfacl -cp "$R/$T")"
+	cmp -s "$R/$T" "$FIX" && ok "... and gives the input back" || bad "revert is not the input"
+	# a default ACL on the folder gives new files an ACL: the replacement of a
+	# file that had none must not get one
+	R=$(checkout acl-default)
+	setfacl -d -m u:65534:rwx "$(dirname "$R/$T")"
+	plain=$(getfacl -cp "$R/$T")
+	expect "apply in a folder with a default ACL" 0 "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+	[ "$(getfacl -cp "$R/$T")" = "$plain" ] && ok "... the file gets no ACL it did not have" ||
+		bad "the replacement inherited the folder's default ACL" "$(getfacl -cp "$R/$T")"
 fi
 
 echo "== another user's repository"
