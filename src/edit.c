@@ -214,12 +214,16 @@ int oeap_plan_build(const oeap_patchdef *def, const pysource *src, oeap_plan *pl
 		ins->region = rd;
 		ins->anchor = after;
 		/* The region's lines start with the anchor line's indentation, and the
-		 * anchor must start its line: otherwise "after it" is not a place. */
+		 * anchor must start its line: otherwise "after it" is not a place. A
+		 * form feed may lead a line (Python resets the column there, so the
+		 * indentation is what follows the last one): the region takes that. */
 		size_t ls = pysource_line_start(src, after->start);
 		if (ls < src->bom)
 			ls = src->bom;
 		for (size_t k = ls; k < after->start; k++)
-			if (src->buf[k] != ' ' && src->buf[k] != '\t') {
+			if (src->buf[k] == '\f')
+				ls = k + 1;
+			else if (src->buf[k] != ' ' && src->buf[k] != '\t') {
 				oeap_fail(err, OEAP_ERR_ANCHOR, where, after->line,
 				          "%s does not start its own line (line %ld): no safe place to insert after it",
 				          after->def->describe, after->line);

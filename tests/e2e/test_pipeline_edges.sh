@@ -4,7 +4,8 @@
 # apply does not overwrite it, revert does not delete it without --force), a
 # library path that is not UTF-8 (refused before anything is written, naming
 # --library), a UTF-8 one (the module imports), a Python 2 file and a file
-# CPython refuses for its indentation (refused, unchanged), and a
+# CPython refuses for its indentation (refused, unchanged), a form feed
+# leading the routing chain's line (lands, verifies, reverts), and a
 # core.autocrlf=true repository (the committed patch verifies at HEAD).
 set -u
 
@@ -81,6 +82,25 @@ before=$(sum "$C/$T")
 expect "an IndentationError" 2 "$OEAPATCH" apply -C "$C" --library "$LIB"
 has "named" "IndentationError"
 check "unchanged" test "$before" = "$(sum "$C/$T")"
+
+echo "== a form feed leading the routing chain's line (valid Python: the column restarts after it)"
+C=$WORK/formfeed
+fresh "$C" 2025-08_topk_config.py
+"$PY" - "$C/$T" <<'EOF'
+import sys
+path = sys.argv[1]
+lines = open(path).read().split("\n")
+start = next(k for k, l in enumerate(lines) if l.startswith("def select_experts"))
+chain = next(k for k in range(start, len(lines)) if lines[k].startswith("    if "))
+lines[chain] = "\f" + lines[chain]
+open(path, "w").write("\n".join(lines))
+EOF
+before=$(sum "$C/$T")
+expect "apply lands" 0 "$OEAPATCH" apply -C "$C" --library "$LIB"
+expect "the patched file compiles" 0 "$PY" -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], "exec")' "$C/$T"
+expect "verify holds" 0 "$OEAPATCH" verify -C "$C"
+expect "revert" 0 "$OEAPATCH" revert -C "$C"
+check "byte-identical after revert" test "$before" = "$(sum "$C/$T")"
 
 echo "== core.autocrlf=true"
 R=$WORK/crlf
