@@ -174,6 +174,37 @@ static int settings_checks(const oeap_cli *cli, oeap_verify_result *r)
 	                       def->nsettings, def->name, def->version, n ? src : "the environment");
 }
 
+/*
+ * With the switch setting set to off (its zero) in the server's environment,
+ * the binding loads no library: a library that does not load (`pip
+ * uninstall oeapatch` removed it) stops nothing, so its check is a warning
+ * that says what would happen with OEA on. Unset is not taken as that
+ * choice: a shell with nothing set is how most people run verify, and the
+ * server they restart next may well turn OEA on.
+ */
+static void library_off(const oeap_patchdef *def, oeap_verify_result *r)
+{
+	const oeap_settings_result *s = &r->settings;
+	if (!r->settings_checked || s->on || s->switch_index < 0 || s->defaults_only || !s->given[s->switch_index])
+		return;
+	const char *sw = def->settings[s->switch_index].name;
+	int ok = 1;
+	for (size_t i = 0; i < r->rep.n; i++) {
+		oeap_check *c = &r->rep.checks[i];
+		if (!c->ok && !strcmp(c->name, "library")) {
+			size_t n = strlen(c->detail);
+			snprintf(c->detail + n, sizeof(c->detail) - n,
+			         "; %s is off, so the server starts without OEA and loads no library; with it on, the start "
+			         "fails",
+			         sw);
+			c->ok = 1;
+			c->warning = 1;
+		}
+		ok = ok && c->ok;
+	}
+	r->rep.ok = ok;
+}
+
 int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_verify_result *r, oeap_error *err)
 {
 	char *buf = NULL;
@@ -247,6 +278,7 @@ int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_ver
 	if (!ref && r->rep.applied &&
 	    (error = oeap_pyc_check(cli->def, cli->target, oeap_cli_apply_hint(cli), &r->rep, err)))
 		goto done;
+	library_off(cli->def, r);
 	for (size_t i = 0; ref && r->rep.applied && i < brep.n; i++)
 		if (oeap_report_add(&r->rep, brep.checks[i].name, brep.checks[i].ok, brep.checks[i].line, "%s",
 		                    brep.checks[i].detail)) {

@@ -98,6 +98,15 @@ rm "$WORK/old-lib/liboea.so.2.0.9"
 expect "verify: the library is gone" 1 "$OEAPATCH" -C "$C2" verify
 has "a failed library check" "FAIL library"
 has "naming the missing file" "$WORK/old-lib/liboea.so.2.0.9"
+# pip uninstall oeapatch, and a server started with OEA off: it starts and
+# runs the framework's routing, so a warning, not a failed gate
+expect "with SGLANG_OEA_K0=0 set: verify holds" 0 env SGLANG_OEA_K0=0 "$OEAPATCH" -C "$C2" verify
+has "a library warning" "WARN library"
+has "saying OEA is off and what happens with it on" "SGLANG_OEA_K0 is off, so the server starts without OEA and loads no library; with it on, the start fails"
+printf 'SGLANG_OEA_K0=0\n' >"$WORK/off.env"
+expect "the same from an EnvironmentFile" 0 "$OEAPATCH" -C "$C2" verify --env-file "$WORK/off.env"
+expect "with SGLANG_OEA_K0=2: it fails" 1 env SGLANG_OEA_K0=2 "$OEAPATCH" -C "$C2" verify
+has "the library check" "FAIL library"
 expect "apply binds the liboea beside oeapatch now" 0 "$OEAPATCH" -C "$C2" apply
 has "and says which" "which the binding recorded, is gone; binding $(readlink -f "$OEA_LIBRARY")"
 check "the binding records the new one" grep -qF "$(readlink -f "$OEA_LIBRARY")" "$B"
