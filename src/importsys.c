@@ -109,12 +109,12 @@ void oeap_python_path_text(const oeap_env *files, char *out, size_t cap, const c
 static int extension_name(const char *file, const char *name)
 {
 	size_t n = strlen(name), f = strlen(file);
-	if (f <= n + 3 || strncmp(file, name, n) || file[n] != '.' || strcmp(file + f - 3, ".so"))
+	if (f < n + 3 || strncmp(file, name, n) || file[n] != '.' || strcmp(file + f - 3, ".so"))
 		return 0;
-	const char *mid = file + n + 1; /* "cpython-311-x86_64-linux-gnu.so", "abi3.so", "so" */
-	size_t m = (size_t)(file + f - 3 - mid);
-	if (file + n == file + f - 3)
+	if (f == n + 3)
 		return 1; /* NAME.so */
+	const char *mid = file + n + 1; /* "cpython-311-x86_64-linux-gnu.so", "abi3.so" */
+	size_t m = (size_t)(file + f - 3 - mid);
 	if (m == 4 && !strncmp(mid, "abi3", 4))
 		return 1;
 	if (m < 10 || strncmp(mid, "cpython-3", 9))
@@ -523,7 +523,8 @@ static void nearest_existing(char *path)
 
 /* trust:bytecode for the folder `cache` (listed from `listed`) and the pycs of `stems` in it. */
 static int trust_cache(oeap_report *rep, const oeap_patchdef *def, const char *cache, const char *listed,
-                       const char *const stems[2], uid_t owner, int escape, int *failed, int *checked)
+                       const char *const stems[2], uid_t owner, int escape, int *failed, int *checked, char *last,
+                       size_t lastcap)
 {
 	char path[PATH_MAX * 2];
 	struct stat st;
@@ -533,7 +534,7 @@ static int trust_cache(oeap_report *rep, const oeap_patchdef *def, const char *c
 	if (lstat(path, &st))
 		return 0;
 	(*checked)++;
-	if ((rc = oeap_trust_report(rep, def, "trust:bytecode", path, listed, owner, escape, 1, failed)))
+	if ((rc = oeap_trust_report(rep, def, "trust:bytecode", path, listed, owner, escape, 1, failed, last, lastcap)))
 		return rc;
 	if (strcmp(path, cache))
 		return 0; /* the folder is still to be made: who can make it is what was checked */
@@ -550,7 +551,7 @@ static int trust_cache(oeap_report *rep, const oeap_patchdef *def, const char *c
 				continue;
 			snprintf(path, sizeof(path), "%s/%s", cache, e->d_name);
 			(*checked)++;
-			if ((rc = oeap_trust_report(rep, def, "trust:bytecode", path, listed, owner, escape, 1, failed))) {
+			if ((rc = oeap_trust_report(rep, def, "trust:bytecode", path, listed, owner, escape, 1, failed, last, lastcap))) {
 				closedir(d);
 				return rc;
 			}
@@ -634,10 +635,11 @@ int oeap_import_verify(const oeap_patchdef *def, const char *target, const char 
 		dirs[nd++] = pdir;
 	/* Who can put bytecode where the loader reads it. */
 	if (oeap_trust_target_owner(target, &owner) == 0) {
-		char cache[PATH_MAX * 2];
+		/* One line per offending path: each pyc's walk passes its folder. */
+		char cache[PATH_MAX * 2], last[PATH_MAX * 2] = "";
 		const char *slash = strrchr(target, '/');
 		snprintf(cache, sizeof(cache), "%.*s/__pycache__", slash ? (int)(slash - target) : 1, slash ? target : ".");
-		if ((rc = trust_cache(rep, def, cache, root, stemv, owner, escape, &failed, &checked)))
+		if ((rc = trust_cache(rep, def, cache, root, stemv, owner, escape, &failed, &checked, last, sizeof(last))))
 			goto oom;
 		if (prefix) {
 			/* Below the prefix every folder is the loader's to list (and
@@ -648,7 +650,7 @@ int oeap_import_verify(const oeap_patchdef *def, const char *target, const char 
 			if (!(listed = realpath(top, NULL)) && !(listed = strdup(top)))
 				goto oom;
 			for (size_t i = 0; i < nd && !rc; i++)
-				rc = trust_cache(rep, def, dirs[i], listed, stemv, owner, escape, &failed, &checked);
+				rc = trust_cache(rep, def, dirs[i], listed, stemv, owner, escape, &failed, &checked, last, sizeof(last));
 			if (rc)
 				goto oom;
 		}

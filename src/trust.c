@@ -238,12 +238,17 @@ char *oeap_trust_library_file(const char *library)
 }
 
 int oeap_trust_report(oeap_report *rep, const oeap_patchdef *def, const char *name, const char *path,
-                      const char *listed, uid_t owner, int escape, int quiet, int *failed)
+                      const char *listed, uid_t owner, int escape, int quiet, int *failed, char *last, size_t lastcap)
 {
 	oeap_trust_problem p;
 	int rc = oeap_trust_check_listed(path, owner, listed, &p);
 	if (rc < 0)
 		return 0;
+	if (rc == 1 && last) {
+		if (!strcmp(last, p.path))
+			return 0; /* said already */
+		snprintf(last, lastcap, "%s", p.path);
+	}
 	if (rc == 0)
 		return quiet ? 0
 		             : oeap_report_add(rep, name, 1, 0,
@@ -266,7 +271,7 @@ static int report_path(oeap_report *rep, const oeap_patchdef *def, const char *w
 {
 	char name[64];
 	snprintf(name, sizeof(name), "trust:%s", what);
-	return oeap_trust_report(rep, def, name, path, listed, owner, escape, 0, failed);
+	return oeap_trust_report(rep, def, name, path, listed, owner, escape, 0, failed, NULL, 0);
 }
 
 char *oeap_trust_package_root(const oeap_patchdef *def, const char *target)

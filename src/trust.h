@@ -108,11 +108,13 @@ int oeap_trust_verify(const struct oeap_patchdef *def, const char *target, const
 /*
  * One check named `name` on `path` with oeap_trust_check_listed(): a
  * failure (a warning with `escape`) counted in *failed; a pass adds an "ok"
- * line unless `quiet`; a path that cannot be walked adds nothing. -1 only
- * on OOM.
+ * line unless `quiet`; a path that cannot be walked adds nothing. `last`
+ * (may be NULL): the offending path of the previous failure, which is not
+ * said twice (updated). -1 only on OOM.
  */
 int oeap_trust_report(struct oeap_report *rep, const struct oeap_patchdef *def, const char *name, const char *path,
-                      const char *listed, uid_t owner, int escape, int quiet, int *failed);
+                      const char *listed, uid_t owner, int escape, int quiet, int *failed, char *last,
+                      size_t lastcap);
 
 /* 1 when the escape setting is true in this process's environment (apply). */
 int oeap_trust_escape_environ(const struct oeap_patchdef *def);
