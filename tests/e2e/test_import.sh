@@ -130,6 +130,9 @@ else
 fi
 
 server() { env PYTHONPATH="$site" "$OEAPATCH" "$@" --python "$py"; }
+# The sections below start from an applied site however section 8 went.
+expect "apply -C SITE" 0 "$OEAPATCH" apply -C "$site" --library "$OEA_LIBRARY"
+expect "verify -C SITE" 0 "$OEAPATCH" verify -C "$site"
 
 echo "== 3. an extension module beside the target or the binding"
 for sfx in "$ext" .abi3.so .so; do
@@ -206,6 +209,19 @@ chmod 644 "$pyc"
 expect "verify --python, a root-owned 0644 pyc of other code holding the name" 1 server verify
 has "bytecode fails" "FAIL bytecode               $pyc"
 has "trust:bytecode holds" "ok   trust:bytecode"
+if [ -n "${vpy:-}" ]; then
+	# The same in the venv, whose interpreter finds its package without PYTHONPATH.
+	vt=$vsite/$rel/topk.py
+	vpyc=$vsite/$rel/__pycache__/topk.$tag.pyc
+	mkdir -p "$vsite/$rel/__pycache__"
+	cp "$work/evil.pyc" "$vpyc"
+	stamp "$vpyc" "$vt"
+	check "the venv's loader runs the pyc holding the name" test "$(runs "$vt")" = EVIL
+	expect "verify --python VENV: the name in the pyc does not fool the interpreter's comparison" 1 \
+		"$OEAPATCH" verify --python "$vpy"
+	has "bytecode names it" "FAIL bytecode               $vpyc: timestamp bytecode whose recorded mtime and size equal the source's, compiled from other bytes (the interpreter compiled the source and compared)"
+	rm -rf "$vsite/$rel/__pycache__"
+fi
 "$py" -c 'import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)' "$t"
 check "the pyc of the patched source" test "$(runs "$t")" = patched
 expect "verify --python with the source's own timestamp pyc" 0 server verify
