@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <git2.h>
 #include <limits.h>
 #include <stdint.h>
@@ -542,6 +543,11 @@ static int python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*locs)[P
 		goto done;
 	}
 	if (pid == 0) {
+		/* stdin from /dev/null: a PYTHONINSPECT of the environment must not
+		 * leave an interactive prompt waiting on the caller's terminal. */
+		int null = open("/dev/null", O_RDONLY);
+		if (null >= 0)
+			dup2(null, STDIN_FILENO);
 		dup2(fds[1], STDOUT_FILENO);
 		close(fds[0]);
 		close(fds[1]);
