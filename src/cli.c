@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <git2.h>
 #include <limits.h>
 #include <stdint.h>
@@ -14,7 +15,10 @@
 #include "binding.h"
 #include "checkout.h"
 #include "fsio.h"
+#include "importsys.h"
 #include "quote.h"
+
+extern char **environ;
 
 /* The options every command takes, before the command (they become the
  * command's defaults) or after it. */
@@ -491,9 +495,14 @@ static int package_name(const oeap_patchdef *def, char *out, size_t cap)
 static int python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*locs)[PATH_MAX + 2], oeap_error *err)
 {
 	/* The interpreter's own path and version first, so the user sees which
-	 * Python and which file; then one line per package (empty: none). */
+	 * Python and which file; then one line per package (empty: none). The
+	 * folder `-c` puts first on sys.path is ours, not the server's: dropped
+	 * (and the query runs from "/"). */
 	static const char script[] =
-		"import importlib.util, os, platform, sys\n"
+		"import sys\n"
+		"if sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', False):\n"
+		"    del sys.path[0]\n"
+		"import importlib.util, os, platform\n"
 		"print(sys.executable)\n"
 		"print(platform.python_version())\n"
 		"for name in sys.argv[1:]:\n"
@@ -505,33 +514,59 @@ static int python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*locs)[P
 	size_t got = 0;
 	pid_t pid = -1;
 	FILE *f = NULL;
+	char **envp = NULL;
+	oeap_env files;
+	memset(&files, 0, sizeof(files));
 	if (n > sizeof(args) / sizeof(args[0]) - 5)
 		return oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "too many packages to ask for");
-	if (pipe(fds))
+	/* The server's environment: verify's --env-file files, else ours. */
+	for (size_t i = 0; i < cli->nenv_files; i++)
+		if (oeap_envfile_load(cli->env_files[i], &files, err)) {
+			oeap_env_free(&files);
+			return -1;
+		}
+	const char *pp = NULL;
+	oeap_python_path_text(cli->nenv_files ? &files : NULL, cli->python_path, sizeof(cli->python_path), &pp);
+	cli->python_path_set = pp && *pp;
+	snprintf(cli->python_path_value, sizeof(cli->python_path_value), "%s", pp ? pp : "");
+	envp = oeap_python_env(cli->nenv_files ? &files : NULL);
+	oeap_env_free(&files);
+	if (!envp)
+		return oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "out of memory");
+	if (pipe(fds)) {
+		oeap_python_env_free(envp);
 		return oeap_fail(err, OEAP_ERR_IO, "--python", 0, "pipe: %s", strerror(errno));
+	}
 	fflush(NULL);
 	if ((pid = fork()) < 0) {
 		error = oeap_fail(err, OEAP_ERR_IO, "--python", 0, "fork: %s", strerror(errno));
 		goto done;
 	}
 	if (pid == 0) {
+		/* stdin from /dev/null: a PYTHONINSPECT of the environment must not
+		 * leave an interactive prompt waiting on the caller's terminal. */
+		int null = open("/dev/null", O_RDONLY);
+		if (null >= 0)
+			dup2(null, STDIN_FILENO);
 		dup2(fds[1], STDOUT_FILENO);
 		close(fds[0]);
 		close(fds[1]);
 		/* execvp: a bare `--python python3` is looked up on PATH, as a shell would.
-		 * -I (isolated, Python 3.4+): `-c` would put the current folder first
-		 * on sys.path (run from a checkout's python/, the checkout's sglang
-		 * would answer), and PYTHONPATH, PYTHONHOME and the caller's user
-		 * site-packages are the caller's, not the server's: the answer is the
-		 * interpreter's own installation, the same from wherever it is asked. */
+		 * Not -I: PYTHONPATH, the user site and the other PYTHON* settings of
+		 * the server's environment decide what it imports (a server started
+		 * with PYTHONPATH=/mnt/sglang/python imports that sglang). Only the
+		 * caller's current folder is kept out: from "/", and the script
+		 * drops the '' that -c puts first on sys.path. */
 		size_t k = 0;
 		args[k++] = (char *)cli->python;
-		args[k++] = (char *)"-I";
 		args[k++] = (char *)"-c";
 		args[k++] = (char *)script;
 		for (size_t i = 0; i < n; i++)
 			args[k++] = pkgs[i];
 		args[k] = NULL;
+		if (chdir("/"))
+			_exit(127);
+		environ = envp;
 		execvp(cli->python, args);
 		_exit(127);
 	}
@@ -572,6 +607,7 @@ done:
 		close(fds[0]);
 	if (fds[1] >= 0)
 		close(fds[1]);
+	oeap_python_env_free(envp);
 	return error;
 }
 
@@ -597,11 +633,11 @@ static int python_root(oeap_cli *cli, char **out, oeap_error *err)
 	if (!loc[0][0])
 		return oeap_fail(err, OEAP_ERR_USAGE, "--python", 0,
 		                 "%s%s does not import %s: install it there (pip install %s) or pass -C with its "
-		                 "checkout or site-packages folder (asked isolated, -I: neither the current folder, "
-		                 "PYTHONPATH nor the user's site-packages count)",
+		                 "checkout or site-packages folder (asked in the server's environment, not from the "
+		                 "current folder: %s)",
 		                 cli->python, cli->python_default ? " (the environment oeapatch is installed in: the "
 		                                                    "default without -C or --python)" : "",
-		                 pkg, pkg);
+		                 pkg, pkg, cli->python_path);
 	if (loc[0][0] != '/')
 		return oeap_fail(err, OEAP_ERR_USAGE, "--python", 0, "%s could not say where %s is (exit %d)", cli->python,
 		                 pkg, 0);
@@ -989,8 +1025,8 @@ loaded:
 	/* Which Python answered and which file it leads to: the line that shows
 	 * a surprise (another venv, another sglang) before anything is done. */
 	if (cli->python && !cli->json)
-		printf("python:   %s (Python %s) imports %s, target %s\n", cli->python_exe, cli->python_version,
-		       cli->python_package, cli->target);
+		printf("python:   %s (Python %s) imports %s, target %s; %s\n", cli->python_exe, cli->python_version,
+		       cli->python_package, cli->target, cli->python_path);
 	/* The default said as such: a user who meant the current folder sees why
 	 * another file was chosen, and how to choose. */
 	if (cli->python_default && !cli->json)
@@ -1047,11 +1083,14 @@ void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 	if (cli->python)
 		/* paths by the quoting rule: "s" would drop the whole object for one byte that is not UTF-8 */
 		json_object_set_new(j, "python",
-		                    json_pack("{s:o,s:o,s:o,s:o,s:b}", "given", oeap_json_str(cli->python), "executable",
+		                    json_pack("{s:o,s:o,s:o,s:o,s:b,s:o}", "given", oeap_json_str(cli->python), "executable",
 		                              oeap_json_str(cli->python_exe), "version", oeap_json_str(cli->python_version),
 		                              "package", oeap_json_str(cli->python_package),
 		                              /* true: not given, the venv default (the wheel's entry) */
-		                              "default", cli->python_default));
+		                              "default", cli->python_default,
+		                              /* the server's PYTHONPATH the interpreter was asked with (null: unset) */
+		                              "pythonpath",
+		                              cli->python_path_set ? oeap_json_str(cli->python_path_value) : json_null()));
 }
 
 const char *oeap_cli_apply_hint(const oeap_cli *cli)

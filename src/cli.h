@@ -62,6 +62,14 @@ typedef struct oeap_cli {
 	char python_exe[4096];
 	char python_version[64];
 	char python_package[4096];
+	/* The server's environment for --python (verify's --env-file files; none:
+	 * this process's): the interpreter is asked with its PYTHONPATH, user
+	 * site and PYTHON* settings. Set before oeap_cli_open(). */
+	const char *const *env_files;
+	size_t nenv_files;
+	char python_path[8400]; /* "PYTHONPATH=... (from ...)" or "PYTHONPATH unset (...)", for messages */
+	int python_path_set;    /* the query had a PYTHONPATH */
+	char python_path_value[4096];
 } oeap_cli;
 
 /*

@@ -14,6 +14,7 @@
 #include "checkout.h"
 #include "cli.h"
 #include "fsio.h"
+#include "importsys.h"
 #include "pipeline.h"
 #include "quote.h"
 #include "pycache.h"
@@ -275,8 +276,12 @@ int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_ver
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
 		goto done;
 	}
+	/* What the server's interpreter imports in its place (a package folder,
+	 * an extension module, bytecode) and who can put it there. */
 	if (!ref && r->rep.applied &&
-	    (error = oeap_pyc_check(cli->def, cli->target, oeap_cli_apply_hint(cli), &r->rep, err)))
+	    (error = oeap_import_verify(cli->def, cli->target, cli->python, o->nenv_files ? &r->env : NULL,
+	                                escape,
+	                                oeap_cli_apply_hint(cli), &r->rep, err)))
 		goto done;
 	library_off(cli->def, r);
 	for (size_t i = 0; ref && r->rep.applied && i < brep.n; i++)
@@ -492,6 +497,9 @@ int cmd_verify(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "verify", 0, "--skip-binding only applies with --ref");
 		return oeap_cli_error(&cli, &err);
 	}
+	/* --python is asked in the server's environment: the files' PYTHONPATH. */
+	cli.env_files = o.env_files;
+	cli.nenv_files = o.nenv_files;
 	if (oeap_cli_open(&cli, !o.ref, &err) || oeap_verify_compute(&cli, &o, &r, &err)) {
 		rc = oeap_cli_error(&cli, &err);
 		goto done;

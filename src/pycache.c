@@ -93,7 +93,7 @@ static int contains(const char *hay, size_t n, const char *needle)
  * _validate_timestamp_pyc and _validate_hash_pyc, with Python's defaults.
  */
 static const char *shadows(const char *pyc, const char *src, size_t src_len, const struct stat *st,
-                           const char *marker, int marker_in_source)
+                           const char *marker, int marker_in_source, const oeap_pyc_verdicts *v)
 {
 	char *code = NULL;
 	size_t n = 0;
@@ -124,7 +124,18 @@ static const char *shadows(const char *pyc, const char *src, size_t src_len, con
 	if (le32(h + 8) != (uint32_t)st->st_mtime || le32(h + 12) != (uint32_t)st->st_size)
 		goto done; /* Python sees it is stale and recompiles */
 	/* mtime and size agree, as after a build that fixes every mtime: only
-	 * the content can tell the old bytes from the new. */
+	 * the content can tell the old bytes from the new. The interpreter that
+	 * runs it can tell for sure (it compiled the source and compared). */
+	for (size_t i = 0; v && i < v->n; i++)
+		if (!strcmp(v->items[i].path, pyc)) {
+			if (!v->items[i].same)
+				why = "timestamp bytecode whose recorded mtime and size equal the source's, compiled from other "
+				      "bytes (the interpreter compiled the source and compared): Python runs it";
+			goto done;
+		}
+	/* Without it, a string the right code must hold: a name in a file
+	 * anyone wrote proves nothing, which is why the trust rule covers the
+	 * cache (importsys.c). */
 	if (marker && contains(code + 16, n - 16, marker) != marker_in_source)
 		why = "timestamp bytecode whose recorded mtime and size equal the source's, compiled from other bytes: "
 		      "Python runs it";
@@ -133,15 +144,97 @@ done:
 	return why;
 }
 
-int oeap_pyc_find(const char *source, int all, const char *marker, int marker_in_source, oeap_pyc_list *out,
-                  oeap_error *err)
+int oeap_pyc_verdicts_add(oeap_pyc_verdicts *v, const char *path, int same)
+{
+	oeap_pyc_verdict *p = realloc(v->items, (v->n + 1) * sizeof(*p));
+	if (!p)
+		return -1;
+	v->items = p;
+	if (!(p[v->n].path = strdup(path)))
+		return -1;
+	p[v->n++].same = same;
+	return 0;
+}
+
+void oeap_pyc_verdicts_free(oeap_pyc_verdicts *v)
+{
+	for (size_t i = 0; i < v->n; i++)
+		free(v->items[i].path);
+	free(v->items);
+	v->items = NULL;
+	v->n = 0;
+}
+
+int oeap_pyc_prefix_dir(const char *prefix, const char *source, char *out, size_t cap)
+{
+	char cwd[PATH_MAX], head[PATH_MAX * 2];
+	const char *slash = strrchr(source, '/');
+	int n;
+	if (source[0] == '/')
+		n = snprintf(head, sizeof(head), "%.*s", slash ? (int)(slash - source) : 0, source);
+	else if (getcwd(cwd, sizeof(cwd)))
+		n = snprintf(head, sizeof(head), "%s/%.*s", cwd, slash ? (int)(slash - source) : 0, source);
+	else
+		return -1;
+	if (n < 0 || (size_t)n >= sizeof(head))
+		return -1;
+	/* importlib's _path_join: each part without its trailing slashes, the
+	 * folder without its leading ones, empty parts left out. */
+	size_t plen = strlen(prefix);
+	while (plen > 1 && prefix[plen - 1] == '/')
+		plen--;
+	const char *h = head;
+	while (*h == '/')
+		h++;
+	size_t hlen = strlen(h);
+	while (hlen && h[hlen - 1] == '/')
+		hlen--;
+	n = hlen ? snprintf(out, cap, "%.*s/%.*s", (int)plen, prefix, (int)hlen, h)
+	         : snprintf(out, cap, "%.*s", (int)plen, prefix);
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+/* The entries of `stem` in the cache folder `cache`, judged as oeap_pyc_find_ex() says. */
+static int scan_cache(const char *cache, const char *stem, int all, const char *src, size_t src_len,
+                      const struct stat *st, const char *marker, int marker_in_source, const oeap_pyc_verdicts *v,
+                      oeap_pyc_list *out, const char *source, oeap_error *err)
+{
+	char path[PATH_MAX * 2];
+	DIR *d = opendir(cache);
+	int error = 0;
+	if (!d) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			return oeap_fail(err, OEAP_ERR_IO, cache, 0, "cannot read it: %s", strerror(errno));
+		return 0;
+	}
+	size_t slen = strlen(stem);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		/* <stem>.<tag>.pyc or <stem>.<tag>.opt-N.pyc, for any interpreter's tag. */
+		size_t n = strlen(e->d_name);
+		if (n < slen + 6 || strncmp(e->d_name, stem, slen) || e->d_name[slen] != '.' ||
+		    strcmp(e->d_name + n - 4, ".pyc"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", cache, e->d_name);
+		const char *why = all ? "compiled from the bytes this command replaced"
+		                      : shadows(path, src, src_len, st, marker, marker_in_source, v);
+		if (why && list_add(out, path, why)) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, source, 0, "out of memory");
+			break;
+		}
+	}
+	closedir(d);
+	return error;
+}
+
+int oeap_pyc_find_ex(const char *source, int all, const char *marker, int marker_in_source,
+                     const char *const *cachedirs, const oeap_pyc_verdicts *v, oeap_pyc_list *out, oeap_error *err)
 {
 	char dir[PATH_MAX], stem[NAME_MAX + 1], path[PATH_MAX * 2];
 	const char *slash = strrchr(source, '/');
 	const char *base = slash ? slash + 1 : source;
 	size_t blen = strlen(base);
 	int error = 0;
-	DIR *d = NULL;
 	char *src = NULL;
 	size_t src_len = 0;
 	struct stat st;
@@ -164,32 +257,32 @@ int oeap_pyc_find(const char *source, int all, const char *marker, int marker_in
 		goto done;
 	}
 	snprintf(path, sizeof(path), "%s/__pycache__", dir);
-	if (!(d = opendir(path))) {
-		if (errno != ENOENT && errno != ENOTDIR)
-			error = oeap_fail(err, OEAP_ERR_IO, path, 0, "cannot read it: %s", strerror(errno));
+	if ((error = scan_cache(path, stem, all, src, src_len, &st, marker, marker_in_source, v, out, source, err)))
 		goto done;
-	}
-	size_t slen = strlen(stem);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		/* <stem>.<tag>.pyc or <stem>.<tag>.opt-N.pyc, for any interpreter's tag. */
-		size_t n = strlen(e->d_name);
-		if (n < slen + 6 || strncmp(e->d_name, stem, slen) || e->d_name[slen] != '.' ||
-		    strcmp(e->d_name + n - 4, ".pyc"))
-			continue;
-		snprintf(path, sizeof(path), "%s/__pycache__/%s", dir, e->d_name);
-		const char *why = all ? "compiled from the bytes this command replaced"
-		                      : shadows(path, src, src_len, &st, marker, marker_in_source);
-		if (why && list_add(out, path, why)) {
-			error = oeap_fail(err, OEAP_ERR_INTERNAL, source, 0, "out of memory");
-			goto done;
-		}
+	for (size_t i = 0; cachedirs && cachedirs[i] && !error; i++) {
+		int seen = !strcmp(cachedirs[i], path);
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = !strcmp(cachedirs[k], cachedirs[i]);
+		if (!seen)
+			error = scan_cache(cachedirs[i], stem, all, src, src_len, &st, marker, marker_in_source, v, out,
+			                   source, err);
 	}
 done:
-	if (d)
-		closedir(d);
 	free(src);
 	return error;
+}
+
+int oeap_pyc_find(const char *source, int all, const char *marker, int marker_in_source, oeap_pyc_list *out,
+                  oeap_error *err)
+{
+	/* This process's prefix: apply and revert run in the server's
+	 * environment, as verify without --env-file does. */
+	const char *prefix = getenv("PYTHONPYCACHEPREFIX");
+	char pdir[PATH_MAX * 2];
+	const char *dirs[2] = {NULL, NULL};
+	if (prefix && *prefix && !oeap_pyc_prefix_dir(prefix, source, pdir, sizeof(pdir)))
+		dirs[0] = pdir;
+	return oeap_pyc_find_ex(source, all, marker, marker_in_source, dirs, NULL, out, err);
 }
 
 int oeap_pyc_remove(const oeap_pyc_list *l, oeap_error *err)
@@ -211,10 +304,14 @@ void oeap_pyc_list_free(oeap_pyc_list *l)
 	l->n = 0;
 }
 
-int oeap_pyc_find_patch(const oeap_patchdef *def, const char *target, int applied, int target_all, int binding_all,
-                        oeap_pyc_list *out, oeap_error *err)
+int oeap_pyc_find_patch_ex(const oeap_patchdef *def, const char *target, int applied, int target_all,
+                           int binding_all, const char *const *cachedirs, const oeap_pyc_verdicts *v,
+                           oeap_pyc_list *out, oeap_error *err)
 {
-	char *binding = oeap_binding_path(def, target);
+	char *binding = oeap_binding_path(def, target), *text = NULL, *library = NULL;
+	size_t len = 0;
+	oeap_error ignore;
+	oeap_error_clear(&ignore);
 	if (!binding)
 		return oeap_fail(err, OEAP_ERR_INTERNAL, target, 0, "out of memory");
 	/* The binding's module name: the import the patched target compiles to
@@ -224,17 +321,36 @@ int oeap_pyc_find_patch(const oeap_patchdef *def, const char *target, int applie
 	snprintf(marker, sizeof(marker), "%s", slash ? slash + 1 : binding);
 	if (strlen(marker) > 3 && !strcmp(marker + strlen(marker) - 3, ".py"))
 		marker[strlen(marker) - 3] = '\0';
-	int rc = oeap_pyc_find(target, target_all, marker, applied, out, err) ||
-	         oeap_pyc_find(binding, binding_all, NULL, 0, out, err);
+	/* The binding module's code holds the library it records (a string
+	 * constant): a pyc of a module rendered for another library (an image
+	 * layer with fixed mtimes after `apply --library`) lacks it. */
+	if (!binding_all && !oeap_read_file(binding, &text, &len, &ignore))
+		library = oeap_binding_recorded_library(def, text, len);
+	int rc = oeap_pyc_find_ex(target, target_all, marker, applied, cachedirs, v, out, err) ||
+	         oeap_pyc_find_ex(binding, binding_all, library, 1, cachedirs, v, out, err);
+	free(library);
+	free(text);
 	free(binding);
 	return rc ? -1 : 0;
 }
 
-int oeap_pyc_check(const oeap_patchdef *def, const char *target, const char *fix, oeap_report *rep, oeap_error *err)
+int oeap_pyc_find_patch(const oeap_patchdef *def, const char *target, int applied, int target_all, int binding_all,
+                        oeap_pyc_list *out, oeap_error *err)
+{
+	const char *prefix = getenv("PYTHONPYCACHEPREFIX");
+	char pdir[PATH_MAX * 2];
+	const char *dirs[2] = {NULL, NULL};
+	if (prefix && *prefix && !oeap_pyc_prefix_dir(prefix, target, pdir, sizeof(pdir)))
+		dirs[0] = pdir;
+	return oeap_pyc_find_patch_ex(def, target, applied, target_all, binding_all, dirs, NULL, out, err);
+}
+
+int oeap_pyc_check_ex(const oeap_patchdef *def, const char *target, const char *fix, const char *const *cachedirs,
+                      const oeap_pyc_verdicts *v, oeap_report *rep, oeap_error *err)
 {
 	oeap_pyc_list l = {NULL, 0};
 	int rc = 0;
-	if (oeap_pyc_find_patch(def, target, 1, 0, 0, &l, err))
+	if (oeap_pyc_find_patch_ex(def, target, 1, 0, 0, cachedirs, v, &l, err))
 		return -1;
 	for (size_t i = 0; i < l.n && !rc; i++)
 		rc = oeap_report_add(rep, "bytecode", 0, 0,
@@ -246,6 +362,16 @@ int oeap_pyc_check(const oeap_patchdef *def, const char *target, const char *fix
 		                     "absent, stale, or compiled from these bytes)");
 	oeap_pyc_list_free(&l);
 	return rc ? oeap_fail(err, OEAP_ERR_INTERNAL, "bytecode", 0, "out of memory") : 0;
+}
+
+int oeap_pyc_check(const oeap_patchdef *def, const char *target, const char *fix, oeap_report *rep, oeap_error *err)
+{
+	const char *prefix = getenv("PYTHONPYCACHEPREFIX");
+	char pdir[PATH_MAX * 2];
+	const char *dirs[2] = {NULL, NULL};
+	if (prefix && *prefix && !oeap_pyc_prefix_dir(prefix, target, pdir, sizeof(pdir)))
+		dirs[0] = pdir;
+	return oeap_pyc_check_ex(def, target, fix, dirs, NULL, rep, err);
 }
 
 json_t *oeap_pyc_list_json(const oeap_pyc_list *l)

@@ -47,8 +47,23 @@ static int offend(oeap_trust_problem *p, const char *path, const struct stat *st
 	return 1;
 }
 
-/* One step of the walk: 1 (and *p) when `path` breaks the rule. */
-static int check_entry(const char *path, const struct stat *st, uid_t owner, oeap_trust_problem *p)
+/* Is `path` (a walked path: no links, no "." or "..") `dir` or below it? */
+static int at_or_below(const char *path, const char *dir)
+{
+	size_t n = dir ? strlen(dir) : 0;
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (!n)
+		return 0;
+	if (n == 1 && dir[0] == '/')
+		return 1;
+	return !strncmp(path, dir, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/* One step of the walk: 1 (and *p) when `path` breaks the rule. `listed`:
+ * a folder the import system lists to find a module (adding an entry is
+ * enough there, so the sticky bit does not help). */
+static int check_entry(const char *path, const struct stat *st, uid_t owner, int listed, oeap_trust_problem *p)
 {
 	if (st->st_uid != 0 && st->st_uid != owner) {
 		char want[512], who[320];
@@ -64,9 +79,20 @@ static int check_entry(const char *path, const struct stat *st, uid_t owner, oea
 	if (S_ISLNK(st->st_mode))
 		return 0;
 	/* Sticky: only an entry's owner may rename or remove it, and the entry
-	 * below is checked next. */
-	if (S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX))
+	 * below is checked next. Only for a folder (the bit means nothing of the
+	 * kind on a file), and not for one the import system lists: there a new
+	 * entry (topk/__init__.py, an extension module, a pyc, a .pth file) is
+	 * imported without replacing anything. */
+	if (S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) && !listed)
 		return 0;
+	if (S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) && (st->st_mode & (S_IWOTH | S_IWGRP)))
+		return offend(p, path, st,
+		              st->st_mode & S_IWOTH
+		                  ? "is writable by others (sticky, but the import system lists this folder: adding an "
+		                    "entry is enough to be imported)"
+		                  : "is writable by its group (sticky, but the import system lists this folder: adding an "
+		                    "entry is enough to be imported)",
+		              "chmod go-w");
 	if (st->st_mode & S_IWOTH)
 		return offend(p, path, st, "is writable by others", "chmod go-w");
 	if (st->st_mode & S_IWGRP)
@@ -82,6 +108,11 @@ static int cannot(oeap_trust_problem *p, const char *path, const char *why)
 }
 
 int oeap_trust_check(const char *path, uid_t owner, oeap_trust_problem *p)
+{
+	return oeap_trust_check_listed(path, owner, NULL, p);
+}
+
+int oeap_trust_check_listed(const char *path, uid_t owner, const char *listed, oeap_trust_problem *p)
 {
 	/* cur: the real path walked so far ("" is "/"); rest: what is left. */
 	static const size_t cap = PATH_MAX * 2 + 2;
@@ -111,7 +142,7 @@ int oeap_trust_check(const char *path, uid_t owner, oeap_trust_problem *p)
 		rc = cannot(p, "/", strerror(errno));
 		goto done;
 	}
-	if ((rc = check_entry("/", &st, owner, p)))
+	if ((rc = check_entry("/", &st, owner, at_or_below("/", listed), p)))
 		goto done;
 	cur[0] = '\0';
 	for (const char *r = rest; *r;) {
@@ -142,7 +173,7 @@ int oeap_trust_check(const char *path, uid_t owner, oeap_trust_problem *p)
 			rc = cannot(p, next, strerror(errno));
 			goto done;
 		}
-		if ((rc = check_entry(next, &st, owner, p)))
+		if ((rc = check_entry(next, &st, owner, at_or_below(next, listed), p)))
 			goto done;
 		if (S_ISLNK(st.st_mode)) {
 			ssize_t k = readlink(next, link, sizeof(link) - 1);
@@ -209,21 +240,24 @@ char *oeap_trust_library_file(const char *library, const char *ld_library_path, 
 	                            : oeap_library_locate(library, ld_library_path, origin, how, sizeof(how));
 }
 
-/* One "trust:WHAT" check; nothing when the path cannot be walked. */
-static int report_path(oeap_report *rep, const oeap_patchdef *def, const char *what, const char *path, uid_t owner,
-                       int escape, int *failed)
+int oeap_trust_report(oeap_report *rep, const oeap_patchdef *def, const char *name, const char *path,
+                      const char *listed, uid_t owner, int escape, int quiet, int *failed, char *last, size_t lastcap)
 {
 	oeap_trust_problem p;
-	char name[64];
-	snprintf(name, sizeof(name), "trust:%s", what);
-	int rc = oeap_trust_check(path, owner, &p);
+	int rc = oeap_trust_check_listed(path, owner, listed, &p);
 	if (rc < 0)
 		return 0;
+	if (rc == 1 && last) {
+		if (!strcmp(last, p.path))
+			return 0; /* said already */
+		snprintf(last, lastcap, "%s", p.path);
+	}
 	if (rc == 0)
-		return oeap_report_add(rep, name, 1, 0,
-		                       "%s: it and every directory above it can be changed by root or the target's owner "
-		                       "only",
-		                       path);
+		return quiet ? 0
+		             : oeap_report_add(rep, name, 1, 0,
+		                               "%s: it and every directory above it can be changed by root or the target's "
+		                               "owner only",
+		                               path);
 	(*failed)++;
 	const char *esc = oeap_trust_escape_name(def);
 	if (escape)
@@ -234,31 +268,73 @@ static int report_path(oeap_report *rep, const oeap_patchdef *def, const char *w
 	                       esc ? " (a development tree may set " : "", esc ? esc : "", esc ? "=true)" : "");
 }
 
+/* One "trust:WHAT" check; nothing when the path cannot be walked. */
+static int report_path(oeap_report *rep, const oeap_patchdef *def, const char *what, const char *path,
+                       const char *listed, uid_t owner, int escape, int *failed)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "trust:%s", what);
+	return oeap_trust_report(rep, def, name, path, listed, owner, escape, 0, failed, NULL, 0);
+}
+
+char *oeap_trust_package_root(const oeap_patchdef *def, const char *target)
+{
+	size_t tlen = strlen(target);
+	for (char *const *alt = def->installed_targets; alt && *alt; alt++) {
+		size_t n = strlen(*alt);
+		if (n < tlen && target[tlen - n - 1] == '/' && !strcmp(target + tlen - n, *alt)) {
+			char *dir = strndup(target, tlen - n - 1);
+			char *real = dir ? realpath(dir[0] ? dir : "/", NULL) : NULL;
+			if (real) {
+				free(dir);
+				return real;
+			}
+			return dir;
+		}
+	}
+	/* No installed layout to strip: the target's own folder. */
+	const char *slash = strrchr(target, '/');
+	char *dir = slash ? strndup(target, slash > target ? (size_t)(slash - target) : 1) : strdup(".");
+	char *real = dir ? realpath(dir, NULL) : NULL;
+	if (real) {
+		free(dir);
+		return real;
+	}
+	return dir;
+}
+
 int oeap_trust_verify(const oeap_patchdef *def, const char *target, const char *library,
                       const char *ld_library_path, const char *origin, int escape, oeap_report *rep)
 {
 	uid_t owner;
 	int failed = 0, rc = 0;
-	char *bind = NULL, *lib = NULL;
+	char *bind = NULL, *lib = NULL, *listed = NULL;
 	struct stat st;
 	if (oeap_trust_target_owner(target, &owner))
 		return 0;
-	if (!(bind = oeap_binding_path(def, target)))
+	/* The folders the import system lists to find the target and the
+	 * binding (site-packages for its .pth files, each package folder down
+	 * to the target's): adding an entry there is enough, so no sticky bit. */
+	if (!(bind = oeap_binding_path(def, target)) || !(listed = oeap_trust_package_root(def, target))) {
+		free(bind);
 		return -1;
-	if ((rc = report_path(rep, def, "target", target, owner, escape, &failed)))
+	}
+	if ((rc = report_path(rep, def, "target", target, listed, owner, escape, &failed)))
 		goto done;
-	if (lstat(bind, &st) == 0 && (rc = report_path(rep, def, "binding", bind, owner, escape, &failed)))
+	if (lstat(bind, &st) == 0 && (rc = report_path(rep, def, "binding", bind, listed, owner, escape, &failed)))
 		goto done;
 	/* A relative path names a file of the server's working directory, not
 	 * of ours: judging the one here would be an "ok" about another file (the
 	 * library check FAILs it already). */
-	if (library && !oeap_library_relative(library) && (lib = oeap_trust_library_file(library, ld_library_path, origin)) &&
-	    (rc = report_path(rep, def, "library", lib, owner, escape, &failed)))
+	if (library && !oeap_library_relative(library) &&
+	    (lib = oeap_trust_library_file(library, ld_library_path, origin)) &&
+	    (rc = report_path(rep, def, "library", lib, NULL, owner, escape, &failed)))
 		goto done;
 	if (escape && !failed)
 		rc = oeap_report_warn(rep, "trust", 0, "%s=true is set, and nothing here needs it: unset it",
 		                      oeap_trust_escape_name(def));
 done:
+	free(listed);
 	free(lib);
 	free(bind);
 	return rc;

@@ -45,6 +45,24 @@ typedef struct oeap_trust_problem {
 int oeap_trust_check(const char *path, uid_t owner, oeap_trust_problem *p);
 
 /*
+ * oeap_trust_check() where `listed` (an absolute path without links, or
+ * NULL) and every folder below it are folders the import system lists to
+ * find a module: adding an entry there is enough to be imported, so the
+ * sticky bit does not exempt them (it still does for the folders above,
+ * where only replacing an entry matters).
+ */
+int oeap_trust_check_listed(const char *path, uid_t owner, const char *listed, oeap_trust_problem *p);
+
+/*
+ * The folder the target's package path starts in (caller frees): the target
+ * without the definition's installed_target that ends it (site-packages, or
+ * a checkout's python/), resolved; the target's own folder when none ends it.
+ * NULL when memory ran out.
+ */
+struct oeap_patchdef;
+char *oeap_trust_package_root(const struct oeap_patchdef *def, const char *target);
+
+/*
  * The owner the rule allows besides root for a checkout whose target is
  * `target`: the target file's owner (whoever owns it already decides what
  * the server runs). -1 when it cannot be stat'ed.
@@ -87,6 +105,17 @@ char *oeap_trust_library_file(const char *library, const char *ld_library_path, 
  */
 int oeap_trust_verify(const struct oeap_patchdef *def, const char *target, const char *library,
                       const char *ld_library_path, const char *origin, int escape, struct oeap_report *rep);
+
+/*
+ * One check named `name` on `path` with oeap_trust_check_listed(): a
+ * failure (a warning with `escape`) counted in *failed; a pass adds an "ok"
+ * line unless `quiet`; a path that cannot be walked adds nothing. `last`
+ * (may be NULL): the offending path of the previous failure, which is not
+ * said twice (updated). -1 only on OOM.
+ */
+int oeap_trust_report(struct oeap_report *rep, const struct oeap_patchdef *def, const char *name, const char *path,
+                      const char *listed, uid_t owner, int escape, int quiet, int *failed, char *last,
+                      size_t lastcap);
 
 /* 1 when the escape setting is true in this process's environment (apply). */
 int oeap_trust_escape_environ(const struct oeap_patchdef *def);

@@ -15,7 +15,8 @@
 #     message says what -C takes (site-packages, --python);
 #  5. --python is the package that interpreter imports, from wherever it is
 #     asked (issue 15, items 2 and 3): not the sglang of the current folder
-#     (a checkout's python/), nor one PYTHONPATH adds, and never a checkout
+#     (a checkout's python/), but the one the server's PYTHONPATH adds (this
+#     environment's: issue 25, item 8), and never a checkout
 #     that encloses the interpreter's site-packages when its package lacks
 #     the target; the interpreter and the file it chose are printed.
 # tests/e2e/test_installed_pip.sh does the same with a real wheel from PyPI.
@@ -118,9 +119,16 @@ expect "status --python from inside a checkout's python/ folder" 1 \
 	bash -c "cd '$ck/python' && '$OEAPATCH' status --python '$vpy' --json"
 has "the venv's site-packages is the root, not the checkout" "\"root\": \"$site\""
 has "the JSON names the interpreter that answered" "\"executable\": \"$vpy\""
+# PYTHONPATH is the server's environment (a unit's Environment=, docker -e):
+# the interpreter imports the sglang it names, so that is the one checked
+# (issue 25, item 8; e2e.test_import has the rest).
 expect "status --python with PYTHONPATH naming the checkout" 1 \
 	env PYTHONPATH="$ck/python" "$OEAPATCH" status --python "$vpy" --json
-has "PYTHONPATH (the caller's, not the server's) is not asked" "\"root\": \"$site\""
+has "PYTHONPATH (the server's environment) is asked: the checkout it names" "\"root\": \"$ck\""
+has "the JSON says which PYTHONPATH" "\"pythonpath\": \"$ck/python\""
+expect "and from inside the checkout's python/ folder without it: the venv's" 1 \
+	bash -c "cd '$ck/python' && unset PYTHONPATH && '$OEAPATCH' status --python '$vpy' --json"
+has "the current folder is not asked" "\"root\": \"$site\""
 expect "verify --python prints the interpreter and the file it chose" 1 \
 	bash -c "cd '$ck/python' && '$OEAPATCH' verify --python '$vpy'"
 has "the line names the interpreter" "python:   $vpy (Python 3."

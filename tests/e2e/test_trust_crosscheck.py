@@ -10,7 +10,8 @@ so that a setting changed after verify cannot load an unchecked library).
 The gate is worth something only when they agree, so this test:
 
 - builds trees that hold a copy of liboea: owner-only and umask-022 modes, a
-  file or a directory writable by group or others, sticky directories with a
+  file or a directory writable by group or others, a sticky file writable by
+  group or others (the bit exempts directories only), sticky directories with a
   good or another user's entry, links from and into world-writable
   directories, links owned by another user, a setgid directory, a tree owned
   by another user; each is judged for a target owned by root and for one
@@ -91,6 +92,10 @@ def build_trees(top, library):
     trees["file 0666"] = lib("f666/liboea.so", 0o666)
     d("f664", 0o755)
     trees["file 0664 (group)"] = lib("f664/liboea.so", 0o664)
+    # The sticky bit exempts directories only: a sticky file anyone can write is refused by both.
+    d("f1666", 0o755)
+    trees["sticky file 1666"] = lib("f1666/liboea.so", 0o1666)
+    trees["sticky file 1664 (group)"] = lib("f1666/group.so", 0o1664)
     d("d777", 0o777)
     d("d777/lib", 0o755)
     trees["directory 0777 above"] = lib("d777/lib/liboea.so")

@@ -250,6 +250,60 @@ static void a_long_path_never_gets_a_cut_fix(void **state)
 	assert_non_null(strstr(p.message, want));
 }
 
+/* The sticky bit exempts folders only: on a file it means nothing of the
+ * kind, and a world-writable sticky file can be rewritten by anyone. */
+static void sticky_file_is_not_exempt(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	mkdir_mode("lib", 0755);
+	file_mode("lib/liboea.so", 01666);
+	assert_int_equal(check("lib/liboea.so", 0, &p), 1);
+	assert_string_equal(p.path, at("lib/liboea.so"));
+	assert_int_equal(p.mode, 01666);
+	assert_non_null(strstr(p.message, "writable by others"));
+	file_mode("lib/group.so", 01664);
+	assert_int_equal(check("lib/group.so", 0, &p), 1);
+	assert_non_null(strstr(p.message, "writable by its group"));
+}
+
+/* In a folder the import system lists (site-packages, a package folder,
+ * __pycache__), adding an entry is enough: the sticky bit does not exempt
+ * it, or any folder below it; above it, it still does (only replacing
+ * matters there). */
+static void sticky_listed_folder_fails(void **state)
+{
+	(void)state;
+	oeap_trust_problem p;
+	char listed[PATH_MAX];
+	mkdir_mode("tmp", 01777);
+	mkdir_mode("tmp/site", 0755);
+	mkdir_mode("tmp/site/pkg", 01777);
+	file_mode("tmp/site/pkg/topk.py", 0644);
+	snprintf(listed, sizeof(listed), "%s", at("tmp/site"));
+	/* the plain rule: sticky, so it passes */
+	assert_int_equal(oeap_trust_check(at("tmp/site/pkg/topk.py"), 0, &p), 0);
+	/* listed from site/: pkg/ is a package folder */
+	assert_int_equal(oeap_trust_check_listed(at("tmp/site/pkg/topk.py"), 0, listed, &p), 1);
+	assert_string_equal(p.path, at("tmp/site/pkg"));
+	assert_non_null(strstr(p.message, "sticky, but the import system lists this folder"));
+	assert_non_null(strstr(p.message, "`chmod go-w "));
+	/* tmp/ is above what is listed: still exempt */
+	assert_int_equal(chmod(at("tmp/site/pkg"), 0755), 0);
+	assert_int_equal(oeap_trust_check_listed(at("tmp/site/pkg/topk.py"), 0, listed, &p), 0);
+	/* the listed folder itself (site-packages: its .pth files) */
+	assert_int_equal(chmod(at("tmp/site"), 01777), 0);
+	assert_int_equal(oeap_trust_check_listed(at("tmp/site/pkg/topk.py"), 0, listed, &p), 1);
+	assert_string_equal(p.path, at("tmp/site"));
+	/* a sticky listed folder nobody else can write is fine */
+	assert_int_equal(chmod(at("tmp/site"), 01755), 0);
+	assert_int_equal(oeap_trust_check_listed(at("tmp/site/pkg/topk.py"), 0, listed, &p), 0);
+	/* a prefix that only shares the name's start is not below it */
+	mkdir_mode("tmp/site2", 01777);
+	file_mode("tmp/site2/x.py", 0644);
+	assert_int_equal(oeap_trust_check_listed(at("tmp/site2/x.py"), 0, listed, &p), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +312,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(group_writable_file_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(world_writable_directory_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(sticky_directory_with_a_good_entry_passes, setup, teardown),
+		cmocka_unit_test_setup_teardown(sticky_file_is_not_exempt, setup, teardown),
+		cmocka_unit_test_setup_teardown(sticky_listed_folder_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_targets_owner_is_trusted, setup, teardown),
 		cmocka_unit_test_setup_teardown(links_are_followed_and_each_step_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(what_cannot_be_walked_is_an_error, setup, teardown),
