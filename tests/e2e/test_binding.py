@@ -791,6 +791,17 @@ def main():
               % (mod._op, has))
         return "torch %s: %s" % (torch.__version__, "registered" if has else "not available")
 
+    @case("one layer routed with fp32, then bf16, then fp16 logits: a plan per dtype")
+    def t_plan_dtype():
+        # The same settings and shapes each time: only the logits' dtype tells
+        # the plans apart (a plan made for fp32 would read bf16 as fp32).
+        out = []
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            out.append(compare("plan dtype %s" % dtype, dict(n=16, E=40, k=6, logits_dtype=dtype),
+                               dict(scoring="softmax"),
+                               call_kwargs=dict(top_k=6, renormalize=True, num_expert_group=None)))
+        return "; ".join(out)
+
     @case("a correction bias updated in place reaches the routing (float64 bias: a copy)")
     def t_bias_update():
         logits, ids, weights, corr = make_inputs(torch, gen, n=16, E=64, k=8, bias=True,
@@ -1064,7 +1075,7 @@ def main():
 
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
                t_weights, t_stats, t_op, t_bias_update, t_min_exact, t_dp_attention,
-               t_token_bias, t_stats_line, t_fallback):
+               t_token_bias, t_stats_line, t_fallback, t_plan_dtype):
         fn()
     return summary()
 

@@ -5,7 +5,8 @@
 # library path that is not UTF-8 (refused before anything is written, naming
 # --library), a UTF-8 one (the module imports), a Python 2 file and a file
 # CPython refuses for its indentation (refused, unchanged), a form feed
-# leading the routing chain's line (lands, verifies, reverts), and a
+# leading the routing chain's line (lands, verifies, reverts), a revert on a
+# file that is not patched (removes the stray binding module), and a
 # core.autocrlf=true repository (the committed patch verifies at HEAD).
 set -u
 
@@ -101,6 +102,18 @@ expect "the patched file compiles" 0 "$PY" -c 'import sys; compile(open(sys.argv
 expect "verify holds" 0 "$OEAPATCH" verify -C "$C"
 expect "revert" 0 "$OEAPATCH" revert -C "$C"
 check "byte-identical after revert" test "$before" = "$(sum "$C/$T")"
+
+echo "== revert on a file that is not patched removes a stray binding module"
+C=$WORK/stray
+fresh "$C" 2025-08_topk_config.py
+expect "apply" 0 "$OEAPATCH" apply -C "$C" --library "$LIB"
+cp "$ERAS/2025-08_topk_config.py" "$C/$T" # the file replaced under it (pip install -U, a checkout)
+expect "revert: nothing to revert in the file" 0 "$OEAPATCH" revert -C "$C"
+has "says it removed the module" "removed a stray binding module"
+check "the module is gone" test ! -e "$C/$B"
+check "the file is as it was" cmp -s "$ERAS/2025-08_topk_config.py" "$C/$T"
+expect "a second revert: nothing at all" 0 "$OEAPATCH" revert -C "$C"
+check "still nothing beside it" test "$(ls -A "$(dirname "$C/$T")")" = topk.py
 
 echo "== core.autocrlf=true"
 R=$WORK/crlf

@@ -784,6 +784,12 @@ static void test_target_alternative_refused(void **state)
 	err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "installed_target 'vllm/layer.py' is not in the package 'sglang'", -1);
 	tu_write(ini, saved, len);
+	/* a package whose name starts with the first one's is another package */
+	edit_ini(f, "installed_target = sglang/srt/layers/moe/topk.py\n",
+	         "installed_target = sglang/srt/layers/moe/topk.py sglangx/topk.py\n");
+	err = load_refused(f);
+	expect_definition_error(&err, "patch.ini", "installed_target 'sglangx/topk.py' is not in the package 'sglang'", -1);
+	tu_write(ini, saved, len);
 	edit_ini(f, "installed_target = sglang/srt/layers/moe/topk.py\n", "installed_target = \n");
 	err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "installed_target: expected one or more relative paths", -1);
