@@ -237,6 +237,19 @@ if "$PY" -m venv --without-pip "$V" >/dev/null 2>&1; then
 	: >"$SP/sglang/__init__.py"
 	expect "--python: both packages are refused" 2 "$X" --python "$WORK/python" apply
 	has "--python: says how to pick" "--patch method-oea or --patch sglang-oea picks one"
+	# Installed only because the other requires it (SGLang 0.4.x requires vLLM):
+	# not a candidate. pip marks what the user asked for with REQUESTED.
+	mkdir -p "$SP/sglang-0.4.4.dist-info" "$SP/demo-1.0.dist-info"
+	printf 'Metadata-Version: 2.1\nName: sglang\nVersion: 0.4.4\nRequires-Dist: demo==1.0; extra == "srt"\n' \
+		>"$SP/sglang-0.4.4.dist-info/METADATA"
+	: >"$SP/sglang-0.4.4.dist-info/REQUESTED"
+	printf 'Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n' >"$SP/demo-1.0.dist-info/METADATA"
+	expect "--python: the one only required by the other is no candidate" 1 "$X" --python "$WORK/python" status --json
+	check "--python: sglang-oea chosen" [ "$(json 'd["definition"]["name"]')" = "sglang-oea" ]
+	: >"$SP/demo-1.0.dist-info/REQUESTED"
+	expect "--python: both asked for in their own right: refused" 2 "$X" --python "$WORK/python" apply
+	has "--python: says how to pick again" "--patch method-oea or --patch sglang-oea picks one"
+	rm -rf "$SP/sglang-0.4.4.dist-info" "$SP/demo-1.0.dist-info"
 	rm -rf "$SP/sglang" "$SP/demo"
 	expect "--python: neither package" 2 "$X" --python "$WORK/python" status
 	has "--python: names what it looked for" "imports no framework oeapatch has a definition for (looked for Demo (method-oea"
