@@ -38,6 +38,37 @@ static int keep_containing(const oeap_anchor_def *a, const pysource *src, TSNode
 	return 0;
 }
 
+/*
+ * Another definition's region holding one of an anchor's candidates (its
+ * call site binds the same names right after the same chain): the name and
+ * version from its opening marker ("# >>> oeapatch NAME/V REGION ...") into
+ * `other`, and its line. 0 when no candidate sits in a region of another
+ * definition than `def`.
+ */
+static long foreign_region(const oeap_patchdef *def, const pysource *src, const TSNode *nodes, size_t n,
+                           char *other, size_t cap)
+{
+	static const char mark[] = "# >>> oeapatch ";
+	for (size_t i = 0; i < n; i++) {
+		size_t ls = pysource_line_start(src, pysource_start(src, nodes[i]));
+		if (ls == 0)
+			continue;
+		size_t prev = pysource_line_start(src, ls - 1);
+		while (prev < ls && (src->buf[prev] == ' ' || src->buf[prev] == '\t' || src->buf[prev] == '\f'))
+			prev++;
+		if (ls - prev <= sizeof(mark) - 1 || memcmp(src->buf + prev, mark, sizeof(mark) - 1) != 0)
+			continue;
+		const char *name = src->buf + prev + sizeof(mark) - 1;
+		size_t len = strcspn(name, " \r\n");
+		size_t slash = strcspn(name, "/");
+		if (slash < len && (strlen(def->name) != slash || strncmp(name, def->name, slash) != 0)) {
+			snprintf(other, cap, "%.*s", (int)len, name);
+			return pysource_line_of(src, prev);
+		}
+	}
+	return 0;
+}
+
 int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anchors *out,
                          oeap_error *err)
 {
@@ -70,10 +101,20 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 			                 scope_what, a->unmatched ? ": " : "", a->unmatched ? a->unmatched : "");
 		}
 		if (n > 1 && !a->pick_last) {
-			char lines[256];
+			char lines[256], other[128];
 			lines_list(src, nodes, n, lines, sizeof(lines));
 			long first = pysource_line_of(src, pysource_start(src, nodes[0]));
+			long at = foreign_region(def, src, nodes, n, other, sizeof(other));
 			free(nodes);
+			if (at) {
+				char name[128];
+				snprintf(name, sizeof(name), "%.*s", (int)strcspn(other, "/"), other);
+				return oeap_fail(err, OEAP_ERR_ANCHOR, where, at,
+				                 "the file carries a region of another patch definition, %s (line %ld), "
+				                 "inside which sits a second candidate for %s (lines %s): two definitions "
+				                 "cannot both patch one file; `oeapatch --patch %s revert` takes that one out",
+				                 other, at, a->describe, lines, name);
+			}
 			return oeap_fail(err, OEAP_ERR_ANCHOR, where, first,
 			                 "ambiguous: %zu candidates for %s (lines %s); refusing to guess", n,
 			                 a->describe, lines);

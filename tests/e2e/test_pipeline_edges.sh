@@ -6,7 +6,8 @@
 # --library), a UTF-8 one (the module imports), a Python 2 file and a file
 # CPython refuses for its indentation (refused, unchanged), a form feed
 # leading the routing chain's line (lands, verifies, reverts), a revert on a
-# file that is not patched (removes the stray binding module), and a
+# file that is not patched (removes the stray binding module), a second
+# definition on a file another one patched (refused, naming the other), and a
 # core.autocrlf=true repository (the committed patch verifies at HEAD).
 set -u
 
@@ -114,6 +115,20 @@ check "the module is gone" test ! -e "$C/$B"
 check "the file is as it was" cmp -s "$ERAS/2025-08_topk_config.py" "$C/$T"
 expect "a second revert: nothing at all" 0 "$OEAPATCH" revert -C "$C"
 check "still nothing beside it" test "$(ls -A "$(dirname "$C/$T")")" = topk.py
+
+echo "== a second definition on a file another one patched"
+C=$WORK/twodefs
+fresh "$C" 2025-08_topk_config.py
+mkdir -p "$WORK/defs" && cp -r "$SRC/patches/binding-core" "$SRC/patches/sglang-oea" "$WORK/defs/"
+mv "$WORK/defs/sglang-oea" "$WORK/defs/other-oea"
+sed -i -e 's/^name = sglang-oea$/name = other-oea/' -e 's/^module = _oeapatch_sglang_oea$/module = _oeapatch_other_oea/' \
+	"$WORK/defs/other-oea/patch.ini"
+expect "sglang-oea applies" 0 "$OEAPATCH" apply -C "$C" --library "$LIB"
+before=$(sum "$C/$T")
+expect "other-oea on it: refused" 1 "$OEAPATCH" --patch "$WORK/defs/other-oea" apply -C "$C" --library "$LIB"
+has "naming the other definition's region" "the file carries a region of another patch definition, sglang-oea/2"
+has "and how to take it out" "oeapatch --patch sglang-oea revert"
+check "nothing written" test "$before" = "$(sum "$C/$T")" -a ! -e "$(dirname "$C/$T")/_oeapatch_other_oea.py"
 
 echo "== core.autocrlf=true"
 R=$WORK/crlf
