@@ -46,6 +46,7 @@ a CPU, so the capture rule is called with the release's descriptors.)
 """
 
 import argparse
+import fcntl
 import dataclasses
 import importlib.util
 import inspect
@@ -293,7 +294,11 @@ def main():
             continue
         print("== vllm %s" % version)
         sys.stdout.flush()
-        with tempfile.TemporaryDirectory(prefix="oeapatch-vllm-release-") as tmp:
+        # tests/vllm/run_releases.py patches this environment in place under
+        # this lock: its files are copied and imported only between its runs.
+        run_lock = open(os.path.join(CACHE, ".lock-run-vllm-%s" % version), "w")
+        fcntl.flock(run_lock, fcntl.LOCK_EX)
+        with run_lock, tempfile.TemporaryDirectory(prefix="oeapatch-vllm-release-") as tmp:
             tree = patched_copy(oeapatch, env, args.library, tmp) if version in V0 else ""
             rc = subprocess.call([python, os.path.abspath(__file__), "--child", "--library",
                                   args.library, "--tree", tree] + (["-v"] if args.v else []),

@@ -35,6 +35,16 @@ if os.environ.get("OEAPATCH_BENCH_ROUTING_CHILD") != "1":
     from run_releases import releases  # releases.txt, read one way
 
     version = sys.argv[1] if len(sys.argv) > 1 else releases()[-1]
+    # run_releases.py patches this environment in place (and revert takes the
+    # patch out again) under this lock: a topk.py read between its steps may
+    # import a binding module that is not there yet. Held until the check ends.
+    import fcntl
+
+    cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+    os.makedirs(cache, exist_ok=True)
+    run_lock = open(os.path.join(cache, ".lock-run-%s" % version), "w")
+    fcntl.flock(run_lock, fcntl.LOCK_EX)
     made = subprocess.run([os.path.join(HERE, "make_env.sh"), version], capture_output=True,
                           text=True)
     if made.returncode != 0:
