@@ -247,25 +247,18 @@ def load_library(path):
     problem = library_path_problem(path)
     if problem:
         raise OSError(problem)
-    # Trusted before it is loaded; a bare name is found by the loader's search
-    # path (the server's environment, ld.so.cache), so it is checked as soon as
-    # the loader has said which file it opened.
-    if "/" in path:
-        _check_trust(path)
+    # Trusted before it is loaded (loading runs its constructors): a bare name
+    # is first found the way the loader will find it (_locate), and that file
+    # is checked and then opened.
+    if "/" not in path:
+        path = _locate(path)
+    _check_trust(path)
     if OeaProblem is None:
         _declare_structs()
     if ctypes.sizeof(OeaProblem) != PROBLEM_SIZE:
         raise RuntimeError("this module's oea_problem is %d bytes, its patch definition declares %d"
                            % (ctypes.sizeof(OeaProblem), PROBLEM_SIZE))
     lib = ctypes.CDLL(path)
-    if "/" not in path:
-        found = _loaded_file(lib)
-        if found is None:
-            # Never judge another file (path relative to our working
-            # directory) in place of the one the loader opened.
-            raise OSError("the loader found %s, but cannot say which file it opened (no dlinfo), so the "
-                          "trust rule cannot be checked: give {{env_prefix}}LIBRARY an absolute path" % path)
-        _check_trust(found)
     missing = [name for name in LIBRARY_SYMBOLS if not hasattr(lib, name)]
     if missing:
         raise RuntimeError("does not export %s, which this module calls (not a liboea of ABI %d)"
@@ -389,24 +382,120 @@ def _target_owner():
     return 0
 
 
-def _loaded_file(lib):
-    """The file the loader opened for a ctypes handle (dlinfo's link map)."""
-    import ctypes
+# Where dlopen finds a bare file name, worked out without loading anything:
+# the search oeapatch's src/libsearch.c does for `verify` (the directories of
+# LD_LIBRARY_PATH, the loader cache, the system directories; a folder whose
+# glibc-hwcaps, tls or platform subfolders hold the name is refused, since the
+# loader would choose among them by the CPU's features).
+_CACHE_FLAGS = {"x86_64": 0x0303, "aarch64": 0x0a03}
+_SYSTEM_DIRS = {"x86_64": ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"),
+                "aarch64": ("/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")}
+_LEGACY = ("x86_64", "haswell", "xeon_phi", "avx512_1")
 
-    class _LinkMap(ctypes.Structure):
-        _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
 
-    libdl = ctypes.CDLL(None)
-    dlinfo = getattr(libdl, "dlinfo", None)
-    if dlinfo is None:
-        return None
-    dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    dlinfo.restype = ctypes.c_int
-    lmap = ctypes.POINTER(_LinkMap)()
-    if dlinfo(lib._handle, 2, ctypes.byref(lmap)) != 0 or not lmap:  # RTLD_DI_LINKMAP
-        return None
-    name = lmap.contents.l_name
-    return os.fsdecode(name) if name else None
+def _elf_ok(path):
+    """A regular ELF file of this process's class, byte order and machine, or
+    no ELF at all (the loader stops on it: found, and loading says why)."""
+    import sys
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+        with open(sys.executable, "rb") as f:
+            mine = f.read(20)
+    except OSError:
+        return False
+    if not os.path.isfile(path):
+        return False
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return True
+    return len(mine) < 20 or (head[4:6] == mine[4:6] and head[18:20] == mine[18:20])
+
+
+def _in_subfolder(folder, name):
+    import platform
+
+    for sub in ("glibc-hwcaps", "tls"):
+        base = os.path.join(folder, sub)
+        if _elf_ok(os.path.join(base, name)):
+            return True
+        try:
+            entries = os.listdir(base)
+        except OSError:
+            entries = ()
+        if any(_elf_ok(os.path.join(base, e, name)) for e in entries if not e.startswith(".")):
+            return True
+    return any(_elf_ok(os.path.join(folder, sub, name)) for sub in (platform.machine(),) + _LEGACY)
+
+
+def _from_cache(name):
+    """(file, ambiguous) from /etc/ld.so.cache (glibc's new format)."""
+    import platform
+    import struct
+
+    try:
+        with open("/etc/ld.so.cache", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None, False
+    base = 0
+    if data.startswith(b"ld.so-1.7.0"):
+        base = (16 + struct.unpack_from("<I", data, 12)[0] * 12 + 7) & ~7
+    if data[base:base + 20] != b"glibc-ld.so.cache1.1":
+        return None, False
+    want = _CACHE_FLAGS.get(platform.machine(), 0x0003)
+    nlibs = struct.unpack_from("<I", data, base + 20)[0]
+    found, ambiguous, key_wanted = None, False, name.encode()
+    for i in range(nlibs):
+        at = base + 48 + i * 24
+        if at + 24 > len(data):
+            break
+        flags, key, value, _, hwcap = struct.unpack_from("<iIIIQ", data, at)
+        if flags != want:
+            continue
+        k = data[base + key:data.index(b"\0", base + key)]
+        if k != key_wanted:
+            continue
+        if hwcap:
+            ambiguous = True
+        elif found is None:
+            found = os.fsdecode(data[base + value:data.index(b"\0", base + value)])
+    return found, ambiguous
+
+
+def _locate(name):
+    """The file dlopen would open for the bare file name `name` in this
+    process; raises OSError naming what was searched when none."""
+    import platform
+    import re
+
+    subfolders = ("%s has a glibc-hwcaps, tls or platform subfolder holding %s: the loader "
+                  "picks among them by the CPU's features; give {{env_prefix}}LIBRARY an "
+                  "absolute path")
+    for folder in re.split("[:;]", os.environ.get("LD_LIBRARY_PATH", "")):
+        if not folder:
+            continue
+        if not folder.startswith("/"):
+            raise OSError("LD_LIBRARY_PATH has the relative entry %s: give {{env_prefix}}LIBRARY an "
+                          "absolute path" % folder)
+        if _in_subfolder(folder, name):
+            raise OSError(subfolders % (folder, name))
+        if _elf_ok(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    found, ambiguous = _from_cache(name)
+    if found:
+        return found
+    if ambiguous:
+        raise OSError("the loader cache lists %s only for CPU feature levels (glibc-hwcaps): give "
+                      "{{env_prefix}}LIBRARY an absolute path" % name)
+    for folder in _SYSTEM_DIRS.get(platform.machine(), ()) + ("/lib64", "/usr/lib64", "/lib",
+                                                              "/usr/lib"):
+        if _in_subfolder(folder, name):
+            raise OSError(subfolders % (folder, name))
+        if _elf_ok(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    raise OSError("%s: not found where the loader searches (LD_LIBRARY_PATH=%r, the loader cache, "
+                  "the system directories)" % (name, os.environ.get("LD_LIBRARY_PATH", "")))
 
 
 def _check_trust(path):

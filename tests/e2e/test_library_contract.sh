@@ -217,6 +217,10 @@ EOF
 	expect "a bare name found there: verify fails" 1 env LD_LIBRARY_PATH="$WORK/open" \
 		SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
 	check "the constructor did not run (a bare name)" test ! -e "$MARK"
+	expect "the module, started with that LD_LIBRARY_PATH, refuses it" 1 imp "$C" SGLANG_OEA_K0=3 \
+		SGLANG_OEA_LIBRARY=liboea.so.2 LD_LIBRARY_PATH="$WORK/open"
+	has "for the trust rule" "refused: $WORK/open"
+	check "the constructor did not run (the binding, a bare name)" test ! -e "$MARK"
 	expect "apply --library with that bare name: refused" 2 env LD_LIBRARY_PATH="$WORK/open" \
 		"$OEAPATCH" apply -C "$C8" --library liboea.so.2
 	check "the constructor did not run (apply, a bare name)" test ! -e "$MARK"
