@@ -153,10 +153,13 @@ def _captured_verdict(mode, desc):
     `uniform_decode` in 0.10 - 0.11 (False may still be a decode batch: off),
     `uniform` with `num_reqs` from 0.12 (a uniform speculative verify batch
     too: the metadata tells it apart)."""
-    if mode == "NONE" and desc is None:
-        # The GPU model runner of v1/worker/gpu (the default from about 0.26)
-        # captures its FULL graphs running the model under mode NONE with no
-        # batch descriptor: the graph's key is in the capturing frame.
+    if mode == "NONE":
+        # The GPU model runner of v1/worker/gpu (0.26 on; the default runner
+        # in 0.33) captures its FULL graphs running the model under mode NONE
+        # with batch_descriptor=None (which 0.33's set_forward_context turns
+        # into a BatchDescriptor of the token count alone): the graph's key is
+        # in the capturing frame. Other runners capture under FULL or
+        # PIECEWISE.
         return _runner_capture_verdict(_runner_capture_key())
     uniform = getattr(desc, "uniform_decode", None) or (
         getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
@@ -210,13 +213,20 @@ def _runner_capture_verdict(desc):
     batch with a prefill. A FULL graph with neither (FULL mode's mixed
     graphs) replays prefills too: off. Micro-batched (DBO) graphs run the
     model in other threads: off. The attention metadata decides the rest
-    (a verify batch of speculative decoding)."""
+    (a verify batch of speculative decoding). Releases whose descriptor has
+    no `max_query_len` (0.26) key uniform graphs by token count alone, with
+    no decode eligibility (get_uniform_token_count): a graph of requests of
+    k > 1 tokens each replays uniform prefill chunks of k tokens too, so
+    there only graphs of one token per request are taken."""
     if desc is None or getattr(getattr(desc, "cg_mode", None), "name", None) != "FULL":
         return "cuda_graph"
     if getattr(desc, "num_ubatches", 1) != 1:
         return "cuda_graph"
-    if getattr(desc, "uniform_token_count", None) is None and \
-            getattr(desc, "max_query_len", None) is None:
+    uniform = getattr(desc, "uniform_token_count", None)
+    bound = getattr(desc, "max_query_len", None)
+    if uniform is None and bound is None:
+        return "cuda_graph"
+    if uniform not in (None, 1) and not hasattr(desc, "max_query_len"):
         return "cuda_graph"
     return None
 

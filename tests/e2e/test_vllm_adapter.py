@@ -106,7 +106,11 @@ def install(tmp, text):
                 "class BatchExecutionDescriptor:\n    cg_mode: object\n    num_tokens: int\n"
                 "    num_reqs: object\n    uniform_token_count: object = None\n"
                 "    max_query_len: object = None\n    num_active_loras: int = 0\n"
-                "    num_ubatches: int = 1\n")
+                "    num_ubatches: int = 1\n\n\n"
+                "@dataclasses.dataclass(frozen=True)\n"
+                "class BatchExecutionDescriptor026:  # 0.26's: no max_query_len, no DBO\n"
+                "    cg_mode: object\n    num_tokens: int\n    num_reqs: object\n"
+                "    uniform_token_count: object = None\n    num_active_loras: int = 0\n")
     with open(os.path.join(moe, MODULE + ".py"), "w", encoding="utf-8") as f:
         f.write(text)
     with open(os.path.join(tmp, "vllm", "forward_context.py"), "w") as f:
@@ -247,6 +251,17 @@ def main():
                 check(got == want, "%r: %r, not %r" % (desc, got, want))
             check(m._captured_verdict("NONE", None) == "cuda_graph",
                   "a capture with no key in the calling frames is allowed")
+            # 0.26: uniform graphs keyed by token count alone (no decode
+            # eligibility): one token per request only
+            D026 = cg.BatchExecutionDescriptor = cg.BatchExecutionDescriptor026
+            try:
+                for desc, want in ((D026(full, 8, 8, uniform_token_count=1), None),
+                                   (D026(full, 8, 2, uniform_token_count=4), "cuda_graph"),
+                                   (D026(full, 8, 8), "cuda_graph")):
+                    got = capture(desc)
+                    check(got == want, "0.26 %r: %r, not %r" % (desc, got, want))
+            finally:
+                cg.BatchExecutionDescriptor = D
             # the context as that runner sets it, while capturing (on a CPU the
             # capture probe is the adapter's; it is what a graph capture says)
             probe, m._capturing = m._capturing, lambda: True
