@@ -324,6 +324,12 @@ def dtype_routers(cfg):
     return out
 
 
+def per_row(weights, scores, ids, tol):
+    """Whether weights are scores[ids] times one factor per row (within tol)."""
+    ratio = weights.float() / scores.gather(1, ids.long()).clamp_min(1e-30)
+    return bool(((ratio.amax(1) - ratio.amin(1)).abs() <= tol * ratio.abs().amax(1)).all())
+
+
 def run_dtypes():
     """{("dtype", path, dtype name): (weights, ids)} for the decode batch, its
     logits cast to each dtype, under a decode forward context."""
@@ -559,6 +565,15 @@ def phase_on_issue24(ref, binding, oracle):
                 w, i = got[("dtype", path, dname)]
                 rw, ri = ref[("dtype", path, dname)]
                 _, logits = inputs("decode")
+                scores = torch.sigmoid(logits.to(dtype).float())
+                tol = 1e-3 if dtype == torch.float32 else 2e-2
+                if p["bias"] and per_row(rw, scores + correction_bias(), ri, tol) and \
+                        not per_row(rw, scores, ri, tol):
+                    # 0.6.6's grouped_topk adds the bias to the scores in place,
+                    # so its weights are score + bias: not reproducible, left alone
+                    check(same(w, rw) and same(i, ri), "weights of score + bias re-routed")
+                    check(binding.host_counts()["skipped"]["weights"] > 0, "not counted")
+                    return "this release's weights are score + bias: left alone (weights)"
                 ew, ei, _ = oracle.route(logits.to(dtype), ri, rw.float(), k0=K0,
                                          num_shared=0, scoring=p["scoring"], renormalize=True,
                                          groups=p["groups"] if p["groups"] > 1 else 0,
