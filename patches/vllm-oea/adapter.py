@@ -11,13 +11,18 @@ TARGET_FILE = ("base_router.py" if os.path.exists(os.path.join(
 METRICS_PREFIX = "vllm:oea_"
 SKIP_REASONS = ("extend", "speculative", "no_mode", "piecewise", "cuda_graph", "dp_attention",
                 "small_batch", "large_batch", "custom_routing", "zero_expert", "simulator",
-                "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring", "device",
-                "error")
+                "hash", "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring",
+                "device", "error")
 DECODE_DETECTION = ("the forward context's attention metadata, or V0's attn_metadata in "
                     "the calling frames (no prefill%s); off under "
                     "piecewise CUDA graphs and data parallelism; full graphs of uniform "
                     "decode batches only" % (", speculative verify too" if SPECULATIVE else
                                              ", query length 1"))
+
+
+def _capturing():
+    """Whether a CUDA graph is being captured on the current stream."""
+    return _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing()
 
 # ------------------------------------------------------------------ the gate
 
@@ -115,7 +120,7 @@ def _context_verdict(ctx):
         # the calling frames, if any. V0 captures CUDA graphs of padded decode
         # batches, whose valid row count it does not hand down: off there, as
         # with a context (_captured_verdict of no mode).
-        if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
+        if _capturing():
             return "cuda_graph"
         meta = _frame_metadata()
         return "no_mode" if meta is None else _metas_verdict(meta)
@@ -134,7 +139,7 @@ def _context_verdict(ctx):
         # Keyed by token count alone, shared by decode and mixed batches: a
         # decision captured into one would be wrong for the other.
         return "piecewise"
-    if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
+    if _capturing():
         reason = _captured_verdict(mode, getattr(ctx, "batch_descriptor", None))
         if reason is not None:
             return reason
@@ -149,9 +154,80 @@ def _captured_verdict(mode, desc):
     `uniform_decode` in 0.10 - 0.11 (False may still be a decode batch: off),
     `uniform` with `num_reqs` from 0.12 (a uniform speculative verify batch
     too: the metadata tells it apart)."""
+    if mode == "NONE":
+        # The GPU model runner of v1/worker/gpu (0.26 on; the default runner
+        # in 0.33) captures its FULL graphs running the model under mode NONE
+        # with batch_descriptor=None (which 0.33's set_forward_context turns
+        # into a BatchDescriptor of the token count alone): the graph's key is
+        # in the capturing frame. Other runners capture under FULL or
+        # PIECEWISE.
+        return _runner_capture_verdict(_runner_capture_key())
     uniform = getattr(desc, "uniform_decode", None) or (
         getattr(desc, "uniform", False) and getattr(desc, "num_reqs", None))
     if mode != "FULL" or not uniform:
+        return "cuda_graph"
+    return None
+
+
+# v1/worker/gpu/cudagraph_utils.py (0.26 on): CudaGraphManager.capture loops
+# `for desc in descs:` over BatchExecutionDescriptors and, for a FULL one,
+# runs forward_fn(CUDAGraphMode.NONE) inside torch.cuda.graph(), whose
+# set_forward_context passes batch_descriptor=None. The model's MoE custom op
+# runs the router eagerly below that frame (through the compiled model's
+# frames: a deep stack), so the key is read from there, once per call while
+# a graph is captured.
+_CAPTURE_DEPTH = 256
+
+
+def _runner_capture_key():
+    """The BatchExecutionDescriptor of the graph being captured by the GPU
+    model runner, from the calling frames, or None."""
+    root = (__package__ or "").split(".", 1)[0] or "vllm"
+    cls = getattr(sys.modules.get(root + ".v1.worker.gpu.cudagraph_utils"),
+                  "BatchExecutionDescriptor", None)
+    if cls is None:
+        return None
+    try:
+        frame = sys._getframe(1)
+    except ValueError:
+        return None
+    for _ in range(_CAPTURE_DEPTH):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "capture" and "desc" in frame.f_code.co_varnames:
+            desc = frame.f_locals.get("desc")
+            if isinstance(desc, cls):
+                return desc
+        frame = frame.f_back
+    return None
+
+
+def _runner_capture_verdict(desc):
+    """None when the GPU model runner's graph keyed by `desc` replays decode
+    batches only, else "cuda_graph". CudaGraphManager.dispatch replays a FULL
+    graph for a batch only where _is_compatible holds: a graph with
+    `uniform_token_count` (a uniform decode graph) only for batches whose
+    requests all have exactly that many tokens and that the runner found
+    decode-eligible (gather_batch_req_state: no prefill but one-token
+    extensions); one with `max_query_len` (a varlen decode graph) only for
+    batches with a max_query_len, which the runner passes as None for any
+    batch with a prefill. A FULL graph with neither (FULL mode's mixed
+    graphs) replays prefills too: off. Micro-batched (DBO) graphs run the
+    model in other threads: off. The attention metadata decides the rest
+    (a verify batch of speculative decoding). Releases whose descriptor has
+    no `max_query_len` (0.26) key uniform graphs by token count alone, with
+    no decode eligibility (get_uniform_token_count): a graph of requests of
+    k > 1 tokens each replays uniform prefill chunks of k tokens too, so
+    there only graphs of one token per request are taken."""
+    if desc is None or getattr(getattr(desc, "cg_mode", None), "name", None) != "FULL":
+        return "cuda_graph"
+    if getattr(desc, "num_ubatches", 1) != 1:
+        return "cuda_graph"
+    uniform = getattr(desc, "uniform_token_count", None)
+    bound = getattr(desc, "max_query_len", None)
+    if uniform is None and bound is None:
+        return "cuda_graph"
+    if uniform not in (None, 1) and not hasattr(desc, "max_query_len"):
         return "cuda_graph"
     return None
 
@@ -201,6 +277,8 @@ _layers_seen = weakref.WeakSet()  # the layers (or routers) whose calls reached 
 def _owner_verdict(owner):
     """None when OEA can reproduce the routing of `owner` (the FusedMoE layer,
     0.12 - 0.14, or its router, 0.15 on), else the skip reason; per type."""
+    if _hash_table(owner) is not None:
+        return "hash"
     kind = type(owner)
     if kind not in _owner_skip:
         name = kind.__name__
@@ -217,6 +295,19 @@ def _owner_verdict(owner):
         if _SIMULATOR and not type(owner).__name__.endswith("Router"):
             return "simulator"
     return reason
+
+
+def _hash_table(owner):
+    """The token-id table of a hash-routed layer (FusedTopKBiasRouter's
+    `_hash_indices_table`, 0.33's CPURouter's `hash_indices_table`:
+    DeepSeek-V4's hash layers), or None. Such a layer takes each token's
+    experts from the table by its input id, not from its scores: nothing for
+    OEA to re-route (the ROCm aiter torch path of fused_topk_bias looks the
+    ids up in the table; re-routing them by score would move every row)."""
+    table = getattr(owner, "_hash_indices_table", None)
+    if table is None:
+        table = getattr(owner, "hash_indices_table", None)
+    return table
 
 
 def route(router_logits, topk_weights, topk_ids, owner=None, top_k=_MISSING,
@@ -307,6 +398,36 @@ def _layer(owner, top_k, renormalize, use_grouped_topk, num_expert_group, topk_g
             bias, _setting(renormalize, owner, "renormalize", True))
 
 
+_moe_classes = []  # the release's MoE layer classes, once one is loaded
+
+
+def _moe_layer_types():
+    """The classes whose instances are the model's MoE layers, in this
+    release: FusedMoE (layer.py, 0.5 - about 0.32; models subclass it, e.g.
+    SharedFusedMoE) and MoERunnerInterface (runner/, 0.33: what
+    FusedMoEFactory returns, MoERunner and the models' runners). Looked up
+    lazily in the modules already imported (a model with MoE layers has
+    imported them), never imported here."""
+    if not _moe_classes:
+        root = (__package__ or "").split(".", 1)[0] or "vllm"
+        found = []
+        for module, name in ((".model_executor.layers.fused_moe.layer", "FusedMoE"),
+                             (".model_executor.layers.fused_moe.runner.moe_runner_interface",
+                              "MoERunnerInterface")):
+            cls = getattr(sys.modules.get(root + module), name, None)
+            if isinstance(cls, type):
+                found.append(cls)
+        if not found:
+            return ()
+        _moe_classes.append(tuple(found))
+    return _moe_classes[0]
+
+
+def _is_moe_layer(obj):
+    types = _moe_layer_types()
+    return bool(types) and isinstance(obj, types)
+
+
 def _caller_layer():
     """0.6 - 0.11 (a staticmethod, no owner): the FusedMoE layer of the quant
     method's apply(layer, ...) that called select_experts, for the statistics."""
@@ -315,7 +436,7 @@ def _caller_layer():
         if frame is None:
             return None
         layer = frame.f_locals.get("layer", frame.f_locals.get("self"))
-        if type(layer).__name__.endswith("FusedMoE"):
+        if _is_moe_layer(layer):
             return layer
         frame = frame.f_back
     return None
@@ -340,7 +461,7 @@ def never_routed():
                                             if p.owners and p.owners[0] is not None}
     out = []
     for name, layer in layers.items():
-        if type(layer).__name__.endswith("FusedMoE"):
+        if _is_moe_layer(layer):
             router = getattr(layer, "router", None)
             if id(layer) not in seen and (router is None or id(router) not in seen):
                 out.append(name)
@@ -381,8 +502,11 @@ def _first_forward(module, args):
     """The first forwards' pre-hook: the model's FusedMoE layers by name."""
     global _model_layers, _first_forward_hook
     _first_forward_budget[0] -= 1
-    found = {name: weakref.ref(sub) for name, sub in module.named_modules()
-             if type(sub).__name__.endswith("FusedMoE")}
+    found = {}
+    for name, sub in module.named_modules():
+        # the outermost MoE layer only (a layer holding another is one layer)
+        if _is_moe_layer(sub) and not any(name.startswith(n + ".") for n in found):
+            found[name] = weakref.ref(sub)
     if found or _first_forward_budget[0] <= 0:
         _model_layers = found
         if _first_forward_hook is not None:

@@ -88,7 +88,29 @@ def install(tmp, text):
     for part in PACKAGE.split("."):
         d = os.path.join(d, part)
         open(os.path.join(d, "__init__.py"), "w").close()
-    open(os.path.join(moe, "layer.py"), "w").close()
+    # The classes the adapter identifies MoE layers by (isinstance), where the
+    # release defines them: FusedMoE (layer.py) and 0.33's MoERunnerInterface.
+    with open(os.path.join(moe, "layer.py"), "w") as f:
+        f.write("import torch\n\n\nclass FusedMoE(torch.nn.Module):\n    pass\n")
+    os.makedirs(os.path.join(moe, "runner"))
+    open(os.path.join(moe, "runner", "__init__.py"), "w").close()
+    with open(os.path.join(moe, "runner", "moe_runner_interface.py"), "w") as f:
+        f.write("import torch\n\n\nclass MoERunnerInterface(torch.nn.Module):\n    pass\n")
+    # The GPU model runner's capture key (v1/worker/gpu/cudagraph_utils.py)
+    gpu = os.path.join(tmp, "vllm", "v1", "worker", "gpu")
+    os.makedirs(gpu)
+    for d in ("v1", os.path.join("v1", "worker"), os.path.join("v1", "worker", "gpu")):
+        open(os.path.join(tmp, "vllm", d, "__init__.py"), "w").close()
+    with open(os.path.join(gpu, "cudagraph_utils.py"), "w") as f:
+        f.write("import dataclasses\n\n\n@dataclasses.dataclass(frozen=True)\n"
+                "class BatchExecutionDescriptor:\n    cg_mode: object\n    num_tokens: int\n"
+                "    num_reqs: object\n    uniform_token_count: object = None\n"
+                "    max_query_len: object = None\n    num_active_loras: int = 0\n"
+                "    num_ubatches: int = 1\n\n\n"
+                "@dataclasses.dataclass(frozen=True)\n"
+                "class BatchExecutionDescriptor026:  # 0.26's: no max_query_len, no DBO\n"
+                "    cg_mode: object\n    num_tokens: int\n    num_reqs: object\n"
+                "    uniform_token_count: object = None\n    num_active_loras: int = 0\n")
     with open(os.path.join(moe, MODULE + ".py"), "w", encoding="utf-8") as f:
         f.write(text)
     with open(os.path.join(tmp, "vllm", "forward_context.py"), "w") as f:
@@ -113,10 +135,6 @@ def context(prefills=0, query=1, mode=CUDAGraphMode.NONE, dp=None, descriptor=No
 
 def make_router(name, **attrs):
     return type(name, (), {})() if not attrs else type(name, (), attrs)()
-
-
-class FusedMoE:
-    pass
 
 
 def main():
@@ -148,6 +166,10 @@ def main():
         sys.path.insert(0, tmp)
         m = importlib.import_module(PACKAGE + "." + MODULE)
         fc = importlib.import_module("vllm.forward_context")
+        FusedMoE = importlib.import_module(PACKAGE + ".layer").FusedMoE
+        MoERunnerInterface = importlib.import_module(
+            PACKAGE + ".runner.moe_runner_interface").MoERunnerInterface
+        cg = importlib.import_module("vllm.v1.worker.gpu.cudagraph_utils")
         check(m.ENABLED and m._lib is not None, "OEA is not on: %s" % m.DISABLED_REASON)
 
         torch.manual_seed(7)
@@ -206,6 +228,63 @@ def main():
             fc._forward_context = context(dp=types.SimpleNamespace(max_tokens_across_dp_cpu=16))
             unchanged("data parallel", "dp_attention", **static)
 
+        @case("the GPU model runner's FULL captures (mode NONE, no descriptor): decode graphs only")
+        def runner_capture():
+            # CudaGraphManager.capture's frame holds the graph's key as `desc`
+            # while forward_fn(NONE) runs inside torch.cuda.graph(): this
+            # function stands for it (the real classes: tests/vllm/).
+            full = types.SimpleNamespace(name="FULL")
+
+            def capture(desc):
+                return m._captured_verdict("NONE", None)
+
+            D = cg.BatchExecutionDescriptor
+            for desc, want in ((D(full, 8, 8, uniform_token_count=1), None),
+                               (D(full, 8, 2, uniform_token_count=4), None),
+                               (D(full, 8, 8, max_query_len=1), None),
+                               (D(full, 8, 8), "cuda_graph"),
+                               (D(full, 8, 8, uniform_token_count=1, num_ubatches=2),
+                                "cuda_graph"),
+                               (D(types.SimpleNamespace(name="PIECEWISE"), 8, None),
+                                "cuda_graph")):
+                got = capture(desc)
+                check(got == want, "%r: %r, not %r" % (desc, got, want))
+            check(m._captured_verdict("NONE", None) == "cuda_graph",
+                  "a capture with no key in the calling frames is allowed")
+            # 0.26: uniform graphs keyed by token count alone (no decode
+            # eligibility): one token per request only
+            D026 = cg.BatchExecutionDescriptor = cg.BatchExecutionDescriptor026
+            try:
+                for desc, want in ((D026(full, 8, 8, uniform_token_count=1), None),
+                                   (D026(full, 8, 2, uniform_token_count=4), "cuda_graph"),
+                                   (D026(full, 8, 8), "cuda_graph")):
+                    got = capture(desc)
+                    check(got == want, "0.26 %r: %r, not %r" % (desc, got, want))
+            finally:
+                cg.BatchExecutionDescriptor = D
+            # the context as that runner sets it, while capturing (on a CPU the
+            # capture probe is the adapter's; it is what a graph capture says)
+            probe, m._capturing = m._capturing, lambda: True
+            try:
+                fc._forward_context = context(mode=CUDAGraphMode.NONE)
+
+                def capture(desc):  # noqa: F811
+                    return m.route(logits, w0.clone(), ids0.clone(), top_k=top_k,
+                                   renormalize=True, use_grouped_topk=False,
+                                   scoring_func="softmax")
+                w, ids = capture(D(full, 16, 16, uniform_token_count=1))
+                rw, rids, _ = oracle.route(logits, ids0, w0, k0=2, num_shared=0,
+                                           scoring="softmax", renormalize=True)
+                check(torch.equal(ids, rids) and torch.equal(w, rw),
+                      "a uniform decode graph's capture is not re-routed")
+                before = skipped("cuda_graph")
+                w, ids = capture(D(full, 16, 16))
+                check(torch.equal(ids, ids0) and skipped("cuda_graph") == before + n,
+                      "a mixed FULL graph's capture is not left alone as cuda_graph")
+            finally:
+                m._capturing = probe
+                fc._forward_context = None
+
         @case("routers and paths OEA cannot reproduce: skipped by name")
         def paths():
             fc._forward_context = context()
@@ -221,6 +300,15 @@ def main():
             layer = FusedMoE()
             layer.top_k, layer.zero_expert_num = top_k, 2
             unchanged("FusedMoE with zero experts (0.12 - 0.14)", "zero_expert", owner=layer)
+            # hash routing (DeepSeek-V4): experts from a table by token id
+            table = torch.randint(0, experts, (100, top_k), dtype=torch.int32)
+            for name in ("FusedTopKBiasRouter", "CPURouter"):
+                attr = "_hash_indices_table" if name == "FusedTopKBiasRouter" else \
+                    "hash_indices_table"
+                unchanged(name + " with a hash table", "hash",
+                          owner=make_router(name, top_k=top_k, renormalize=True,
+                                            scoring_func="softmax", routed_scaling_factor=1.0,
+                                            e_score_correction_bias=None, **{attr: table}))
 
         @case("router attributes (0.15 on): a grouped router is routed as grouped")
         def grouped():
@@ -238,14 +326,27 @@ def main():
         def never():
             seen, monolithic = FusedMoE(), FusedMoE()
             seen.top_k = top_k
+            # 0.33: MoERunner objects (no class named ...FusedMoE), routed by
+            # their router; a class only named like vLLM's is no MoE layer
+            runner_seen, runner_mono = MoERunnerInterface(), MoERunnerInterface()
+            runner_seen.router = make_router("GroupedTopKRouter", top_k=top_k, renormalize=True,
+                                             num_expert_group=4, topk_group=2,
+                                             scoring_func="softmax", routed_scaling_factor=1.0,
+                                             e_score_correction_bias=None)
+            runner_mono.router = make_router("FusedTopKRouter")
+            lookalike = type("SharedFusedMoE", (), {})()
             fc._forward_context = context(layers={"model.layers.0.mlp.experts": seen,
                                                   "model.layers.1.mlp.experts": monolithic,
+                                                  "model.layers.2.mlp.experts": runner_seen,
+                                                  "model.layers.3.mlp.experts": runner_mono,
+                                                  "model.layers.4.mlp.experts": lookalike,
                                                   "model.layers.0.self_attn": object()})
             m.route(logits, w0.clone(), ids0.clone(), owner=seen)
-            check(m.never_routed() == ["model.layers.1.mlp.experts"],
-                  "never_routed() is %r" % m.never_routed())
+            m.route(logits, w0.clone(), ids0.clone(), owner=runner_seen.router)
+            expected = ["model.layers.1.mlp.experts", "model.layers.3.mlp.experts"]
+            check(m.never_routed() == expected, "never_routed() is %r" % m.never_routed())
             line = m.stats_line()
-            check("layers never reaching OEA: 1 (model.layers.1.mlp.experts)" in line, line)
+            check("layers never reaching OEA: 2 (%s)" % ", ".join(expected) in line, line)
             check(m.idle_stats() is None, "an idle line after calls reached OEA")
             return line.split("; ")[-1]
 
@@ -254,7 +355,7 @@ def main():
             # Before any route() call: the line route() would write never comes.
             fc._forward_context = None
             check(m.host_counts()["calls"] == 0, "a call reached OEA already")
-            moe = type("FusedMoE", (torch.nn.Module,), {"forward": lambda self, x: x})
+            moe = type("MixtralFusedMoE", (FusedMoE,), {"forward": lambda self, x: x})
 
             class Block(torch.nn.Module):  # routes inside, never calling the call site
                 def __init__(self):
@@ -306,6 +407,7 @@ def main():
         not_decode()
         graphs_and_dp()
         paths()
+        runner_capture()
         grouped()
         never()
         fc._forward_context = None
