@@ -17,7 +17,8 @@ vLLM"); the real classes are driven by the real-release suite (tests/vllm/).
 Routers and layers are classes named as vLLM names them, since the adapter
 goes by those names and their attributes.
 
-Checked: decode batches re-routed exactly as liboea's reference, prefill,
+Checked: decode batches re-routed exactly as liboea's reference (also from
+0.6.6's dynamic_forward_context), micro-batches decided by every part, prefill,
 mixed, speculative-verify, piecewise-graph, graph-capture and data-parallel
 batches bitwise unchanged and counted by reason, routers and paths OEA cannot
 reproduce skipped by name, and a MoE layer whose calls never reach the call
@@ -220,6 +221,29 @@ def main():
                 attn_metadata={"a": types.SimpleNamespace(max_query_len=2)})
             unchanged("query length 2, no prefill count", "extend", **static)
 
+        @case("V0's 0.6.6 context (dynamic_forward_context) and micro-batches: every part decides")
+        def v0_and_micro_batches():
+            static = dict(top_k=top_k, renormalize=True)
+            decode_meta = types.SimpleNamespace(num_prefills=0, max_query_len=1, num_decode_tokens=8)
+            prefill_meta = types.SimpleNamespace(num_prefills=1, max_query_len=40, num_decode_tokens=0)
+            # 0.6.6.post1: the attention metadata sits in dynamic_forward_context,
+            # no attn_metadata field
+            fc._forward_context = types.SimpleNamespace(dynamic_forward_context=decode_meta)
+            w, ids = m.route(logits, w0.clone(), ids0.clone(), **static)
+            check(not torch.equal(ids, ids0), "0.6.6's decode metadata: nothing re-routed")
+            fc._forward_context = types.SimpleNamespace(dynamic_forward_context=prefill_meta)
+            unchanged("0.6.6's prefill metadata", "extend", **static)
+            # dual-batch overlap / micro-batches (0.11 on): a list of per-layer
+            # dicts; a decode micro-batch followed by a prefill one is not decode
+            fc._forward_context = context()
+            fc._forward_context.attn_metadata = [{"a": decode_meta}, {"a": prefill_meta}]
+            unchanged("a decode micro-batch, then a prefill one", "extend", **static)
+            fc._forward_context.attn_metadata = [{"a": prefill_meta}, {"a": decode_meta}]
+            unchanged("a prefill micro-batch, then a decode one", "extend", **static)
+            fc._forward_context.attn_metadata = [{"a": decode_meta}, {"b": decode_meta}]
+            w, ids = m.route(logits, w0.clone(), ids0.clone(), **static)
+            check(not torch.equal(ids, ids0), "two decode micro-batches: nothing re-routed")
+
         @case("piecewise CUDA graphs and data parallelism: OEA stays off")
         def graphs_and_dp():
             static = dict(top_k=top_k, renormalize=True)
@@ -405,6 +429,7 @@ def main():
         idle()
         decode()
         not_decode()
+        v0_and_micro_batches()
         graphs_and_dp()
         paths()
         runner_capture()
