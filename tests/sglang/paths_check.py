@@ -428,6 +428,7 @@ def unreached_model(topk):
     forward_native."""
     from torch import nn
 
+    from sglang.srt.layers.moe.hash_topk import HashTopK
     from sglang.srt.layers.moe.utils import MoeRunnerBackend, RoutingMethodType
 
     spec_d, spec_q = _models()["deepseek-v3"], _models()["qwen3-30b-a3b"]
@@ -458,14 +459,30 @@ def unreached_model(topk):
                 return self.topk.forward_cuda(hidden, logits)
             return self.topk.forward_native(hidden, logits)
 
+    class HashBlock(nn.Module):
+        """DeepSeek-V4's hash-routed layers (hash_topk.py): experts from a table
+        indexed by token id, on its torch path."""
+
+        def __init__(self, layer_id):
+            super().__init__()
+            self.topk = HashTopK(spec_q["top_k"], spec_q["E"], vocab_size=64,
+                                 layer_id=layer_id, is_draft=False)
+
+        def forward(self, hidden, input_ids, forward_batch):
+            logits = torch.randn(hidden.shape[0], spec_q["E"],
+                                 generator=torch.Generator().manual_seed(12))
+            return self.topk(hidden, logits, input_ids)
+
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
             self.layers = nn.ModuleList([Block(0, True), Block(1, False)])
+            self.hashed = HashBlock(2)
 
         def forward(self, input_ids, positions, forward_batch):
             hidden = torch.zeros(input_ids.shape[0], 64)
-            return [layer(hidden, forward_batch) for layer in self.layers]
+            return [layer(hidden, forward_batch) for layer in self.layers] + [
+                self.hashed(hidden, input_ids, forward_batch)]
 
     return Model()
 
@@ -503,7 +520,30 @@ def published_model():
         ctx._config_bags = saved
 
 
-def check_unreached(topk, binding, run_case, lines_of=None):
+def run_unreached(topk):
+    """unreached_model's forwards: an extend step, then three decode steps (the
+    binding's hook reports at the second one's start)."""
+    forward_batch = _MAIN["forward_batch"]
+    # HashTopK's torch path (SGLANG_OPT_USE_FUSED_HASH_TOPK=0: its fused kernel is a
+    # JIT CUDA build): the same table lookup
+    os.environ["SGLANG_OPT_USE_FUSED_HASH_TOPK"] = "0"
+    with published_model():
+        model = unreached_model(topk)
+        first = model.layers[0].topk.topk_config.output_format
+        check(first is not None and first.name == "BYPASSED", "block 0's output is %s" % first)
+        ids = torch.arange(ROWS, dtype=torch.long) * 3 % 64
+        table = model.hashed.topk.tid2eid[ids]
+        for mode in ("EXTEND", "DECODE", "DECODE", "DECODE"):
+            out = model(ids, ids, forward_batch(mode))
+            check(type(out[0]).__name__ == "BypassedTopKOutput", "block 0 routed: %s"
+                  % type(out[0]).__name__)
+            check(torch.equal(out[2].topk_ids.long(), table.long()),
+                  "the hash layer's ids are not its table's in %s" % mode)
+    os.environ.pop("SGLANG_OPT_USE_FUSED_HASH_TOPK", None)
+    return model
+
+
+def check_unreached(topk, binding, run_case):
     """The report of routers never reaching OEA: the stats line, one warning after
     the first decode steps (the hook sees the second decode batch)."""
     import logging
@@ -517,28 +557,21 @@ def check_unreached(topk, binding, run_case, lines_of=None):
 
     logging.getLogger(binding.__name__).addHandler(Keep())
 
-    @run_case("issue 24.6, a TopK whose output is BYPASSED beside one reaching select_experts: "
-              "the report (stats line, one warning after the first decode steps) names the "
-              "first, not the second")
+    @run_case("issue 24.6 and 24.4, a TopK whose output is BYPASSED and a HashTopK beside a "
+              "TopK reaching select_experts: the report (stats line, one warning after the "
+              "first decode steps) names the first two, not the third; the hash layer routes "
+              "by its table")
     def _():
-        forward_batch = _MAIN["forward_batch"]
         check(hasattr(binding, "never_routed"), "the binding has no never_routed report")
-        with published_model():
-            model = unreached_model(topk)
-            first = model.layers[0].topk.topk_config.output_format
-            check(first is not None and first.name == "BYPASSED", "block 0's output is %s"
-                  % first)
-            ids = torch.zeros(ROWS, dtype=torch.long)
-            for mode in ("EXTEND", "DECODE", "DECODE", "DECODE"):
-                out = model(ids, ids, forward_batch(mode))
-                check(type(out[0]).__name__ == "BypassedTopKOutput", "block 0 routed: %s"
-                      % type(out[0]).__name__)
+        model = run_unreached(topk)  # kept: the report holds weak references
         missing = binding.never_routed()
-        check(missing is not None and len(missing) == 1 and
-              missing[0].startswith("layers.0.topk"), "never_routed() = %r" % missing)
+        check(missing == ["layers.0.topk [BYPASSED]", "hashed.topk [HashTopK]"],
+              "never_routed() = %r" % missing)
         hits = [w for w in warnings if "never reached" in w]
-        check(len(hits) == 1 and "layers.0.topk" in hits[0] and "layers.1" not in hits[0],
-              "warnings: %r" % warnings)
+        check(len(hits) == 1 and "layers.0.topk" in hits[0] and "hashed.topk" in hits[0] and
+              "layers.1" not in hits[0], "warnings: %r" % warnings)
         line = binding.stats_line()
-        check("layers never reaching OEA: 1 (layers.0.topk [BYPASSED])" in line, line)
+        del model
+        check("layers never reaching OEA: 2 (layers.0.topk [BYPASSED], hashed.topk [HashTopK])"
+              in line, line)
         return hits[0]

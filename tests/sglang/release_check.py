@@ -644,6 +644,18 @@ def phase_metrics(out_dir):
         check(files == ["counter_%d.db" % os.getpid()], "files %s" % files)
         return ", ".join(files)
 
+    if paths_check.supported(topk):
+        @run_case("issue 24.6, metrics on: the routers never reaching OEA on /metrics "
+                  "(layers_never_routed, a gauge per rank)")
+        def _():
+            model = paths_check.run_unreached(topk)  # kept: the report holds weak references
+            check(binding.export_metrics() is True, "export_metrics did not export")
+            del model
+            got, text = scrape(directory)
+            key = (prefix + "layers_never_routed", (("rank", ""),))
+            check(got.get(key) == 2, "%s = %s on /metrics:\n%s" % (key, got.get(key), text))
+            return "%s{rank=\"\"} %g" % (key[0], got[key])
+
 
 def rank_worker(rank, port, cases):
     """One rank of phase ranks: for each case, a fresh TCP store and process
