@@ -371,17 +371,19 @@ def _layer(cfg, top_k, renormalize, use_grouped_topk, num_expert_group, topk_gro
 # model's routers (the release's TopK and HashTopK modules, by isinstance, the
 # classes select_experts' module and hash_topk.py define) whose TopKConfig never
 # came through route(). They are found at the model's first forward (a global
-# forward pre-hook: the outermost module on the stack, the model the runner
-# calls), named in the statistics line and the Prometheus export, and warned
-# about once after the first decode steps (the hook stays until then, looking
-# only at its calls' positional arguments for the forward batch). Needs
+# forward pre-hook: at the first module call given the ForwardBatch, the
+# outermost module on the stack, the model the runner calls), named in the
+# statistics line and the Prometheus export, and warned about once after the
+# first decode steps (the hook stays until then, looking only at its calls'
+# positional arguments for the forward batch). Needs
 # select_experts(topk_config=...) (SGLang of Aug 2025 on); earlier releases get
 # no report. With statistics on, a daemon thread writes the line every
 # interval while no call has reached OEA at all (route() writes it after).
 
 _routers = None  # name -> weak reference to each router of the model; None: not seen yet
 _reached = set()  # id() of each TopKConfig a call reached route() with
-_watch_state = {"hook": None, "budget": 256, "decode": None}
+_WATCH_CALLS = 1 << 20  # module calls the hook looks at, at most (about 1 us each)
+_watch_state = {"hook": None, "budget": _WATCH_CALLS, "decode": None}
 
 
 def _router_classes():
@@ -487,28 +489,21 @@ def _outermost_module(frame, module):
 
 
 def _watch_forward(module, args):
-    """The global forward pre-hook: the model's routers at its first forward,
-    then the first decode steps (a forward batch OEA would re-route, in a
-    module call's positional arguments): at the second one the first is over,
-    so the report is made and the hook removed."""
+    """The global forward pre-hook, until the first decode steps are over: a
+    module call whose positional arguments hold SGLang's ForwardBatch runs
+    inside a model forward, so its outermost module on the stack is the model:
+    its routers are taken at the first such call. At the second decode batch
+    (one OEA would re-route) the first is over: the report is made and the hook
+    removed. It also removes itself after _WATCH_CALLS module calls (a server
+    that never decodes, a model whose modules get no forward batch)."""
     global _routers
     if _is_compiling():
         return
     state = _watch_state
-    if _routers is None:
-        import weakref
-
-        classes = _router_classes()
-        model = _outermost_module(sys._getframe(1), module)
-        found = {name: weakref.ref(sub) for name, sub in model.named_modules()
-                 if classes and isinstance(sub, classes)}
-        state["budget"] -= 1
-        if found or state["budget"] <= 0:
-            _routers = found
-        if not found:
-            if state["budget"] <= 0:
-                _unwatch()
-            return
+    state["budget"] -= 1
+    if state["budget"] <= 0:
+        _unwatch()
+        return
     batch_class = state.get("batch_class")
     if batch_class is None:
         package = __package__ or ""
@@ -520,8 +515,16 @@ def _watch_forward(module, args):
         if isinstance(arg, batch_class) and arg is not None:
             batch = arg
             break
-    if batch is None or getattr(batch, "forward_mode", None) is None or \
-            _batch_verdict(batch) is not None:
+    if batch is None:
+        return
+    if _routers is None:
+        import weakref
+
+        classes = _router_classes()
+        model = _outermost_module(sys._getframe(1), module)
+        _routers = {name: weakref.ref(sub) for name, sub in model.named_modules()
+                    if classes and isinstance(sub, classes)}
+    if getattr(batch, "forward_mode", None) is None or _batch_verdict(batch) is not None:
         return
     first = state["decode"]
     if first is None:
