@@ -411,6 +411,8 @@ def never_routed():
     model's first forward."""
     if _routers is None:
         return None
+    if id(_MISSING) in _reached or id(None) in _reached:
+        return None  # a release whose call site passes no TopKConfig: no report
     # Calls under torch.compile run route() only while traced: a layer with a
     # plan reached it too.
     seen = _reached | {id(p.owners[0]) for p in list(_plans.values())
@@ -440,7 +442,7 @@ def stats_line(snapshot=None):
     missing = never_routed()
     if missing:
         line += "; layers never reaching OEA: " + _never_text(missing)
-    elif _routers == {}:
+    elif missing is not None and _routers == {}:
         line += "; no MoE router (TopK) in the model: its MoE blocks route without the call site"
     return line
 
@@ -521,9 +523,12 @@ def _watch_forward(module, args):
         import weakref
 
         classes = _router_classes()
+        if not classes:  # a release without TopK (before Jul 2025): no report
+            _unwatch()
+            return
         model = _outermost_module(sys._getframe(1), module)
         _routers = {name: weakref.ref(sub) for name, sub in model.named_modules()
-                    if classes and isinstance(sub, classes)}
+                    if isinstance(sub, classes)}
     if getattr(batch, "forward_mode", None) is None or _batch_verdict(batch) is not None:
         return
     first = state["decode"]
