@@ -7,7 +7,7 @@ TARGET_FILE = "topk.py"
 METRICS_PREFIX = "sglang:oea_"
 SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
                 "large_batch", "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
-                "device", "token_bias", "error")
+                "device", "token_bias", "simulator", "packed", "error")
 
 # SGLang keeps the batch's forward mode on its ForwardBatch, which every model's
 # forward (and the CUDA-graph runner's capture, and the model runner) holds as
@@ -189,7 +189,7 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
           topk_group=_MISSING, correction_bias=_MISSING, scoring_func=_MISSING,
           custom_routing_function=_MISSING, routed_scaling_factor=_MISSING,
           num_fused_shared_experts=_MISSING, num_token_non_padded=None,
-          expert_location_dispatch_info=None, layer_id=None, **unknown):
+          expert_location_dispatch_info=None, layer_id=None, packed_topk=None, **unknown):
     """Re-route one MoE layer's decode batch; returns (topk_weights, topk_ids).
 
     Inputs come back unchanged whenever a gate says no (docs/runtime.md lists
@@ -207,6 +207,8 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
         if entered is None:
             return topk_weights, topk_ids
         compiling, n, counted = entered
+        if not compiling:
+            _reached.add(id(topk_config))  # for never_routed(): this layer reaches the call site
 
         # ---- gate: arguments, then shapes (no tensor work)
         if expert_location_dispatch_info is not None:
@@ -234,6 +236,17 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
         if (bias is not None and bias.dim() > 1) or (
                 unknown and unknown.get("dynamic_expert_bias") is not None):
             _skip("token_bias", counted)
+            return topk_weights, topk_ids
+        # SGLang 0.5.23 on: a fused router may also write the ids and bf16 weights
+        # packed as (id << 16) | bf16_bits(weight) (StandardTopKOutputPacked), which
+        # some MoE runners read instead of the two tensors. OEA rewrites the pack's
+        # valid rows from its own output (_repack); a pack of another layout than
+        # the ids' is left alone with them.
+        if packed_topk is not None and (packed_topk.shape != topk_ids.shape or
+                                        packed_topk.dtype != _int32):
+            _warn_once("packed", "a packed top-k of shape %s, dtype %s beside topk_ids %s",
+                       tuple(packed_topk.shape), packed_topk.dtype, tuple(topk_ids.shape))
+            _skip("packed", counted)
             return topk_weights, topk_ids
 
         # ---- prepare: once per configuration (extend batches prepare too, so the
@@ -266,10 +279,56 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
                              _layer(topk_config, top_k, renormalize, use_grouped_topk,
                                     num_expert_group, topk_group, bias, scoring_func,
                                     num_fused_shared_experts))
-        return _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
-                           counted, compiling)
+            if plan.skip is None and _simulating():
+                # SGLANG_SIMULATE_UNIFORM_EXPERTS / _ROUND_ROBIN_EXPERTS (benchmark
+                # modes): apply_routing_simulation overwrites the routing after the
+                # call site, so re-routing it would be counted and then discarded.
+                plan.skip = "simulator"
+        out = _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
+                          counted, compiling)
+        if packed_topk is not None and plan.skip is None and (plan.checked or compiling):
+            _repack(packed_topk, out[0], out[1], num_token_non_padded)
+        return out
     except Exception as exc:  # never into the model: the framework's routing stays
         return _failed(exc, topk_weights, topk_ids)
+
+
+def _repack(packed, weights, ids, num_token_non_padded):
+    """The pack's valid rows rewritten from (ids, weights) as SGLang's kernels
+    write it: (id << 16) | the bf16 bits of the weight (round to nearest even,
+    as torch's and CUDA's float -> bf16 conversions do). Rows from
+    num_token_non_padded on are left as the kernel wrote them. Torch ops on
+    the device only (no host read): safe inside CUDA-graph capture and
+    torch.compile. On a call whose rows OEA left alone this writes the values
+    the pack already holds (the kernel packs the same final ids and weights)."""
+    torch = _torch
+    new = (ids.to(_int32) << 16) | (weights.to(torch.bfloat16).view(torch.int16).to(_int32)
+                                    & 0xFFFF)
+    if num_token_non_padded is None:
+        packed.copy_(new)
+    elif isinstance(num_token_non_padded, _Tensor):
+        rows = torch.arange(ids.shape[0], device=ids.device).unsqueeze(1)
+        valid = rows < num_token_non_padded.reshape(-1)[:1].to(device=ids.device)
+        packed.copy_(torch.where(valid, new, packed))
+    else:
+        rows = max(0, min(ids.shape[0], int(num_token_non_padded)))
+        packed[:rows].copy_(new[:rows])
+
+
+def _simulating():
+    """Whether the release's routing simulation (benchmark modes) is on, read
+    as select_experts reads it: routing_simulation_enabled() of topk.py, else
+    its envs (0.5.23 on; earlier releases have neither: False)."""
+    topk = sys.modules.get((__package__ or "") + ".topk")
+    probe = getattr(topk, "routing_simulation_enabled", None)
+    if callable(probe):
+        return bool(probe())
+    envs = getattr(topk, "envs", None)
+    for name in ("SGLANG_SIMULATE_UNIFORM_EXPERTS", "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS"):
+        field = getattr(envs, name, None)
+        if field is not None and hasattr(field, "get") and field.get():
+            return True
+    return False
 
 
 def _setting(value, config, name, default=None):
@@ -293,12 +352,258 @@ def _layer(cfg, top_k, renormalize, use_grouped_topk, num_expert_group, topk_gro
         scoring_name = _setting(scoring_func, cfg, "scoring_func")
         if scoring_name is None:
             scoring_name = "sigmoid" if bias is not None else "softmax"
-    return (_setting(top_k, cfg, "top_k"),
-            _setting(num_fused_shared_experts, cfg, "num_fused_shared_experts", 0),
+    # Fused shared-expert columns: the call's argument, else the config's
+    # num_fused_shared_experts (Aug - Dec 2025), else its num_shared_topk_slots
+    # (0.5.23 on: a property over TopKConfig.shared_experts; 0 under Waterfill).
+    shared = _setting(num_fused_shared_experts, cfg, "num_fused_shared_experts", None)
+    if shared is None:
+        shared = getattr(cfg, "num_shared_topk_slots", 0) if cfg is not None else 0
+    return (_setting(top_k, cfg, "top_k"), shared or 0,
             grouped, scoring_name,
             _setting(num_expert_group, cfg, "num_expert_group") if grouped else None,
             _setting(topk_group, cfg, "topk_group") if grouped else None,
             bias, _setting(renormalize, cfg, "renormalize", True))
 
 
+
+# ------------------------------------------- layers that never reach OEA at all
+# Some MoE layers route without select_experts, so without the call site: a
+# TopK whose output is BYPASSED (the MoE kernel routes from the logits:
+# FlashInfer TRT-LLM and the like) or TRITON_KERNEL (gpt-oss), TopK on NPU
+# (fused_topk_npu), HashTopK (hash_topk.py: experts from a token-id table),
+# and MoE blocks that route with a fused gate of their own (mega_gate.py,
+# precomputed top-k) while their TopK is never called. Such layers are the
+# model's routers (the release's TopK and HashTopK modules, by isinstance, the
+# classes select_experts' module and hash_topk.py define) whose TopKConfig never
+# came through route(). They are found at the model's first forward (a global
+# forward pre-hook: at the first module call given the ForwardBatch, the
+# outermost module on the stack, the model the runner calls), named in the
+# statistics line and the Prometheus export, and warned about once after the
+# first decode steps (the hook stays until then, looking only at its calls'
+# positional arguments for the forward batch). Needs
+# select_experts(topk_config=...) (SGLang of Aug 2025 on); earlier releases get
+# no report. With statistics on, a daemon thread writes the line every
+# interval while no call has reached OEA at all (route() writes it after).
+
+_routers = None  # name -> weak reference to each router of the model; None: not seen yet
+_reached = set()  # id() of each TopKConfig a call reached route() with
+_WATCH_CALLS = 1 << 20  # module calls the hook looks at, at most (about 1 us each)
+_watch_state = {"hook": None, "budget": _WATCH_CALLS, "decode": None}
+
+
+def _router_classes():
+    """The release's router classes: TopK of topk.py, HashTopK of hash_topk.py
+    (where a model imported it)."""
+    found = []
+    for module, name in ((".topk", "TopK"), (".hash_topk", "HashTopK")):
+        cls = getattr(sys.modules.get((__package__ or "") + module), name, None)
+        if isinstance(cls, type):
+            found.append(cls)
+    return tuple(found)
+
+
+def _router_text(name, router):
+    cfg = getattr(router, "topk_config", None)
+    if cfg is None:
+        return "%s [%s]" % (name, type(router).__name__)
+    fmt = getattr(cfg, "output_format", None)
+    return "%s [%s]" % (name, getattr(fmt, "name", None) or "not called")
+
+
+def never_routed():
+    """The model's routers (TopK, HashTopK modules) whose calls never reached
+    route(), named as in the model with how they route; None before the
+    model's first forward."""
+    if _routers is None:
+        return None
+    if id(_MISSING) in _reached or id(None) in _reached:
+        return None  # a release whose call site passes no TopKConfig: no report
+    # Calls under torch.compile run route() only while traced: a layer with a
+    # plan reached it too.
+    seen = _reached | {id(p.owners[0]) for p in list(_plans.values())
+                       if p.owners and p.owners[0] is not None}
+    out = []
+    for name, ref in _routers.items():
+        router = ref()
+        if router is None:
+            continue
+        cfg = getattr(router, "topk_config", None)
+        if cfg is None or id(cfg) not in seen:
+            out.append(_router_text(name, router))
+    return out
+
+
+def _never_text(missing):
+    return "%d (%s)" % (len(missing), ", ".join(missing[:8]) +
+                        (", ..." if len(missing) > 8 else ""))
+
+
+_core_stats_line = stats_line
+
+
+def stats_line(snapshot=None):
+    """The core's line, and the MoE layers OEA was never called for."""
+    line = _core_stats_line(snapshot)
+    missing = never_routed()
+    if missing:
+        line += "; layers never reaching OEA: " + _never_text(missing)
+    elif missing is not None and _routers == {}:
+        line += "; no MoE router (TopK) in the model: its MoE blocks route without the call site"
+    return line
+
+
+_core_export_metrics = export_metrics
+_never_gauge = [None]
+
+
+def export_metrics(snapshot=None):
+    """The core's counters, and a gauge of the routers never reaching OEA
+    ({prefix}layers_never_routed, per rank) once the model has been seen."""
+    global _metrics
+    done = _core_export_metrics(snapshot)
+    missing = never_routed() if done else None
+    if missing is None:
+        return done
+    try:
+        if _never_gauge[0] is None:
+            from prometheus_client import Gauge
+
+            _never_gauge[0] = Gauge(
+                METRICS_PREFIX + "layers_never_routed", "MoE layers (routers) of the model "
+                "whose routing never reached the OEA call site", ("rank",), registry=None,
+                multiprocess_mode="livemax")
+        _never_gauge[0].labels(_rank_label()).set(len(missing))
+    except OSError as exc:
+        logger.warning("oeapatch: exporting OEA counters to %s failed (%s); not exported "
+                       "any more", os.environ.get("PROMETHEUS_MULTIPROC_DIR"), exc)
+        _metrics = False
+        return False
+    return done
+
+
+def _outermost_module(frame, module):
+    """The outermost nn.Module running on the stack from `frame` up (the model
+    its runner calls), else `module`."""
+    found = module
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            break
+        owner = frame.f_locals.get("self") if "self" in frame.f_code.co_varnames else None
+        if isinstance(owner, _torch.nn.Module):
+            found = owner
+        frame = frame.f_back
+    return found
+
+
+def _watch_forward(module, args):
+    """The global forward pre-hook, until the first decode steps are over: a
+    module call whose positional arguments hold SGLang's ForwardBatch runs
+    inside a model forward, so its outermost module on the stack is the model:
+    its routers are taken at the first such call. At the second decode batch
+    (one OEA would re-route) the first is over: the report is made and the hook
+    removed. It also removes itself after _WATCH_CALLS module calls (a server
+    that never decodes, a model whose modules get no forward batch)."""
+    global _routers
+    if _is_compiling():
+        return
+    state = _watch_state
+    state["budget"] -= 1
+    if state["budget"] <= 0:
+        _unwatch()
+        return
+    batch_class = state.get("batch_class")
+    if batch_class is None:
+        package = __package__ or ""
+        batch_class = state["batch_class"] = getattr(sys.modules.get(
+            package[: -len(".layers.moe")] + ".model_executor.forward_batch_info"),
+            "ForwardBatch", None) or type(None)
+    batch = None
+    for arg in args[:4]:
+        if isinstance(arg, batch_class) and arg is not None:
+            batch = arg
+            break
+    if batch is None:
+        return
+    if _routers is None:
+        import weakref
+
+        classes = _router_classes()
+        if not classes:  # a release without TopK (before Jul 2025): no report
+            _unwatch()
+            return
+        model = _outermost_module(sys._getframe(1), module)
+        _routers = {name: weakref.ref(sub) for name, sub in model.named_modules()
+                    if isinstance(sub, classes)}
+    if getattr(batch, "forward_mode", None) is None or _batch_verdict(batch) is not None:
+        return
+    first = state["decode"]
+    if first is None:
+        state["decode"] = _weak_or_id(batch)
+        return
+    if first() is batch:
+        return
+    _unwatch()
+    _warn_never_routed()
+
+
+def _weak_or_id(obj):
+    import weakref
+
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: None
+
+
+def _unwatch():
+    hook = _watch_state["hook"]
+    if hook is not None:
+        hook.remove()
+        _watch_state["hook"] = None
+
+
+def _warn_never_routed():
+    missing = never_routed()
+    if missing:
+        logger.warning("oeapatch: OEA is on (k0=%d) but never reached %s of the model's %d "
+                       "MoE layers in its first decode steps: they route without "
+                       "select_experts (in-kernel routing, hash routing, a fused gate of "
+                       "their own), so OEA leaves them as they are (docs/runtime.md of "
+                       "oeapatch, \"Where OEA acts\")",
+                       K0, _never_text(missing), len(_routers))
+    return missing
+
+
+def idle_stats():
+    """The statistics line while no call has reached OEA (logged and
+    returned), else None: route() writes it then."""
+    if _counts["calls"]:
+        return None
+    snapshot = _snapshot(devices=False)
+    line = stats_line(snapshot)
+    logger.info("%s", line)
+    if _metrics is not False:
+        export_metrics(snapshot)
+    return line
+
+
+def _idle_stats_loop():
+    while not _counts["calls"]:
+        time.sleep(STATS_INTERVAL)
+        idle_stats()
+
+
+def _watch_layers():
+    if not (ENABLED and _lib is not None):
+        return
+    _watch_state["hook"] = _torch.nn.modules.module.register_module_forward_pre_hook(
+        _watch_forward)
+    if STATS:
+        import threading
+
+        threading.Thread(target=_idle_stats_loop, name="oeapatch-oea-stats",
+                         daemon=True).start()
+
+
 _start()
+_watch_layers()

@@ -573,6 +573,22 @@ def main():
                               custom_routing_function=None, correction_bias=None),
               top_k=8, renormalize=True, num_token_non_padded="tensor", layer_id=3,
               expert_location_dispatch_info=None)),
+        ("0.5.23 shared slots from TopKConfig.num_shared_topk_slots (no "
+         "num_fused_shared_experts anywhere), padded rows",
+         dict(n=16, E=64, k=9, bias=True, scoring="sigmoid", groups=8, topk_group=4,
+              shared=1, pad_from=13, blank_padding=False),
+         dict(scoring="sigmoid", groups=8, topk_group=4, num_valid=13,
+              nv_dtype=torch.int32),
+         dict(topk_config=Cfg(top_k=9, use_grouped_topk=True, topk_group=4,
+                              num_expert_group=8, renormalize=True,
+                              num_shared_topk_slots=1, scoring_func="sigmoid",
+                              custom_routing_function=None, correction_bias="bias",
+                              routed_scaling_factor=2.5),
+              top_k=9, renormalize=True, use_grouped_topk=True, topk_group=4,
+              num_expert_group=8, correction_bias="bias", scoring_func="sigmoid",
+              custom_routing_function=None, routed_scaling_factor=2.5,
+              num_token_non_padded="tensor", expert_location_dispatch_info=None,
+              layer_id=5, packed_topk=None)),
         ("int64 ids",
          dict(n=16, E=64, k=8, ids_dtype=torch.int64), dict(scoring="softmax"),
          dict(top_k=8, renormalize=True)),
@@ -915,6 +931,41 @@ def main():
         weights = weights / weights.sum(-1, keepdim=True)
         return logits, ids.to(torch.int32).contiguous(), weights.float().contiguous()
 
+    @case("packed top-k (0.5.23): valid rows re-packed as (id << 16) | bf16 bits of "
+          "OEA's output, padding rows kept; a pack of another shape is skipped (packed)")
+    def t_packed():
+        tm = load(path, "oea_packed", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1"})
+
+        def pack(ids, weights):
+            bits = weights.float().to(torch.bfloat16).view(torch.int16).to(torch.int32)
+            return (ids.to(torch.int32) << 16) | (bits & 0xFFFF)
+
+        logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=64, k=8, pad_from=12,
+                                              blank_padding=False, ids_dtype=torch.int32)
+        packed = pack(ids, weights)
+        packed[12:] = (-1 << 16) | (packed[12:] & 0xFFFF)  # the kernel's padding rows
+        before = packed.clone()
+        cfg = Cfg(top_k=8, use_grouped_topk=False, renormalize=True, scoring_func="softmax",
+                  custom_routing_function=None, correction_bias=None)
+        nv = torch.tensor([12], dtype=torch.int32)
+        w, i = decode(tm.route, router_logits=logits, topk_weights=weights.clone(),
+                      topk_ids=ids.clone(), topk_config=cfg, num_token_non_padded=nv,
+                      packed_topk=packed)
+        check(not torch.equal(i, ids), "nothing re-routed")
+        check(torch.equal(packed[:12], pack(i[:12], w[:12])), "stale pack")
+        check(torch.equal(packed[12:], before[12:]), "padding rows of the pack changed")
+        # an extend batch: nothing changes, the pack included
+        packed2 = before.clone()
+        w2, i2 = in_forward("EXTEND", tm.route, router_logits=logits,
+                            topk_weights=weights.clone(), topk_ids=ids.clone(),
+                            topk_config=cfg, num_token_non_padded=nv, packed_topk=packed2)
+        check(torch.equal(i2, ids) and torch.equal(packed2, before), "extend changed")
+        wrong = torch.zeros(16, 4, dtype=torch.int32)
+        w3, i3 = decode(tm.route, router_logits=logits, topk_weights=weights.clone(),
+                        topk_ids=ids.clone(), topk_config=cfg, packed_topk=wrong)
+        check(torch.equal(i3, ids) and tm.host_counts()["skipped"]["packed"] == 16,
+              "a pack of another shape: %s" % tm.host_counts())
+
     @case("a per-token bias (dynamic_expert_bias) is skipped and counted; a plan's bias "
           "never stands in for another call's")
     def t_token_bias():
@@ -1075,7 +1126,7 @@ def main():
 
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
                t_weights, t_stats, t_op, t_bias_update, t_min_exact, t_dp_attention,
-               t_token_bias, t_stats_line, t_fallback, t_plan_dtype):
+               t_packed, t_token_bias, t_stats_line, t_fallback, t_plan_dtype):
         fn()
     return summary()
 

@@ -30,6 +30,8 @@ from oea_testlib import HEADER, RESULTS, Oracle, case, check, distinct, summary 
 
 import torch  # noqa: E402
 
+import paths_check  # noqa: E402  (tests/sglang: the paths of 0.5.23 on, issue 24)
+
 # Configurations of real models (their config.json's MoE fields).
 MODELS = {
     # DeepSeek-V3: 256 routed experts, top-8, 8 groups of which 4, sigmoid with
@@ -49,6 +51,10 @@ MODELS = {
 }
 ROWS = 16  # a decode batch of 16 requests, the paper's operating point
 K0 = 3
+
+
+def _bind_paths():
+    paths_check.bind(MODELS, forward_batch)
 
 
 def run_case(name):
@@ -225,6 +231,12 @@ def phase_unpatched(out_dir):
           % (", ".join(MODELS), topk.__file__, ", ".join(modes()),
              ", ".join(fused_models) or "none in this release"))
     RESULTS.append(True)
+    if paths_check.supported(topk):
+        @run_case("unpatched: the newest paths recorded (issue 24), stand-ins checked")
+        def _():
+            rec, lines = paths_check.record(topk)
+            torch.save(rec, os.path.join(out_dir, "paths.pt"))
+            return "; ".join(lines)
 
 
 def load_reference(out_dir):
@@ -488,6 +500,11 @@ def phase_on(out_dir, oracle_library):
               "compiled decode, first traced under extend, differs from the reference")
         return "torch %s" % torch.__version__
 
+    if paths_check.supported(topk):
+        rec = torch.load(os.path.join(out_dir, "paths.pt"))
+        paths_check.check_on(topk, binding, oracle, rec, run_case)
+        paths_check.check_unreached(topk, binding, run_case)
+
 
 def parse_stats_line(line):
     """The numbers of a stats line: python calls/rows (to liboea, skipped), per
@@ -626,6 +643,18 @@ def phase_metrics(out_dir):
         files = sorted(f for f in os.listdir(directory) if f.endswith(".db"))
         check(files == ["counter_%d.db" % os.getpid()], "files %s" % files)
         return ", ".join(files)
+
+    if paths_check.supported(topk):
+        @run_case("issue 24.6, metrics on: the routers never reaching OEA on /metrics "
+                  "(layers_never_routed, a gauge per rank)")
+        def _():
+            model = paths_check.run_unreached(topk)  # kept: the report holds weak references
+            check(binding.export_metrics() is True, "export_metrics did not export")
+            del model
+            got, text = scrape(directory)
+            key = (prefix + "layers_never_routed", (("rank", ""),))
+            check(got.get(key) == 2, "%s = %s on /metrics:\n%s" % (key, got.get(key), text))
+            return "%s{rank=\"\"} %g" % (key[0], got[key])
 
 
 def rank_worker(rank, port, cases):
@@ -853,6 +882,7 @@ def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
 
 
 def main():
+    _bind_paths()
     phase, out_dir = sys.argv[1], sys.argv[2]
     if phase == "unpatched":
         phase_unpatched(out_dir)
