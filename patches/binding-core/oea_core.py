@@ -646,6 +646,27 @@ def _maybe_log_stats():
         export_metrics(snapshot)
 
 
+def idle_stats():
+    """The statistics line while no call has reached OEA (logged, exported
+    and returned), else None: route() writes it then. A model none of whose
+    MoE layers reaches the call site would otherwise never say so; the
+    adapters' _watch_layers start _idle_stats_loop for it."""
+    if _counts["calls"]:
+        return None
+    snapshot = _snapshot(devices=False)
+    line = stats_line(snapshot)
+    logger.info("%s", line)
+    if _metrics is not False:
+        export_metrics(snapshot)
+    return line
+
+
+def _idle_stats_loop():
+    while not _counts["calls"]:
+        time.sleep(STATS_INTERVAL)
+        idle_stats()
+
+
 # ------------------------------------------------------------ Prometheus export
 
 # The framework's metrics (SGLang's --enable-metrics, vLLM's multi-process

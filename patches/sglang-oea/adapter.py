@@ -574,25 +574,6 @@ def _warn_never_routed():
     return missing
 
 
-def idle_stats():
-    """The statistics line while no call has reached OEA (logged and
-    returned), else None: route() writes it then."""
-    if _counts["calls"]:
-        return None
-    snapshot = _snapshot(devices=False)
-    line = stats_line(snapshot)
-    logger.info("%s", line)
-    if _metrics is not False:
-        export_metrics(snapshot)
-    return line
-
-
-def _idle_stats_loop():
-    while not _counts["calls"]:
-        time.sleep(STATS_INTERVAL)
-        idle_stats()
-
-
 def _watch_layers():
     if not (ENABLED and _lib is not None):
         return

@@ -514,22 +514,6 @@ def _first_forward(module, args):
             _first_forward_hook = None
 
 
-def idle_stats():
-    """The statistics line while no call has reached OEA (logged and
-    returned), else None: route() writes it then."""
-    if _counts["calls"]:
-        return None
-    line = stats_line(_snapshot(devices=False))
-    logger.info("%s", line)
-    return line
-
-
-def _idle_stats_loop():
-    while not _counts["calls"]:
-        time.sleep(STATS_INTERVAL)
-        idle_stats()
-
-
 def _watch_layers():
     global _first_forward_hook
     if not (ENABLED and STATS and _lib is not None):
