@@ -17,39 +17,16 @@
 #include "importsys.h"
 #include "pycache.h"
 
-static char *dir;
-
-static int setup(void **state)
-{
-	(void)state;
-	dir = tu_tmpdir();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	tu_rmtree(dir);
-	free(dir);
-	return 0;
-}
-
-static const char *at(const char *rel)
-{
-	static char buf[4][PATH_MAX];
-	static int i;
-	i = (i + 1) % 4;
-	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, rel);
-	return buf[i];
-}
+/* Each test gets a fresh 0700 directory under /tmp (sticky, root's): tu_dir
+ * (tu_dir_setup, tu_dir_teardown), its paths tu_at(REL). */
 
 /* 1 when something in dir wins over NAME.py; *won gets its name relative to dir. */
 static int winner(const char *name, const char **won)
 {
 	static char out[PATH_MAX * 2];
 	const char *why = NULL;
-	int rc = oeap_import_c_winner(dir, name, out, sizeof(out), &why);
-	*won = rc ? out + strlen(dir) + 1 : NULL;
+	int rc = oeap_import_c_winner(tu_dir, name, out, sizeof(out), &why);
+	*won = rc ? out + strlen(tu_dir) + 1 : NULL;
 	if (rc)
 		assert_non_null(why);
 	return rc;
@@ -59,7 +36,7 @@ static void test_extension_suffixes_win(void **state)
 {
 	(void)state;
 	const char *won;
-	tu_write(at("topk.py"), "x = 1\n", 6);
+	tu_write(tu_at("topk.py"), "x = 1\n", 6);
 	assert_int_equal(winner("topk", &won), 0);
 	static const char *wins[] = {"topk.so", "topk.abi3.so", "topk.cpython-311-x86_64-linux-gnu.so",
 	                             "topk.cpython-313t-x86_64-linux-gnu.so"};
@@ -68,21 +45,21 @@ static void test_extension_suffixes_win(void **state)
 		if (strstr(wins[i], "x86_64"))
 			continue;
 #endif
-		tu_write(at(wins[i]), "", 0);
+		tu_write(tu_at(wins[i]), "", 0);
 		assert_int_equal(winner("topk", &won), 1);
 		assert_string_equal(won, wins[i]);
-		assert_int_equal(unlink(at(wins[i])), 0);
+		assert_int_equal(unlink(tu_at(wins[i])), 0);
 	}
 	/* not an extension suffix of this machine's CPython 3 */
 	static const char *loses[] = {"topk.cpython-311-other-arch.so", "topk.pypy39-pp73-x86_64-linux-gnu.so",
 	                              "topk.cpython-27-x86_64-linux-gnu.sox", "topkx.so", "topk.abi4.so"};
 	for (size_t i = 0; i < sizeof(loses) / sizeof(loses[0]); i++) {
-		tu_write(at(loses[i]), "", 0);
+		tu_write(tu_at(loses[i]), "", 0);
 		assert_int_equal(winner("topk", &won), 0);
-		assert_int_equal(unlink(at(loses[i])), 0);
+		assert_int_equal(unlink(tu_at(loses[i])), 0);
 	}
 	/* a folder of that name is no extension module */
-	assert_int_equal(mkdir(at("topk.so"), 0755), 0);
+	assert_int_equal(mkdir(tu_at("topk.so"), 0755), 0);
 	assert_int_equal(winner("topk", &won), 0);
 }
 
@@ -90,18 +67,18 @@ static void test_package_folder_wins_with_an_init(void **state)
 {
 	(void)state;
 	const char *won;
-	tu_write(at("topk.py"), "x = 1\n", 6);
-	assert_int_equal(mkdir(at("topk"), 0755), 0);
+	tu_write(tu_at("topk.py"), "x = 1\n", 6);
+	assert_int_equal(mkdir(tu_at("topk"), 0755), 0);
 	/* no __init__: a namespace portion, which loses to topk.py */
 	assert_int_equal(winner("topk", &won), 0);
-	tu_write(at("topk/__init__.pyc"), "", 0);
+	tu_write(tu_at("topk/__init__.pyc"), "", 0);
 	assert_int_equal(winner("topk", &won), 1);
 	assert_string_equal(won, "topk/__init__.pyc");
-	tu_write(at("topk/__init__.py"), "", 0);
+	tu_write(tu_at("topk/__init__.py"), "", 0);
 	assert_int_equal(winner("topk", &won), 1);
 	assert_string_equal(won, "topk/__init__.py");
 	/* the package wins over an extension module too */
-	tu_write(at("topk.abi3.so"), "", 0);
+	tu_write(tu_at("topk.abi3.so"), "", 0);
 	assert_int_equal(winner("topk", &won), 1);
 	assert_string_equal(won, "topk/__init__.py");
 }
@@ -126,9 +103,9 @@ static void test_prefix_dir(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_extension_suffixes_win, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_package_folder_wins_with_an_init, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_prefix_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extension_suffixes_win, tu_dir_setup, tu_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_package_folder_wins_with_an_init, tu_dir_setup, tu_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_prefix_dir, tu_dir_setup, tu_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

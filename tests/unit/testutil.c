@@ -53,6 +53,33 @@ char *tu_tmpdir(void)
 	return strdup(d);
 }
 
+char *tu_dir;
+
+int tu_dir_setup(void **state)
+{
+	(void)state;
+	tu_dir = tu_tmpdir();
+	return 0;
+}
+
+int tu_dir_teardown(void **state)
+{
+	(void)state;
+	tu_rmtree(tu_dir);
+	free(tu_dir);
+	tu_dir = NULL;
+	return 0;
+}
+
+const char *tu_at(const char *rel)
+{
+	static char buf[4][PATH_MAX];
+	static int i;
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", tu_dir, rel);
+	return buf[i];
+}
+
 void tu_copy_definition(const char *dir)
 {
 	/* the definition and, beside it, the shared core its [binding] source names */

@@ -28,6 +28,14 @@ oeap_patchdef *tu_def(void);
 /* A fresh temporary directory (removed by tu_rmtree). Caller frees the string. */
 char *tu_tmpdir(void);
 
+/* A fresh 0700 directory under /tmp for each test (cmocka setup and
+ * teardown: tu_dir_setup makes tu_dir, tu_dir_teardown removes it), and
+ * tu_at(REL), TU_DIR/REL in one of four rotating buffers. */
+extern char *tu_dir;
+int tu_dir_setup(void **state);
+int tu_dir_teardown(void **state);
+const char *tu_at(const char *rel);
+
 /* Copies every file of patches/sglang-oea (patch.ini, the binding, anchors,
  * templates) into DIR, so that a test can edit one of them. */
 void tu_copy_definition(const char *dir);
