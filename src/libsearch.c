@@ -199,38 +199,48 @@ char *oeap_library_locate(const char *name, const char *ld_library_path, const c
 		return NULL;
 	}
 	/* 1. LD_LIBRARY_PATH as the server has it: ':' or ';' separated; an empty
-	 * entry is the server's working directory, which is not ours to know. */
-	const char *p = ld_library_path ? ld_library_path : "";
-	while (*p) {
+	 * entry (a leading, doubled or trailing separator) is the server's working
+	 * directory, like a relative one, which is not ours to know: met before
+	 * the file is found, the answer cannot be told. */
+	const char *p = ld_library_path && *ld_library_path ? ld_library_path : NULL;
+	while (p) {
 		size_t len = strcspn(p, ":;");
 		char dir[PATH_MAX];
-		if (len && len < sizeof(dir)) {
-			memcpy(dir, p, len);
-			dir[len] = '\0';
-			if (dir[0] != '/') {
-				snprintf(how, cap,
-				         "LD_LIBRARY_PATH (%s) has the relative entry %s, searched from the server's working "
-				         "directory, which oeapatch cannot know",
-				         origin ? origin : "the environment", dir);
-				return NULL;
-			}
-			int rc = try_dir(dir, name, &out);
-			if (rc < 0) {
-				snprintf(how, cap,
-				         "%s has a glibc-hwcaps, tls or platform subfolder holding %s: the loader picks among "
-				         "them by the CPU's features; give the library's absolute path",
-				         dir, name);
-				return NULL;
-			}
-			if (rc > 0) {
-				snprintf(how, cap, "found in LD_LIBRARY_PATH entry %s (%s)", dir,
-				         origin ? origin : "the environment");
-				return out;
-			}
+		if (len >= sizeof(dir)) {
+			snprintf(how, cap, "LD_LIBRARY_PATH (%s) has an entry longer than PATH_MAX",
+			         origin ? origin : "the environment");
+			return NULL;
 		}
-		p += len;
-		if (*p)
-			p++;
+		memcpy(dir, p, len);
+		dir[len] = '\0';
+		if (!len) {
+			snprintf(how, cap,
+			         "LD_LIBRARY_PATH (%s) has an empty entry (a leading, doubled or trailing separator), "
+			         "which the loader searches as the server's working directory, which oeapatch cannot know",
+			         origin ? origin : "the environment");
+			return NULL;
+		}
+		if (dir[0] != '/') {
+			snprintf(how, cap,
+			         "LD_LIBRARY_PATH (%s) has the relative entry %s, searched from the server's working "
+			         "directory, which oeapatch cannot know",
+			         origin ? origin : "the environment", dir);
+			return NULL;
+		}
+		int rc = try_dir(dir, name, &out);
+		if (rc < 0) {
+			snprintf(how, cap,
+			         "%s has a glibc-hwcaps, tls or platform subfolder holding %s: the loader picks among "
+			         "them by the CPU's features; give the library's absolute path",
+			         dir, name);
+			return NULL;
+		}
+		if (rc > 0) {
+			snprintf(how, cap, "found in LD_LIBRARY_PATH entry %s (%s)", dir,
+			         origin ? origin : "the environment");
+			return out;
+		}
+		p = p[len] ? p + len + 1 : NULL;
 	}
 	if (ld_library_path && *ld_library_path) {
 		char what[PATH_MAX + 64];

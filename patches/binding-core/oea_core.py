@@ -472,12 +472,14 @@ def _locate(name):
     subfolders = ("%s has a glibc-hwcaps, tls or platform subfolder holding %s: the loader "
                   "picks among them by the CPU's features; give {{env_prefix}}LIBRARY an "
                   "absolute path")
-    for folder in re.split("[:;]", os.environ.get("LD_LIBRARY_PATH", "")):
-        if not folder:
-            continue
+    value = os.environ.get("LD_LIBRARY_PATH", "")
+    for folder in (re.split("[:;]", value) if value else ()):
+        # an empty entry (a leading, doubled or trailing separator) is the
+        # working directory to the loader, like a relative one
         if not folder.startswith("/"):
-            raise OSError("LD_LIBRARY_PATH has the relative entry %s: give {{env_prefix}}LIBRARY an "
-                          "absolute path" % folder)
+            raise OSError("LD_LIBRARY_PATH has the %s entry %r, searched from the working "
+                          "directory: give {{env_prefix}}LIBRARY an absolute path"
+                          % ("relative" if folder else "empty", folder))
         if _in_subfolder(folder, name):
             raise OSError(subfolders % (folder, name))
         if _elf_ok(os.path.join(folder, name)):

@@ -174,6 +174,18 @@ printf 'SGLANG_OEA_LIBRARY=liboea.so.2\n' >"$WORK/unit3.env"
 expect "no LD_LIBRARY_PATH in the unit: the shell's is not the server's" 1 env LD_LIBRARY_PATH="$WORK/ld" \
 	"$OEAPATCH" verify -C "$C" --env-file "$WORK/unit3.env"
 has "says the unit sets none" "no LD_LIBRARY_PATH"
+# an empty entry is the server's working directory to the loader: searched
+# before the file is found, it leaves the answer open; after, it is never read
+expect "an empty entry before the folder that has it: verify fails" 1 env LD_LIBRARY_PATH=":$WORK/ld" \
+	SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
+has "naming the empty entry" "has an empty entry (a leading, doubled or trailing separator)"
+expect "and the module refuses it too" 1 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY=liboea.so.2 \
+	LD_LIBRARY_PATH=":$WORK/ld"
+has "saying why" "LD_LIBRARY_PATH has the empty entry"
+expect "a trailing separator after the folder that has it: verify holds" 0 env LD_LIBRARY_PATH="$WORK/ld:" \
+	SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
+expect "and the module loads it" 0 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY=liboea.so.2 \
+	LD_LIBRARY_PATH="$WORK/ld:"
 
 echo "== a library others can change is never opened (a constructor leaves a mark)"
 if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
