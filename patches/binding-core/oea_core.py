@@ -663,10 +663,20 @@ def idle_stats():
     return line
 
 
+def _idle_tick():
+    """One interval of _idle_stats_loop: the idle line, but only in a process
+    that runs a model (the adapter's _model_seen(): its first forward was
+    seen). Every process of a server that imports the routing module imports
+    the binding too (SGLang's tokenizer and detokenizer processes, vLLM's API
+    server); one that never runs a model would otherwise write "no routed
+    call" every interval for as long as it lives."""
+    return idle_stats() if _model_seen() else None
+
+
 def _idle_stats_loop():
     while not _counts["calls"]:
         time.sleep(STATS_INTERVAL)
-        idle_stats()
+        _idle_tick()
 
 
 # ------------------------------------------------------------ Prometheus export

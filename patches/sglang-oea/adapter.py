@@ -574,6 +574,12 @@ def _warn_never_routed():
     return missing
 
 
+def _model_seen():
+    """Whether this process runs a model: its routers were taken at its first
+    forward (_watch_forward)."""
+    return _routers is not None
+
+
 def _watch_layers():
     if not (ENABLED and _lib is not None):
         return

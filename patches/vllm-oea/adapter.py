@@ -514,6 +514,12 @@ def _first_forward(module, args):
             _first_forward_hook = None
 
 
+def _model_seen():
+    """Whether this process runs a model: its first forward was seen
+    (_first_forward took its MoE layers, or found none)."""
+    return _model_layers is not None
+
+
 def _watch_layers():
     global _first_forward_hook
     if not (ENABLED and STATS and _lib is not None):

@@ -807,6 +807,18 @@ def main():
               % (mod._op, has))
         return "torch %s: %s" % (torch.__version__, "registered" if has else "not available")
 
+    @case("the idle statistics line only in a process that runs a model")
+    def t_idle_only_with_a_model():
+        # SGLang's tokenizer and detokenizer processes import the binding too:
+        # with statistics on they must not write "no routed call" every interval
+        im = load(path, "oea_idle", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1"})
+        check(im.host_counts()["calls"] == 0, "a call reached OEA already")
+        check(im._idle_tick() is None, "an idle line before any model forward")
+        im._routers = {}  # the first model forward was seen (no router in it)
+        line = im._idle_tick()
+        check(line is not None and "python calls=0" in line, "idle line: %r" % line)
+        return line.split("; ")[-1]
+
     @case("one layer routed with fp32, then bf16, then fp16 logits: a plan per dtype")
     def t_plan_dtype():
         # The same settings and shapes each time: only the logits' dtype tells
@@ -1126,7 +1138,8 @@ def main():
 
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
                t_weights, t_stats, t_op, t_bias_update, t_min_exact, t_dp_attention,
-               t_packed, t_token_bias, t_stats_line, t_fallback, t_plan_dtype):
+               t_packed, t_token_bias, t_stats_line, t_fallback, t_plan_dtype,
+               t_idle_only_with_a_model):
         fn()
     return summary()
 
