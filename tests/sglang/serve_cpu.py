@@ -223,6 +223,16 @@ def main(version, phases):
                                                     t_before, t_after, skipped))
             else:
                 say(False, "%s: K0=3: no stats line in the Engine's log" % version)
+            # Processes without a model (the tokenizer's, the detokenizer's)
+            # import the binding too: no idle statistics line from them, only
+            # from a process that also wrote lines of routed calls.
+            pids = re.findall(r"OEA stats \(pid (\d+), since start\): python calls=(\d+)", log)
+            idle_only = {p for p, c in pids if c == "0"} - {p for p, c in pids if c != "0"}
+            errors = [l for l in log.splitlines() if "an error inside the binding" in l]
+            say(not errors and not any("error=" in line[-1] for line in lines) and not idle_only,
+                "%s: K0=3: no call fell back on an error inside the binding (%d), no idle "
+                "statistics line from a process without a model (pids %s)"
+                % (version, len(errors), sorted(idle_only) or "none"))
             changed = sum(a["output_logprobs"] != b["output_logprobs"] for a, b in zip(on, base))
             same_ids = sum(a["output_ids"] == b["output_ids"] for a, b in zip(on, base))
             say(changed > 0, "%s: K0=3: decode logprobs changed in %d of %d requests "
