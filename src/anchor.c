@@ -59,8 +59,11 @@ static long foreign_region(const oeap_patchdef *def, const pysource *src, const 
 		if (ls - prev <= sizeof(mark) - 1 || memcmp(src->buf + prev, mark, sizeof(mark) - 1) != 0)
 			continue;
 		const char *name = src->buf + prev + sizeof(mark) - 1;
-		size_t len = strcspn(name, " \r\n");
-		size_t slash = strcspn(name, "/");
+		size_t len = 0, rest = ls - (prev + sizeof(mark) - 1); /* the line, its end included */
+		while (len < rest && !strchr(" \r\n", name[len]))
+			len++;
+		const char *sl = memchr(name, '/', len);
+		size_t slash = sl ? (size_t)(sl - name) : len;
 		if (slash < len && (strlen(def->name) != slash || strncmp(name, def->name, slash) != 0)) {
 			snprintf(other, cap, "%.*s", (int)len, name);
 			return pysource_line_of(src, prev);
