@@ -181,16 +181,29 @@ root=$(new_checkout "$old")
 # The lock is flock on the target's directory (no lock file to leave behind).
 lockdir=$(dirname "$root/$target_rel")
 if command -v flock >/dev/null; then
-  flock "$lockdir" sleep 1.5 &
+  # No timing: the holder says when it holds the lock and keeps it until told
+  # to let go (30 s at most, never a hang); apply, started while it is held,
+  # must still be waiting with the file untouched when we look, and must
+  # apply once the lock is free (apply waits up to 10 s for it).
+  rm -f "$work/held" "$work/release"
+  flock "$lockdir" sh -c 'touch "$1/held"; i=0; while [ ! -e "$1/release" ] && [ $i -lt 600 ]; do
+    sleep 0.05; i=$((i + 1)); done' sh "$work" &
   holder=$!
-  sleep 0.3
-  start=$(date +%s%N)
-  apply "$root" >/dev/null 2>&1
+  for _ in $(seq 600); do [ -e "$work/held" ] && break; sleep 0.05; done
+  before=$(sha "$root/$target_rel")
+  "$OEAPATCH" apply -C "$root" --library "$OEA_LIBRARY" >/dev/null 2>&1 &
+  applier=$!
+  sleep 0.5
+  waiting=0
+  kill -0 $applier 2>/dev/null && [ "$(sha "$root/$target_rel")" = "$before" ] && waiting=1
+  touch "$work/release"
+  wait $applier
   rc=$?
-  ms=$((($(date +%s%N) - start) / 1000000))
   wait $holder
-  [ $rc -eq 0 ] && [ $ms -ge 900 ] && ok "apply waits for a held lock (${ms} ms) and then applies" ||
-    bad "apply waits for a held lock" "exit $rc after ${ms} ms"
+  [ -e "$work/held" ] && [ $waiting -eq 1 ] && [ $rc -eq 0 ] &&
+    [[ $(describe "$root") == "target=new binding=complete"* ]] &&
+    ok "apply waits for a held lock, the file untouched, and applies once it is free" ||
+    bad "apply waits for a held lock" "held=$([ -e "$work/held" ] && echo yes || echo no) waiting=$waiting exit $rc: $(describe "$root")"
 fi
 
 race() { # race MODE START: MODE apply-apply | apply-revert
