@@ -1,14 +1,15 @@
-# The tree-sitter-python grammar, compiled from the pinned PyPI source
-# distribution that scripts/setup-deps.sh unpacks under deps/ (never committed),
+# The tree-sitter-python grammar (the version scripts/deps-pins.txt pins),
+# compiled from the pinned PyPI source distribution that scripts/fetch-deps.sh
+# unpacks under deps/ (never committed; cmake/OeapatchDeps.cmake runs it),
 # with tree-sitter's generator headers beside it. Defines the static library
 # target `tree_sitter_python`.
-set(TREE_SITTER_PYTHON_VERSION 0.23.6)
+include(OeapatchDeps)
 set(TREE_SITTER_PYTHON_DIR "${PROJECT_SOURCE_DIR}/deps/tree-sitter-python-${TREE_SITTER_PYTHON_VERSION}"
     CACHE PATH "Unpacked tree-sitter-python sources (holding src/parser.c and src/tree_sitter/parser.h)")
 if(NOT EXISTS "${TREE_SITTER_PYTHON_DIR}/src/parser.c" OR NOT EXISTS "${TREE_SITTER_PYTHON_DIR}/src/tree_sitter/parser.h")
   message(FATAL_ERROR
     "tree-sitter-python ${TREE_SITTER_PYTHON_VERSION} not found at ${TREE_SITTER_PYTHON_DIR}: "
-    "run scripts/setup-deps.sh (it fetches and verifies the pinned PyPI sources)")
+    "run scripts/fetch-deps.sh (it fetches and verifies the pinned PyPI sources)")
 endif()
 add_library(tree_sitter_python STATIC
   "${TREE_SITTER_PYTHON_DIR}/src/parser.c"

@@ -1,6 +1,8 @@
-# tree-sitter's C runtime 0.24.0, compiled from the pinned PyPI source
-# distribution that scripts/setup-deps.sh unpacks under deps/ (never committed),
-# as the static library target `tree_sitter` (its api.h is the public header).
+# tree-sitter's C runtime (the version scripts/deps-pins.txt pins: 0.24.0),
+# compiled from the pinned PyPI source distribution that scripts/fetch-deps.sh
+# unpacks under deps/ (never committed; cmake/OeapatchDeps.cmake runs it when
+# deps/ lacks it), as the static library target `tree_sitter` (its api.h is the
+# public header).
 #
 # Why not Debian 12's libtree-sitter 0.20.7: 0.24's query cursors take a
 # maximum start depth (ts_query_cursor_set_max_start_depth), so an anchor query
@@ -9,13 +11,13 @@
 # (query.c; docs/performance.md). Its parser and query compiler cost the same
 # as 0.20.7's (measured), and linking it statically saves its relocation at
 # every start. The grammar (ABI 14) loads into it (ABI 13-14).
-set(TREE_SITTER_VERSION 0.24.0)
+include(OeapatchDeps)
 set(TREE_SITTER_DIR "${PROJECT_SOURCE_DIR}/deps/tree-sitter-${TREE_SITTER_VERSION}"
     CACHE PATH "Unpacked tree-sitter runtime sources (holding lib/src/lib.c and lib/include/tree_sitter/api.h)")
 if(NOT EXISTS "${TREE_SITTER_DIR}/lib/src/lib.c" OR NOT EXISTS "${TREE_SITTER_DIR}/lib/include/tree_sitter/api.h")
   message(FATAL_ERROR
     "the tree-sitter ${TREE_SITTER_VERSION} runtime not found at ${TREE_SITTER_DIR}: "
-    "run scripts/setup-deps.sh (it fetches and verifies the pinned PyPI sources)")
+    "run scripts/fetch-deps.sh (it fetches and verifies the pinned PyPI sources)")
 endif()
 # lib.c includes every other source of the runtime (its own unity build).
 add_library(tree_sitter STATIC "${TREE_SITTER_DIR}/lib/src/lib.c")

@@ -13,12 +13,32 @@
 #include "cli.h"
 #include "fsio.h"
 #include "pipeline.h"
+#include "plugincheck.h"
+#include "settings.h"
 #include "verify.h"
+
+enum { OPT_ENV_FILE = OEAP_OPT_FIRST_FREE };
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
+	{"env-file", required_argument, OPT_ENV_FILE, "FILE",
+	 "the server's environment is this systemd EnvironmentFile= (repeatable, later ones win), as verify's: "
+	 "its settings, the interpreter's PYTHONPATH, and SGLANG_PLUGINS / VLLM_PLUGINS"},
 	{NULL, 0, 0, NULL, NULL},
 };
+
+/* --env-file, kept as verify keeps it: status's verdict is verify's with the same files. */
+static int on_option(int val, const char *arg, void *user)
+{
+	oeap_verify_opts *o = user;
+	if (val != OPT_ENV_FILE)
+		return -1;
+	if (o->nenv_files < OEAP_VERIFY_MAX_ENV_FILES)
+		o->env_files[o->nenv_files++] = arg;
+	else
+		o->too_many_env_files = 1;
+	return 0;
+}
 
 typedef struct status_result {
 	oeap_verify_result verdict; /* verify's, with no options: this environment's settings */
@@ -27,6 +47,7 @@ typedef struct status_result {
 	char *bind_path;
 	char *library;    /* the library it records, or NULL */
 	oeap_binding_state bind; /* whose module it is, when there is one */
+	oeap_plugin_state plugin; /* information only: it never changes the exit code */
 	int lib_ok;
 	char lib_detail[768];
 	int exit_code;
@@ -60,15 +81,17 @@ static const char *state_name(const status_result *r)
 	                                       : "drift";
 }
 
-static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
+static int compute(const oeap_cli *cli, const oeap_verify_opts *here, status_result *r, oeap_error *err)
 {
 	size_t bind_len = 0;
 	int error = 0;
 	/* verify's verdict, by verify's function: a status that says "verifies"
-	 * must mean what verify means, settings and library override included. */
-	static const oeap_verify_opts here; /* the work tree, this environment's settings */
-	if ((error = oeap_verify_compute(cli, &here, &r->verdict, err)))
+	 * must mean what verify means, settings and library override included
+	 * (`here`: the work tree, this environment's settings or --env-file's). */
+	if ((error = oeap_verify_compute(cli, here, &r->verdict, err)))
 		goto done;
+	/* The plugin's restriction is read where verify read the settings. */
+	oeap_plugin_check(cli, &r->verdict.env, &r->plugin);
 	r->rep = r->verdict.rep;
 	memset(&r->verdict.rep, 0, sizeof(r->verdict.rep));
 	if (!(r->bind_path = oeap_binding_path(cli->def, cli->target))) {
@@ -135,6 +158,7 @@ static void print_json(const oeap_cli *cli, const status_result *r)
 	json_object_set_new(j, "drift", drift);
 	if (!r->rep.applied)
 		json_object_set_new(j, "fix", oeap_json_str(oeap_cli_apply_hint(cli)));
+	json_object_set_new(j, "plugin", oeap_plugin_json(&r->plugin));
 	oeap_json_emit(j);
 }
 
@@ -188,6 +212,11 @@ static void print_text(const oeap_cli *cli, const status_result *r)
 		printf("library:  %s (not loaded: the binding module does not verify)\n", r->library);
 	else if (r->bind_text)
 		printf("library:  none recorded in the binding module\n");
+	if (r->plugin.applicable) {
+		char line[2048];
+		oeap_plugin_describe(&r->plugin, line, sizeof(line));
+		printf("plugin:   %s\n", line);
+	}
 }
 
 int cmd_status(int argc, char **argv)
@@ -196,18 +225,26 @@ int cmd_status(int argc, char **argv)
 	oeap_cli cli;
 	oeap_error err;
 	status_result r;
+	oeap_verify_opts o;
 	memset(&r, 0, sizeof(r));
+	memset(&o, 0, sizeof(o));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "status", "[-C DIR | --python PATH] [--json] [-q]",
-	                       "Applied or not, which patch version, drift, and the library it binds. Exit 0 when "
-	                       "applied and verified, 1 otherwise.",
-	                       options, argc, argv, NULL, NULL, &first);
+	int p = oeap_cli_parse(&cli, "status", "[-C DIR | --python PATH] [--env-file FILE ...] [--json] [-q]",
+	                       "Applied or not, which patch version, drift, the library it binds, and whether the "
+	                       "framework loads oeapatch's plugin. Exit 0 when applied and verified, 1 otherwise.",
+	                       options, argc, argv, on_option, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &r, &err)) {
+	if (o.too_many_env_files) {
+		oeap_fail(&err, OEAP_ERR_USAGE, "--env-file", 0, "at most %d files", OEAP_VERIFY_MAX_ENV_FILES);
+		return oeap_cli_error(&cli, &err);
+	}
+	cli.env_files = o.env_files;
+	cli.nenv_files = o.nenv_files;
+	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &o, &r, &err)) {
 		rc = oeap_cli_error(&cli, &err);
 		goto done;
 	}
