@@ -35,6 +35,7 @@ Run inside the environment, with a first argument `model DIR` or
 the Engine.
 """
 
+import glob
 import json
 import os
 import re
@@ -167,6 +168,19 @@ def main(version, phases):
     say(rc == 0 and expected is not None and file_hash(topk) == expected,
         "%s: installed topk.py is the wheel's (RECORD %s)" % (version, expected))
     work = tempfile.mkdtemp(prefix="oea-serve-%s-" % version)
+    # The wheel's plugin (issue 26) in every process of the served starts: pip
+    # installs the wheel that the fixture wheel.build made into a folder on
+    # PYTHONPATH (the cached environment stays as it is); SGLang's loader finds
+    # its entry point there like any installed distribution's.
+    build = os.environ.get("OEAPATCH_BUILD_DIR") or ""
+    wheels = sorted(glob.glob(os.path.join(build, "wheel-dist", "oeapatch-*.whl")))
+    plugin_dir = os.path.join(work, "plugin")
+    rc, out, err = (run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                         "--no-deps", "--no-index", "--target", plugin_dir, wheels[-1]])
+                    if wheels else (1, "", "no wheel in %s/wheel-dist" % build))
+    say(rc == 0, "%s: the oeapatch wheel (its plugin) installed for the served starts%s"
+        % (version, "" if rc == 0 else ": " + err[-800:]))
+    base_env["PYTHONPATH"] = os.pathsep.join([STUBS, plugin_dir])
 
     def engine(name, extra):
         env = dict(base_env, **extra)
@@ -203,6 +217,9 @@ def main(version, phases):
         if off is not None:
             say(off == base, "%s: K0=0: output ids and logprobs equal the unpatched run"
                 % version)
+            off_log = open(os.path.join(work, "K0=0.log")).read()
+            say("OEA in place" not in off_log and "would run without it" not in off_log,
+                "%s: K0=0: the plugin writes nothing (OEA off)" % version)
 
         on, log = (engine("K0=3", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
                                    "SGLANG_OEA_STATS_INTERVAL": "1"})
@@ -233,6 +250,17 @@ def main(version, phases):
                 "%s: K0=3: no call fell back on an error inside the binding (%d), no idle "
                 "statistics line from a process without a model (pids %s)"
                 % (version, len(errors), sorted(idle_only) or "none"))
+            # The plugin's line from the scheduler process (its logging prefix
+            # names the TP rank; the line is written once that logging is set up).
+            mine = [l for l in log.splitlines() if "OEA in place in this process" in l]
+            sched = [l for l in mine if re.search(r"\bTP0\]", l)]
+            say(sched and "sglang-oea/2, k0=3" in sched[0] and "select_experts calls the binding"
+                in sched[0] and not [l for l in log.splitlines() if "would run without it" in l],
+                "%s: K0=3: the plugin's line from the scheduler process (%d processes checked): %s"
+                % (version, len(mine), (sched or mine or ["none"])[0][:300]))
+            times = [int(t) for t in re.findall(r"oeapatch: OEA in place.*checked in (\d+) ms", log)]
+            if times:
+                print("TIME the plugin's check per process of the served start: %s ms" % times)
             changed = sum(a["output_logprobs"] != b["output_logprobs"] for a, b in zip(on, base))
             same_ids = sum(a["output_ids"] == b["output_ids"] for a, b in zip(on, base))
             say(changed > 0, "%s: K0=3: decode logprobs changed in %d of %d requests "

@@ -646,9 +646,25 @@ def check(framework, environ=None):
     if out["problems"]:
         _refuse(framework, d, out["problems"], environ, log, strict_on)
         return out
-    log.info("%s", _line(d, out, elapsed_ms))
+    line = _line(d, out, elapsed_ms)
+    if not log.hasHandlers():
+        # A process whose logging is set up after its plugins load (SGLang's
+        # scheduler: load_plugins() is the first statement of a spawned
+        # process, configure_logger() comes after it): an INFO record would
+        # reach no handler (and the level in force is not yet the one the
+        # framework sets). It is written at the model's first forward,
+        # through the framework's format (with its TP/DP prefix), or now where
+        # no forward can be watched.
+        _pending.append(line)
+    else:
+        log.info("%s", line)
     _watch_conflicts(framework, d, out, environ, log, strict_on)
+    while _pending:
+        log.info("%s", _pending.pop(0))
     return out
+
+
+_pending = []  # the line, until the process's logging has a handler
 
 
 # ------------------------------------------------------------- conflicts
@@ -717,11 +733,15 @@ def _watch_conflicts(framework, d, out, environ, log, strict_on):
     if register is None or not out.get("function"):
         return
     handle = []
+    pending = list(_pending)
+    del _pending[:]
 
     def first_forward(module, args):
         if not handle:
             return None
         handle.pop().remove()
+        for line in pending:
+            log.info("%s", line)
         problems = _model_conflicts(d, out, module)
         _conflict_verdict(framework, d, problems, environ, log, strict_on)
         return None
