@@ -11,6 +11,7 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "command.h"
 #include "fsio.h"
 #include "pipeline.h"
 #include "verify.h"
@@ -32,8 +33,9 @@ typedef struct status_result {
 	int exit_code;
 } status_result;
 
-static void status_result_free(status_result *r)
+static void status_result_free(void *result)
 {
+	status_result *r = result;
 	oeap_verify_result_free(&r->verdict);
 	oeap_report_free(&r->rep);
 	free(r->bind_text);
@@ -60,8 +62,10 @@ static const char *state_name(const status_result *r)
 	                                       : "drift";
 }
 
-static int compute(const oeap_cli *cli, status_result *r, oeap_error *err)
+static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
 {
+	status_result *r = result;
+	(void)opts;
 	size_t bind_len = 0;
 	int error = 0;
 	/* verify's verdict, by verify's function: a status that says "verifies"
@@ -113,8 +117,10 @@ static const char *bind_kind_name(oeap_binding_kind k)
 	}
 }
 
-static void print_json(const oeap_cli *cli, const status_result *r)
+static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const status_result *r = result;
+	(void)opts;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
 	oeap_cli_json_target(cli, j);
 	json_object_set_new(j, "state", json_string(state_name(r)));
@@ -138,8 +144,10 @@ static void print_json(const oeap_cli *cli, const status_result *r)
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const status_result *r)
+static void print_text(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const status_result *r = result;
+	(void)opts;
 	const oeap_report *rep = &r->rep;
 	const char *good = oeap_color_good(stdout), *bad = oeap_color_bad(stdout), *reset = oeap_color_reset(stdout);
 	size_t failed = 0;
@@ -190,14 +198,14 @@ static void print_text(const oeap_cli *cli, const status_result *r)
 		printf("library:  none recorded in the binding module\n");
 }
 
+static const oeap_command_steps steps = {compute, print_json, print_text, status_result_free};
+
 int cmd_status(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0;
+	int first = 0;
 	oeap_cli cli;
-	oeap_error err;
 	status_result r;
 	memset(&r, 0, sizeof(r));
-	oeap_error_clear(&err);
 
 	int p = oeap_cli_parse(&cli, "status", "[-C DIR | --python PATH] [--json] [-q]",
 	                       "Applied or not, which patch version, drift, and the library it binds. Exit 0 when "
@@ -207,17 +215,5 @@ int cmd_status(int argc, char **argv)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &r, &err)) {
-		rc = oeap_cli_error(&cli, &err);
-		goto done;
-	}
-	if (cli.json)
-		print_json(&cli, &r);
-	else
-		print_text(&cli, &r);
-	rc = r.exit_code;
-done:
-	status_result_free(&r);
-	oeap_cli_close(&cli);
-	return rc;
+	return oeap_command_run(&cli, 1, &steps, NULL, &r, &r.exit_code);
 }
