@@ -10,6 +10,7 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "command.h"
 #include "fsio.h"
 #include "hook.h"
 #include "pipeline.h"
@@ -180,8 +181,9 @@ typedef struct apply_result {
 	oeap_pyc_list bytecode; /* removed (--check: would be), so Python runs what was written */
 } apply_result;
 
-static void apply_result_free(apply_result *r)
+static void apply_result_free(void *result)
 {
+	apply_result *r = result;
 	oeap_pyc_list_free(&r->bytecode);
 	binding_plan_free(&r->bp);
 	oeap_buf_free(&r->diff);
@@ -252,8 +254,10 @@ static int check_library_trust(const oeap_cli *cli, const char *library, oeap_er
 	                 p.message, esc ? " (a development tree may set " : "", esc ? esc : "", esc ? "=true)" : "");
 }
 
-static int compute(const oeap_cli *cli, const apply_opts *o, apply_result *r, oeap_error *err)
+static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
 {
+	const apply_opts *o = opts;
+	apply_result *r = result;
 	int error = 0, lock = -1, writes = !o->check && !o->diff;
 	char detail[768];
 	/* --library, else the library the checkout's binding already records (a
@@ -356,8 +360,10 @@ done:
 	return error;
 }
 
-static void print_json(const oeap_cli *cli, const apply_opts *o, const apply_result *r)
+static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const apply_opts *o = opts;
+	const apply_result *r = result;
 	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
 	json_object_set_new(j, "mode", json_string(o->check ? "check" : o->diff ? "diff" : "write"));
 	oeap_cli_json_target(cli, j);
@@ -383,8 +389,10 @@ static void print_json(const oeap_cli *cli, const apply_opts *o, const apply_res
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const apply_opts *o, const apply_result *r)
+static void print_text(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const apply_opts *o = opts;
+	const apply_result *r = result;
 	if (o->diff) {
 		oeap_print_diff(r->diff.data ? r->diff.data : "", r->diff.len, stdout);
 		if (r->bp.refused)
@@ -426,9 +434,11 @@ static void print_text(const oeap_cli *cli, const apply_opts *o, const apply_res
 		       r->bytecode.items[i].why);
 }
 
+static const oeap_command_steps steps = {compute, print_json, print_text, apply_result_free};
+
 int cmd_apply(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0;
+	int first = 0;
 	oeap_cli cli;
 	apply_opts o = {0, 0, 0, 0, 0, NULL};
 	oeap_error err;
@@ -449,16 +459,5 @@ int cmd_apply(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &o, &r, &err)) {
-		rc = oeap_cli_error(&cli, &err);
-		goto done;
-	}
-	if (cli.json)
-		print_json(&cli, &o, &r);
-	else
-		print_text(&cli, &o, &r);
-done:
-	apply_result_free(&r);
-	oeap_cli_close(&cli);
-	return rc;
+	return oeap_command_run(&cli, 1, &steps, &o, &r, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include "checkout.h"
 #include "cli.h"
+#include "command.h"
 #include "fsio.h"
 #include "pipeline.h"
 #include "quote.h"
@@ -26,6 +27,9 @@ typedef struct check_opts {
 	int allow_empty;
 	int skip_binding;
 	int all;
+	/* The operands (REV, A..B ...): argv[first] to argv[argc - 1]. */
+	int argc, first;
+	char **argv;
 } check_opts;
 
 /* A range argument that selected nothing: a check that checked nothing is a
@@ -249,8 +253,9 @@ typedef struct check_result {
 	int exit_code;
 } check_result;
 
-static void check_result_free(check_result *r)
+static void check_result_free(void *result)
 {
+	check_result *r = result;
 	free(r->empty);
 	free(r->res);
 	oeap_revs_free(&r->revs);
@@ -344,8 +349,10 @@ static int compute(const oeap_cli *cli, const check_opts *o, int argc, char **ar
 	return 0;
 }
 
-static void print_json(const oeap_cli *cli, const check_opts *o, const check_result *r)
+static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const check_opts *o = opts;
+	const check_result *r = result;
 	char detail[1024];
 	json_t *j = oeap_cli_json_head(cli, r->exit_code), *arr = json_array();
 	for (size_t i = 0; i < r->revs.n; i++) {
@@ -391,8 +398,10 @@ static void print_json(const oeap_cli *cli, const check_opts *o, const check_res
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const check_opts *o, const check_result *r)
+static void print_text(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const check_opts *o = opts;
+	const check_result *r = result;
 	char detail[1024];
 	const size_t *counts = r->counts;
 	const char *bad_on = oeap_color_bad(stdout), *good_on = oeap_color_good(stdout), *off = oeap_color_reset(stdout);
@@ -440,11 +449,26 @@ static void print_text(const oeap_cli *cli, const check_opts *o, const check_res
 		       r->unsupported, r->unsupported == 1 ? "" : "s", r->path, cli->def->first_revision);
 }
 
+/* The report file before the printing: a failure to write it is then the
+ * command's one error, not a second JSON document after the results. */
+static int compute_and_report(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
+{
+	const check_opts *o = opts;
+	check_result *r = result;
+	if (compute(cli, o, o->argc, o->argv, o->first, r, err) ||
+	    (o->junit && write_junit(o->junit, cli->def, &r->revs, r->res, r->nfailed, r->empty, r->nempty,
+	                             o->allow_empty, r->total, err)))
+		return -1;
+	return 0;
+}
+
+static const oeap_command_steps steps = {compute_and_report, print_json, print_text, check_result_free};
+
 int cmd_check(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0;
+	int first = 0;
 	oeap_cli cli;
-	check_opts o = {NULL, NULL, 0, 0, 0, 0};
+	check_opts o = {NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
 	oeap_error err;
 	check_result r;
 	memset(&r, 0, sizeof(r));
@@ -467,21 +491,8 @@ int cmd_check(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "--max-count", 0, "'%s' is not a positive number", o.bad_max);
 		return oeap_cli_error(&cli, &err);
 	}
-	/* The report file before the printing: a failure to write it is then
-	 * the command's one error, not a second JSON document after the results. */
-	if (oeap_cli_open(&cli, 0, &err) || compute(&cli, &o, argc, argv, first, &r, &err) ||
-	    (o.junit && write_junit(o.junit, cli.def, &r.revs, r.res, r.nfailed, r.empty, r.nempty, o.allow_empty,
-	                            r.total, &err))) {
-		rc = oeap_cli_error(&cli, &err);
-		goto done;
-	}
-	if (cli.json)
-		print_json(&cli, &o, &r);
-	else
-		print_text(&cli, &o, &r);
-	rc = r.exit_code;
-done:
-	check_result_free(&r);
-	oeap_cli_close(&cli);
-	return rc;
+	o.argc = argc;
+	o.first = first;
+	o.argv = argv;
+	return oeap_command_run(&cli, 0, &steps, &o, &r, &r.exit_code);
 }

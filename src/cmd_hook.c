@@ -13,11 +13,14 @@
 #include "binding.h"
 #include "checkout.h"
 #include "cli.h"
+#include "command.h"
 #include "fsio.h"
 #include "hook.h"
 #include "trust.h"
 
 enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE, OPT_SKIP_BINDING };
+
+typedef enum hook_action_kind { HOOK_UNKNOWN, HOOK_INSTALL, HOOK_UNINSTALL, HOOK_STATUS } hook_action_kind;
 
 typedef struct hook_opts {
 	int reapply;
@@ -26,6 +29,7 @@ typedef struct hook_opts {
 	int skip_binding;
 	const char *library;
 	const char *only;
+	hook_action_kind action; /* the first operand */
 } hook_opts;
 
 static int on_option(int val, const char *arg, void *user)
@@ -195,8 +199,6 @@ typedef struct hook_result {
 	int exit_code;
 } hook_result;
 
-typedef enum hook_action_kind { HOOK_UNKNOWN, HOOK_INSTALL, HOOK_UNINSTALL, HOOK_STATUS } hook_action_kind;
-
 /* Whom the trust rule allows besides root: the target's owner, else (a bare
  * repository) the owner of the folder the hooks act on. */
 static uid_t trust_owner(const oeap_cli *cli)
@@ -243,8 +245,9 @@ static void row_trust(const char *dir, const char *name, uid_t owner, hook_row *
 	}
 }
 
-static void hook_result_free(hook_result *r)
+static void hook_result_free(void *result)
 {
+	hook_result *r = result;
 	free(r->seen);
 	free(r->self);
 	free(r->library);
@@ -254,9 +257,11 @@ static void hook_result_free(hook_result *r)
 	git_repository_free(r->repo);
 }
 
-static int compute(const oeap_cli *cli, const hook_opts *o, hook_action_kind action, hook_result *r,
-                   oeap_error *err)
+static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
 {
+	const hook_opts *o = opts;
+	hook_result *r = result;
+	hook_action_kind action = o->action;
 	int install = action == HOOK_INSTALL, uninstall = action == HOOK_UNINSTALL, status = action == HOOK_STATUS;
 	if (oeap_repo_open(cli->root, &r->repo, &r->prefix, err) ||
 	    oeap_hooks_dir(r->repo, &r->dir, &r->from_config, err))
@@ -381,8 +386,10 @@ static int compute(const oeap_cli *cli, const hook_opts *o, hook_action_kind act
 	return 0;
 }
 
-static void print_json(const oeap_cli *cli, hook_action_kind action, const hook_result *r)
+static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
+	hook_action_kind action = ((const hook_opts *)opts)->action;
+	const hook_result *r = result;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code), *arr = json_array();
 	for (size_t i = 0; i < r->nrows; i++) {
 		const hook_row *row = &r->rows[i];
@@ -410,8 +417,11 @@ static void print_json(const oeap_cli *cli, hook_action_kind action, const hook_
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const hook_opts *o, hook_action_kind action, const hook_result *r)
+static void print_text(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const hook_opts *o = opts;
+	hook_action_kind action = o->action;
+	const hook_result *r = result;
 	int install = action == HOOK_INSTALL, status = action == HOOK_STATUS;
 	printf("hooks directory: %s%s\n", r->dir, r->from_config ? " (core.hooksPath)" : "");
 	if (r->bare && !o->only)
@@ -460,11 +470,13 @@ static void print_text(const oeap_cli *cli, const hook_opts *o, hook_action_kind
 		       oeap_cli_target_rel(cli));
 }
 
+static const oeap_command_steps steps = {compute, print_json, print_text, hook_result_free};
+
 int cmd_hook(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0;
+	int first = 0;
 	oeap_cli cli;
-	hook_opts o = {0, 0, 0, 0, NULL, NULL};
+	hook_opts o = {0, 0, 0, 0, NULL, NULL, HOOK_UNKNOWN};
 	oeap_error err;
 	hook_result r;
 	const char *sub = NULL;
@@ -487,22 +499,22 @@ int cmd_hook(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "say what to do: oeapatch hook install | uninstall | status");
 		return oeap_cli_error(&cli, &err);
 	}
-	hook_action_kind action = !strcmp(sub, "install")     ? HOOK_INSTALL
-	                          : !strcmp(sub, "uninstall") ? HOOK_UNINSTALL
-	                          : !strcmp(sub, "status")    ? HOOK_STATUS
-	                                                      : HOOK_UNKNOWN;
-	if (action == HOOK_UNKNOWN) {
+	o.action = !strcmp(sub, "install")     ? HOOK_INSTALL
+	           : !strcmp(sub, "uninstall") ? HOOK_UNINSTALL
+	           : !strcmp(sub, "status")    ? HOOK_STATUS
+	                                       : HOOK_UNKNOWN;
+	if (o.action == HOOK_UNKNOWN) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "hook", 0, "'%s' is not install, uninstall or status", sub);
 		return oeap_cli_error(&cli, &err);
 	}
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
-	if (action != HOOK_INSTALL && (o.reapply || o.library || o.skip_binding)) {
+	if (o.action != HOOK_INSTALL && (o.reapply || o.library || o.skip_binding)) {
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
 		          "--reapply, --uncommitted, --library and --skip-binding are options of hook install");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (o.uncommitted && o.only && selected(&(hook_opts){0, 0, 0, 0, NULL, o.only}, 0, "pre-push")) {
+	if (o.uncommitted && o.only && selected(&(hook_opts){0, 0, 0, 0, NULL, o.only, HOOK_UNKNOWN}, 0, "pre-push")) {
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0,
 		          "--uncommitted installs no pre-push: with the patch uncommitted, every pushed commit lacks "
 		          "it and a pre-push would block every push");
@@ -512,17 +524,7 @@ int cmd_hook(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "--library only matters with --reapply");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (check_only(o.only, &err) || oeap_cli_open(&cli, 0, &err) || compute(&cli, &o, action, &r, &err)) {
-		rc = oeap_cli_error(&cli, &err);
-		goto done;
-	}
-	if (cli.json)
-		print_json(&cli, action, &r);
-	else
-		print_text(&cli, &o, action, &r);
-	rc = r.exit_code;
-done:
-	hook_result_free(&r);
-	oeap_cli_close(&cli);
-	return rc;
+	if (check_only(o.only, &err))
+		return oeap_cli_error(&cli, &err);
+	return oeap_command_run(&cli, 0, &steps, &o, &r, &r.exit_code);
 }

@@ -8,6 +8,7 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "command.h"
 #include "fsio.h"
 #include "hook.h"
 #include "pipeline.h"
@@ -61,8 +62,9 @@ typedef struct revert_result {
 	oeap_pyc_list bytecode; /* removed (--check: would be): none may run in place of what is left */
 } revert_result;
 
-static void revert_result_free(revert_result *r)
+static void revert_result_free(void *result)
 {
+	revert_result *r = result;
 	oeap_pyc_list_free(&r->bytecode);
 	oeap_outcome_free(&r->out);
 	oeap_buf_free(&r->diff);
@@ -110,8 +112,10 @@ static void plan_free(revert_result *r)
 	r->bind_ours = 0;
 }
 
-static int compute(const oeap_cli *cli, const revert_opts *o, revert_result *r, oeap_error *err)
+static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
 {
+	const revert_opts *o = opts;
+	revert_result *r = result;
 	int error = 0, lock = -1, writes = !o->check && !o->diff;
 	if ((error = plan(cli, o, r, err)))
 		goto done;
@@ -167,8 +171,10 @@ done:
 	return error;
 }
 
-static void print_json(const oeap_cli *cli, const revert_opts *o, const revert_result *r)
+static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const revert_opts *o = opts;
+	const revert_result *r = result;
 	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
 	json_object_set_new(j, "mode", json_string(o->check ? "check" : o->diff ? "diff" : "write"));
 	oeap_cli_json_target(cli, j);
@@ -182,8 +188,10 @@ static void print_json(const oeap_cli *cli, const revert_opts *o, const revert_r
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const revert_opts *o, const revert_result *r)
+static void print_text(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const revert_opts *o = opts;
+	const revert_result *r = result;
 	int writes = !o->check && !o->diff;
 	if (o->diff) {
 		oeap_print_diff(r->diff.data ? r->diff.data : "", r->diff.len, stdout);
@@ -200,9 +208,11 @@ static void print_text(const oeap_cli *cli, const revert_opts *o, const revert_r
 		       r->bytecode.items[i].why);
 }
 
+static const oeap_command_steps steps = {compute, print_json, print_text, revert_result_free};
+
 int cmd_revert(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0;
+	int first = 0;
 	oeap_cli cli;
 	revert_opts o = {0, 0, 0, 0};
 	oeap_error err;
@@ -221,16 +231,5 @@ int cmd_revert(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "revert", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &o, &r, &err)) {
-		rc = oeap_cli_error(&cli, &err);
-		goto done;
-	}
-	if (cli.json)
-		print_json(&cli, &o, &r);
-	else
-		print_text(&cli, &o, &r);
-done:
-	revert_result_free(&r);
-	oeap_cli_close(&cli);
-	return rc;
+	return oeap_command_run(&cli, 1, &steps, &o, &r, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "command.h"
 #include "fsio.h"
 #include "pipeline.h"
 #include "plugincheck.h"
@@ -53,8 +54,9 @@ typedef struct status_result {
 	int exit_code;
 } status_result;
 
-static void status_result_free(status_result *r)
+static void status_result_free(void *result)
 {
+	status_result *r = result;
 	oeap_verify_result_free(&r->verdict);
 	oeap_report_free(&r->rep);
 	free(r->bind_text);
@@ -81,8 +83,10 @@ static const char *state_name(const status_result *r)
 	                                       : "drift";
 }
 
-static int compute(const oeap_cli *cli, const oeap_verify_opts *here, status_result *r, oeap_error *err)
+static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
 {
+	status_result *r = result;
+	const oeap_verify_opts *here = opts;
 	size_t bind_len = 0;
 	int error = 0;
 	/* verify's verdict, by verify's function: a status that says "verifies"
@@ -136,8 +140,10 @@ static const char *bind_kind_name(oeap_binding_kind k)
 	}
 }
 
-static void print_json(const oeap_cli *cli, const status_result *r)
+static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const status_result *r = result;
+	(void)opts;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
 	oeap_cli_json_target(cli, j);
 	json_object_set_new(j, "state", json_string(state_name(r)));
@@ -162,8 +168,10 @@ static void print_json(const oeap_cli *cli, const status_result *r)
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const status_result *r)
+static void print_text(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const status_result *r = result;
+	(void)opts;
 	const oeap_report *rep = &r->rep;
 	const char *good = oeap_color_good(stdout), *bad = oeap_color_bad(stdout), *reset = oeap_color_reset(stdout);
 	size_t failed = 0;
@@ -219,16 +227,16 @@ static void print_text(const oeap_cli *cli, const status_result *r)
 	}
 }
 
+static const oeap_command_steps steps = {compute, print_json, print_text, status_result_free};
+
 int cmd_status(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0;
+	int first = 0;
 	oeap_cli cli;
-	oeap_error err;
 	status_result r;
 	oeap_verify_opts o;
 	memset(&r, 0, sizeof(r));
 	memset(&o, 0, sizeof(o));
-	oeap_error_clear(&err);
 
 	int p = oeap_cli_parse(&cli, "status", "[-C DIR | --python PATH] [--env-file FILE ...] [--json] [-q]",
 	                       "Applied or not, which patch version, drift, the library it binds, and whether the "
@@ -239,22 +247,12 @@ int cmd_status(int argc, char **argv)
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
 	if (o.too_many_env_files) {
+		oeap_error err;
+		oeap_error_clear(&err);
 		oeap_fail(&err, OEAP_ERR_USAGE, "--env-file", 0, "at most %d files", OEAP_VERIFY_MAX_ENV_FILES);
 		return oeap_cli_error(&cli, &err);
 	}
 	cli.env_files = o.env_files;
 	cli.nenv_files = o.nenv_files;
-	if (oeap_cli_open(&cli, 1, &err) || compute(&cli, &o, &r, &err)) {
-		rc = oeap_cli_error(&cli, &err);
-		goto done;
-	}
-	if (cli.json)
-		print_json(&cli, &r);
-	else
-		print_text(&cli, &r);
-	rc = r.exit_code;
-done:
-	status_result_free(&r);
-	oeap_cli_close(&cli);
-	return rc;
+	return oeap_command_run(&cli, 1, &steps, &o, &r, &r.exit_code);
 }

@@ -13,6 +13,7 @@
 #include "binding.h"
 #include "checkout.h"
 #include "cli.h"
+#include "command.h"
 #include "fsio.h"
 #include "importsys.h"
 #include "pipeline.h"
@@ -400,8 +401,10 @@ static void print_effective(const oeap_cli *cli, const oeap_verify_result *r)
 		printf("(ignored from verify's own environment, --env-file gives the server's: %s)\n", r->ignored);
 }
 
-static void print_json(const oeap_cli *cli, const oeap_verify_opts *o, const oeap_verify_result *r)
+static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const oeap_verify_opts *o = opts;
+	const oeap_verify_result *r = result;
 	const char *ref = o->ref;
 	json_t *j = oeap_cli_json_head(cli, r->exit_code);
 	oeap_cli_json_target(cli, j);
@@ -428,8 +431,10 @@ static void print_json(const oeap_cli *cli, const oeap_verify_opts *o, const oea
 	oeap_json_emit(j);
 }
 
-static void print_text(const oeap_cli *cli, const oeap_verify_opts *o, const oeap_verify_result *r)
+static void print_text(const oeap_cli *cli, const void *opts, const void *result)
 {
+	const oeap_verify_opts *o = opts;
+	const oeap_verify_result *r = result;
 	const char *ref = o->ref;
 	size_t failed = 0, warnings = 0;
 	for (size_t i = 0; i < r->rep.n; i++) {
@@ -461,9 +466,22 @@ static void print_text(const oeap_cli *cli, const oeap_verify_opts *o, const oea
 		       r->rep.n);
 }
 
+/* oeap_verify_compute() and oeap_verify_result_free() as steps: status calls them typed. */
+static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
+{
+	return oeap_verify_compute(cli, opts, result, err);
+}
+
+static void result_free(void *result)
+{
+	oeap_verify_result_free(result);
+}
+
+static const oeap_command_steps steps = {compute, print_json, print_text, result_free};
+
 int cmd_verify(int argc, char **argv)
 {
-	int rc = OEAP_EXIT_OK, first = 0;
+	int first = 0;
 	oeap_cli cli;
 	oeap_error err;
 	oeap_verify_opts o;
@@ -500,17 +518,5 @@ int cmd_verify(int argc, char **argv)
 	/* --python is asked in the server's environment: the files' PYTHONPATH. */
 	cli.env_files = o.env_files;
 	cli.nenv_files = o.nenv_files;
-	if (oeap_cli_open(&cli, !o.ref, &err) || oeap_verify_compute(&cli, &o, &r, &err)) {
-		rc = oeap_cli_error(&cli, &err);
-		goto done;
-	}
-	if (cli.json)
-		print_json(&cli, &o, &r);
-	else
-		print_text(&cli, &o, &r);
-	rc = r.exit_code;
-done:
-	oeap_verify_result_free(&r);
-	oeap_cli_close(&cli);
-	return rc;
+	return oeap_command_run(&cli, !o.ref, &steps, &o, &r, &r.exit_code);
 }

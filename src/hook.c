@@ -320,9 +320,10 @@ int oeap_hook_render(const char *name, const oeap_hook_config *cfg, oeap_buf *ou
 	return oeap_buf_printf(out, SUM_TAG "%s\n", hex) ? -1 : 0;
 }
 
-static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *out)
+/* The hook's settings (its own name, what to run, for which patch) and the
+ * functions every hook shares. */
+static int put_head(const char *name, const oeap_hook_config *cfg, oeap_buf *out)
 {
-	int stdin_hook = !strcmp(name, "post-rewrite") || !strcmp(name, "pre-push");
 	int rc = 0;
 	rc |= oeap_buf_printf(out,
 	                      "#!/bin/sh\n" OEAP_HOOK_HEADER "\n"
@@ -340,61 +341,73 @@ static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *
 	rc |= oeap_buf_printf(out, "reapply=%d\n", cfg->reapply);
 	rc |= oeap_buf_printf(out, "skip_binding=%d\n", cfg->skip_binding);
 	rc |= oeap_buf_puts(out, common_functions);
+	return rc;
+}
 
-	/* The hook that was here first runs first, as git would have run it. */
+/* The hook that was here first runs first, as git would have run it. Hooks
+ * that read stdin (post-rewrite, pre-push) keep a copy for both. */
+static int put_chained_call(const char *name, oeap_buf *out)
+{
+	int stdin_hook = !strcmp(name, "post-rewrite") || !strcmp(name, "pre-push");
 	if (stdin_hook)
-		rc |= oeap_buf_puts(out,
-		                    "\n"
-		                    "# Both the chained hook and this one read stdin: keep a copy.\n"
-		                    "input=$(mktemp \"${TMPDIR:-/tmp}/oeapatch-hook.XXXXXX\") || exit 1\n"
-		                    "trap 'rm -f \"$input\"' EXIT\n"
-		                    "cat > \"$input\"\n"
-		                    "if [ -x \"$chained\" ]; then\n"
-		                    "\trun_chained \"$@\" < \"$input\" || status=$?\n"
-		                    "fi\n");
-	else
-		rc |= oeap_buf_puts(out,
-		                    "\n"
-		                    "if [ -x \"$chained\" ]; then\n"
-		                    "\trun_chained \"$@\" || status=$?\n"
-		                    "fi\n");
+		return oeap_buf_puts(out,
+		                     "\n"
+		                     "# Both the chained hook and this one read stdin: keep a copy.\n"
+		                     "input=$(mktemp \"${TMPDIR:-/tmp}/oeapatch-hook.XXXXXX\") || exit 1\n"
+		                     "trap 'rm -f \"$input\"' EXIT\n"
+		                     "cat > \"$input\"\n"
+		                     "if [ -x \"$chained\" ]; then\n"
+		                     "\trun_chained \"$@\" < \"$input\" || status=$?\n"
+		                     "fi\n");
+	return oeap_buf_puts(out,
+	                     "\n"
+	                     "if [ -x \"$chained\" ]; then\n"
+	                     "\trun_chained \"$@\" || status=$?\n"
+	                     "fi\n");
+}
 
-	if (!strcmp(name, "pre-push")) {
-		rc |= oeap_buf_puts(
-			out,
-			"[ \"$status\" -eq 0 ] || exit \"$status\"\n"
-			"\n"
-			"# Block the push when a commit it sends does not carry a verified patch:\n"
-			"# that commit is what the other side deploys. Deletions send nothing.\n"
-			"can_run || exit 1\n"
-			"while read -r lref lsha rref rsha; do\n"
-			"\tcase $lsha in\n"
-			"\t'' | *[!0]*) ;;\n"
-			"\t*) continue ;;\n"
-			"\tesac\n"
-			"\t[ -n \"$lsha\" ] || continue\n"
-			"\t# --skip-binding (hook install --skip-binding): every deploy runs apply,\n"
-			"\t# which writes the binding module, so commits need not carry it.\n"
-			"\tif [ \"$skip_binding\" = 1 ]; then\n"
-			"\t\tout=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" --ref \"$lsha\" --skip-binding 2>&1)\n"
-			"\telse\n"
-			"\t\tout=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" --ref \"$lsha\" 2>&1)\n"
-			"\tfi\n"
-			"\tif [ $? -ne 0 ]; then\n"
-			"\t\tprintf '%s\\n' \"$out\" >&2\n"
-			"\t\tshout \"push BLOCKED: $patch does not verify in $lref ($lsha)\" \\\n"
-			"\t\t\t\"that commit would deploy without the patch (or with half of it)\" \\\n"
-			"\t\t\t\"fix the commit (oeapatch apply, git add both files, commit again), or override with git push --no-verify\" \\\n"
-			"\t\t\t\"(deploys that run oeapatch apply need no committed binding module: oeapatch hook install --skip-binding)\"\n"
-			"\t\tstatus=1\n"
-			"\telse\n"
-			"\t\techo \"oeapatch: $hook: $patch verified in $lref\" >&2\n"
-			"\tfi\n"
-			"done < \"$input\"\n"
-			"exit \"$status\"\n");
-		return rc ? -1 : 0;
-	}
+/* pre-push: block a push whose commits do not carry a verified patch. */
+static int put_pre_push_action(oeap_buf *out)
+{
+	return oeap_buf_puts(
+		out,
+		"[ \"$status\" -eq 0 ] || exit \"$status\"\n"
+		"\n"
+		"# Block the push when a commit it sends does not carry a verified patch:\n"
+		"# that commit is what the other side deploys. Deletions send nothing.\n"
+		"can_run || exit 1\n"
+		"while read -r lref lsha rref rsha; do\n"
+		"\tcase $lsha in\n"
+		"\t'' | *[!0]*) ;;\n"
+		"\t*) continue ;;\n"
+		"\tesac\n"
+		"\t[ -n \"$lsha\" ] || continue\n"
+		"\t# --skip-binding (hook install --skip-binding): every deploy runs apply,\n"
+		"\t# which writes the binding module, so commits need not carry it.\n"
+		"\tif [ \"$skip_binding\" = 1 ]; then\n"
+		"\t\tout=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" --ref \"$lsha\" --skip-binding 2>&1)\n"
+		"\telse\n"
+		"\t\tout=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" --ref \"$lsha\" 2>&1)\n"
+		"\tfi\n"
+		"\tif [ $? -ne 0 ]; then\n"
+		"\t\tprintf '%s\\n' \"$out\" >&2\n"
+		"\t\tshout \"push BLOCKED: $patch does not verify in $lref ($lsha)\" \\\n"
+		"\t\t\t\"that commit would deploy without the patch (or with half of it)\" \\\n"
+		"\t\t\t\"fix the commit (oeapatch apply, git add both files, commit again), or override with git push --no-verify\" \\\n"
+		"\t\t\t\"(deploys that run oeapatch apply need no committed binding module: oeapatch hook install --skip-binding)\"\n"
+		"\t\tstatus=1\n"
+		"\telse\n"
+		"\t\techo \"oeapatch: $hook: $patch verified in $lref\" >&2\n"
+		"\tfi\n"
+		"done < \"$input\"\n"
+		"exit \"$status\"\n");
+}
 
+/* post-merge, post-checkout, post-rewrite: verify (or re-apply) the work
+ * tree, with each hook's way back to where the patch held. */
+static int put_work_tree_action(const char *name, oeap_buf *out)
+{
+	int rc = 0;
 	rc |= oeap_buf_puts(out, work_tree_action);
 	rc |= oeap_buf_puts(out, "\n");
 	if (!strcmp(name, "post-checkout"))
@@ -435,6 +448,14 @@ static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *
 	                    "act || [ \"$status\" -ne 0 ] || status=1\n"
 	                    "remember\n"
 	                    "exit \"$status\"\n");
+	return rc;
+}
+
+static int render_body(const char *name, const oeap_hook_config *cfg, oeap_buf *out)
+{
+	int rc = put_head(name, cfg, out);
+	rc |= put_chained_call(name, out);
+	rc |= !strcmp(name, "pre-push") ? put_pre_push_action(out) : put_work_tree_action(name, out);
 	return rc ? -1 : 0;
 }
 

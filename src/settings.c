@@ -465,21 +465,22 @@ static int add_problem(oeap_settings_result *res, const char *name, const oeap_e
 	return 0;
 }
 
-int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+/* The default of setting i as the effective value (validated at load); -1: out of memory. */
+static int take_default(const oeap_patchdef *def, size_t i, oeap_settings_result *res)
 {
-	size_t n = def->nsettings;
-	memset(res, 0, sizeof(*res));
-	res->switch_index = -1;
-	res->nsettings = n;
-	res->values = calloc(n ? n : 1, sizeof(*res->values));
-	res->strings = calloc(n ? n : 1, sizeof(*res->strings));
-	res->given = calloc(n ? n : 1, sizeof(*res->given));
-	res->refused = calloc(n ? n : 1, sizeof(*res->refused));
-	if (!res->values || !res->strings || !res->given || !res->refused)
+	const oeap_setting_def *s = &def->settings[i];
+	if (s->default_value && (s->type == OEAP_SETTING_INT || s->type == OEAP_SETTING_BOOL))
+		oeap_setting_parse(def, s, s->default_value, &res->values[i]); /* validated at load */
+	else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
 		return -1;
+	return 0;
+}
+
+/* Each value on its own: the effective value, or the problem with it. */
+static int check_values(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
 	char expected[256];
-	/* Each value on its own; problems are sorted into errors and warnings below. */
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < def->nsettings; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		const oeap_env_var *v = oeap_env_get(env, s->name);
 		if (s->is_switch)
@@ -493,23 +494,26 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 				const char *a, *e;
 				oeap_setting_trim(v->value, &a, &e);
 				if (!(res->strings[i] = strndup(a, (size_t)(e - a))))
-					goto oom;
+					return -1;
 			}
 		} else if (rc == 1) {
-			if (s->default_value && (s->type == OEAP_SETTING_INT || s->type == OEAP_SETTING_BOOL))
-				oeap_setting_parse(def, s, s->default_value, &res->values[i]); /* validated at load */
-			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
-				goto oom;
+			if (take_default(def, i, res))
+				return -1;
 		} else {
 			res->refused[i] = 1;
 			oeap_setting_expected(def, s, expected, sizeof(expected));
 			if (add_problem(res, s->name, v, 1, 1, "expected %s%s%s%s", expected, s->range_reason ? " (" : "",
 			                s->range_reason ? s->range_reason : "", s->range_reason ? ")" : ""))
-				goto oom;
+				return -1;
 		}
 	}
-	/* Cross rules, on the effective values of settings that are themselves valid. */
-	for (size_t i = 0; i < n; i++) {
+	return 0;
+}
+
+/* Cross rules (at_least), on the effective values of settings that are themselves valid. */
+static int check_cross_rules(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
+	for (size_t i = 0; i < def->nsettings; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		const oeap_setting_def *t = s->at_least ? oeap_patchdef_setting(def, s->at_least) : NULL;
 		if (!t || res->refused[i] || res->refused[t - def->settings])
@@ -521,34 +525,46 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			if (add_problem(res, s->name, v, 1, 1, "%s%lld is below %s (%lld%s): expected an integer >= %s",
 			                v ? "" : "its default ", res->values[i], t->name, res->values[j],
 			                res->given[j] ? "" : ", its default", t->name))
-				goto oom;
+				return -1;
 		}
 	}
+	return 0;
+}
+
+/*
+ * On or off, as the binding decides it: a bad switch counts as on (the
+ * import stops). Off (the switch valid and zero), the binding warns about a
+ * bad value and runs on defaults: every problem so far becomes a warning,
+ * and when there is one, every effective value is the default.
+ */
+static int apply_switch(const oeap_patchdef *def, oeap_settings_result *res)
+{
 	int sw = res->switch_index;
 	int switch_bad = sw >= 0 && res->refused[sw];
 	res->on = sw < 0 || switch_bad || res->values[sw] != 0;
-	/* Off (the switch valid and zero): the binding warns about a bad value and runs on defaults. */
 	if (!res->on)
 		for (size_t k = 0; k < res->nproblems; k++) {
 			res->problems[k].error = 0;
 			res->defaults_only = 1;
 		}
 	if (res->defaults_only)
-		for (size_t i = 0; i < n; i++) {
-			const oeap_setting_def *s = &def->settings[i];
+		for (size_t i = 0; i < def->nsettings; i++) {
 			res->given[i] = 0;
 			free(res->strings[i]);
 			res->strings[i] = NULL;
 			res->values[i] = 0;
-			if (s->default_value && (s->type == OEAP_SETTING_INT || s->type == OEAP_SETTING_BOOL))
-				oeap_setting_parse(def, s, s->default_value, &res->values[i]);
-			else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
-				goto oom;
+			if (take_default(def, i, res))
+				return -1;
 		}
-	/* The library the binding loads: its loader refuses a relative path with
-	 * a slash, which would name a file in the server's working directory (not
-	 * verify's). Only while on: off, the binding loads nothing. */
-	for (size_t i = 0; res->on && def->library_env && i < n; i++)
+	return 0;
+}
+
+/* The library the binding loads: its loader refuses a relative path with
+ * a slash, which would name a file in the server's working directory (not
+ * verify's). Only while on: off, the binding loads nothing. */
+static int check_library_path(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
+	for (size_t i = 0; res->on && def->library_env && i < def->nsettings; i++)
 		if (res->given[i] && res->strings[i] && !strcmp(def->settings[i].name, def->library_env) &&
 		    oeap_library_relative(res->strings[i]) &&
 		    add_problem(res, def->settings[i].name, oeap_env_get(env, def->settings[i].name), 1, 1,
@@ -556,31 +572,50 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 		                "OEA stays off): it would be opened from the server's working directory, not this one; "
 		                "give an absolute path, or a bare file name that the loader's search path finds "
 		                "(LD_LIBRARY_PATH, the loader cache)"))
-			goto oom;
-	/* Values the binding takes but that may well do nothing (warn_from): said,
-	 * not refused, since whether they do depends on what verify cannot see
-	 * (the model). Values ignored while off get no advice. */
-	for (size_t i = 0; !res->defaults_only && i < n; i++) {
+			return -1;
+	return 0;
+}
+
+/* Values the binding takes but that may well do nothing (warn_from): said,
+ * not refused, since whether they do depends on what verify cannot see
+ * (the model). Values ignored while off get no advice. */
+static int warn_values(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
+	for (size_t i = 0; !res->defaults_only && i < def->nsettings; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		if (s->warn && res->given[i] && res->values[i] >= s->warn_from &&
 		    add_problem(res, s->name, oeap_env_get(env, s->name), 0, 0, "%lld or more: %s", s->warn_from, s->warn))
-			goto oom;
+			return -1;
 	}
-	/* Names in the binding's namespace that are no setting. */
+	return 0;
+}
+
+/* The setting whose name is nearest to `name` (NULL when there is none), and its distance in *best. */
+static const char *closest_setting(const oeap_patchdef *def, const char *name, size_t *best)
+{
+	const char *closest = NULL;
+	*best = SIZE_MAX;
+	for (size_t i = 0; i < def->nsettings; i++) {
+		size_t d = edit_distance(name, def->settings[i].name);
+		if (d < *best) {
+			*best = d;
+			closest = def->settings[i].name;
+		}
+	}
+	return closest;
+}
+
+/* Names in the binding's namespace that are no setting: a typo (within two
+ * edits of a setting) silently drops that setting, so it is an error. */
+static int check_unknown_names(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
 	size_t plen = def->env_prefix ? strlen(def->env_prefix) : 0;
 	for (size_t k = 0; plen && k < env->n; k++) {
 		const oeap_env_var *v = &env->vars[k];
 		if (strncasecmp(v->name, def->env_prefix, plen) != 0 || oeap_patchdef_setting(def, v->name))
 			continue;
-		size_t best = SIZE_MAX;
-		const char *closest = NULL;
-		for (size_t i = 0; i < n; i++) {
-			size_t d = edit_distance(v->name, def->settings[i].name);
-			if (d < best) {
-				best = d;
-				closest = def->settings[i].name;
-			}
-		}
+		size_t best;
+		const char *closest = closest_setting(def, v->name, &best);
 		int typo = closest && best <= 2;
 		if (typo ? add_problem(res, v->name, v, 1, 0,
 		                       "not a setting of %s/%d: a typo of %s? The binding ignores it, so %s keeps its "
@@ -589,8 +624,29 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 		         : add_problem(res, v->name, v, 0, 0, "not a setting of %s/%d, the binding ignores it%s%s%s", def->name,
 		                       def->version, closest ? " (closest: " : "", closest ? closest : "",
 		                       closest ? ")" : ""))
-			goto oom;
+			return -1;
 	}
+	return 0;
+}
+
+int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
+	size_t n = def->nsettings;
+	memset(res, 0, sizeof(*res));
+	res->switch_index = -1;
+	res->nsettings = n;
+	res->values = calloc(n ? n : 1, sizeof(*res->values));
+	res->strings = calloc(n ? n : 1, sizeof(*res->strings));
+	res->given = calloc(n ? n : 1, sizeof(*res->given));
+	res->refused = calloc(n ? n : 1, sizeof(*res->refused));
+	if (!res->values || !res->strings || !res->given || !res->refused)
+		return -1;
+	/* The order matters: the switch reads the values' verdicts (and makes
+	 * the problems found so far warnings when off), the checks after it
+	 * whether it is on and which values are effective. */
+	if (check_values(def, env, res) || check_cross_rules(def, env, res) || apply_switch(def, res) ||
+	    check_library_path(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res))
+		return -1;
 	for (size_t k = 0; k < res->nproblems; k++) {
 		if (res->problems[k].error)
 			res->errors++;
@@ -598,8 +654,6 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			res->warnings++;
 	}
 	return 0;
-oom:
-	return -1;
 }
 
 void oeap_settings_result_free(oeap_settings_result *res)

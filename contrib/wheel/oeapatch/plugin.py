@@ -569,15 +569,21 @@ def _line(d, out, elapsed_ms):
     stats = eff.get("stats")
     library = _check_detail(doc, "library")
     library = library.split("; ", 1)[0]  # path, ABI, version, CUDA or CPU
-    return ("oeapatch: OEA in place in this process (pid %d): %s, k0=%s, batches of %s..%s "
+    return ("oeapatch: OEA in place in this process (pid {pid}): %s, k0=%s, batches of %s..%s "
             "valid rows, strict=%s, speculative=%s, stats=%s; liboea %s; decode detection: "
             "%s; %s.%s calls the binding (%s, %s); checked in %.0f ms" % (
-                os.getpid(), d.patch, eff.get("k0"), eff.get("min_batch"),
+                d.patch, eff.get("k0"), eff.get("min_batch"),
                 eff.get("max_tokens"), eff.get("strict"), eff.get("speculative"),
                 ("every %s s" % eff.get("stats_interval")) if stats else "off", library,
                 _decode_detection(d, out, bool(eff.get("speculative"))), out["target"],
                 out["function"], out["file"], "imported" if out["live"] else "not imported yet",
                 elapsed_ms))
+
+
+def _here(line):
+    """The line with the pid of the process that writes it (a forked child
+    writes the line its parent's check made: the same code, inherited)."""
+    return line.replace("{pid}", str(os.getpid()), 1)
 
 
 def _export(framework, d, verified, environ, log):
@@ -647,20 +653,22 @@ def check(framework, environ=None):
         _refuse(framework, d, out["problems"], environ, log, strict_on)
         return out
     line = _line(d, out, elapsed_ms)
-    if not log.hasHandlers():
+    if not log.hasHandlers() or not log.isEnabledFor(logging.INFO):
         # A process whose logging is set up after its plugins load (SGLang's
         # scheduler: load_plugins() is the first statement of a spawned
         # process, configure_logger() comes after it): an INFO record would
-        # reach no handler (and the level in force is not yet the one the
-        # framework sets). It is written at the model's first forward,
+        # reach no handler, or be dropped by the level in force before the
+        # framework sets its own (SGLang's engine process: load_plugins()
+        # comes before configure_logger()). It is written at the model's
+        # first forward (in a forked child too, which inherits it),
         # through the framework's format (with its TP/DP prefix), or now where
         # no forward can be watched.
         _pending.append(line)
     else:
-        log.info("%s", line)
+        log.info("%s", _here(line))
     _watch_conflicts(framework, d, out, environ, log, strict_on)
     while _pending:
-        log.info("%s", _pending.pop(0))
+        log.info("%s", _here(_pending.pop(0)))
     return out
 
 
@@ -741,7 +749,7 @@ def _watch_conflicts(framework, d, out, environ, log, strict_on):
             return None
         handle.pop().remove()
         for line in pending:
-            log.info("%s", line)
+            log.info("%s", _here(line))
         problems = _model_conflicts(d, out, module)
         _conflict_verdict(framework, d, problems, environ, log, strict_on)
         return None
