@@ -250,10 +250,13 @@ def main(version, phases):
                 "%s: K0=3: no call fell back on an error inside the binding (%d), no idle "
                 "statistics line from a process without a model (pids %s)"
                 % (version, len(errors), sorted(idle_only) or "none"))
-            # The plugin's line from the scheduler process (its logging prefix
-            # names the TP rank; the line is written once that logging is set up).
+            # The plugin's line from the scheduler process: the process whose
+            # binding writes the statistics of routed calls (the one running
+            # the model). It is written once that process's logging is set up.
+            model_pids = {p for p, c in pids if c != "0"}
             mine = [l for l in log.splitlines() if "OEA in place in this process" in l]
-            sched = [l for l in mine if re.search(r"\bTP0\]", l)]
+            sched = [l for l in mine
+                     if re.search(r"in this process \(pid (\d+)\)", l).group(1) in model_pids]
             say(sched and "sglang-oea/2, k0=3" in sched[0] and "select_experts calls the binding"
                 in sched[0] and not [l for l in log.splitlines() if "would run without it" in l],
                 "%s: K0=3: the plugin's line from the scheduler process (%d processes checked): %s"
