@@ -55,7 +55,34 @@ sdist=$(ls "$OUT"/oeapatch-*.tar.gz)
 echo "build-wheel: wheel from $sdist" >&2
 # Unpacked at a fixed place (pip would pick a new temporary folder each
 # time, which a kept CMake build refuses as another source tree).
-rm -rf "$OUT/src" && mkdir -p "$OUT/src" && tar -xzf "$sdist" -C "$OUT/src"
+# An sdist stamps every file with one fixed time, so a kept CMake build would
+# take a changed source for an old one and link its stale object (a wheel
+# without the change). The sdist is unpacked beside the last one and synced
+# into it: a file whose bytes changed (or that is new) gets the time of now,
+# an unchanged one keeps its time, a file gone from the sdist is removed.
+rm -rf "$OUT/src.new" && mkdir -p "$OUT/src.new" "$OUT/src" && tar -xzf "$sdist" -C "$OUT/src.new"
+"$PY" - "$OUT/src.new" "$OUT/src" <<'SYNC'
+import filecmp, os, shutil, sys
+new, old = sys.argv[1], sys.argv[2]
+for root, dirs, files in os.walk(old, topdown=False):
+    rel = os.path.relpath(root, old)
+    for name in files:
+        if not os.path.lexists(os.path.join(new, rel, name)):
+            os.unlink(os.path.join(root, name))
+    for name in dirs:
+        if not os.path.isdir(os.path.join(new, rel, name)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+for root, dirs, files in os.walk(new):
+    rel = os.path.relpath(root, new)
+    os.makedirs(os.path.join(old, rel), exist_ok=True)
+    for name in files:
+        src, dst = os.path.join(root, name), os.path.join(old, rel, name)
+        if os.path.isfile(dst) and filecmp.cmp(src, dst, shallow=False):
+            continue
+        shutil.copy2(src, dst)
+        os.utime(dst, None)
+SYNC
+rm -rf "$OUT/src.new"
 cfg=()
 [ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR")
 [ -n "${OEAPATCH_WHEEL_CUDA:-}" ] && cfg+=(--config-settings="cmake.define.OEA_CUDA=$OEAPATCH_WHEEL_CUDA")
