@@ -67,6 +67,10 @@ RELEASES = {
              "load": "from vllm.plugins import load_general_plugins; load_general_plugins()",
              "metric": "vllm:oea_worker_verified"},
 }
+# vLLM 0.15.0, the first release of the router classes, too.
+RELEASES["vllm-0.15"] = dict(RELEASES["vllm"], version="0.15.0")
+for _fw, _cfg in RELEASES.items():
+    _cfg.setdefault("framework", _fw.split("-")[0])
 
 DRIVER = r"""
 import logging, sys
@@ -104,7 +108,7 @@ def run(cmd, env=None, timeout=600, cwd=None):
 class Release:
     def __init__(self, fw, wheel, work):
         self.fw, self.cfg = fw, RELEASES[fw]
-        self.name = "%s %s" % (fw, self.cfg["version"])
+        self.name = "%s %s" % (self.cfg["framework"], self.cfg["version"])
         rc, out = run([os.path.join(ROOT, self.cfg["make_env"]), self.cfg["version"]],
                       timeout=3600)
         if rc != 0:
@@ -352,7 +356,7 @@ def write_other(r, source, group):
 
 def check_conflicts(r):
     n, p = r.name, r.cfg["prefix"]
-    if r.fw == "sglang":
+    if r.cfg["framework"] == "sglang":
         for kind, stops in (("AROUND", False), ("REPLACE", True)):
             other = write_other(r, OTHER_SGLANG % kind, "sglang.srt.plugins")
             rc, out = r.start(**r.k0(PYTHONPATH=os.pathsep.join([other, STUBS])))
