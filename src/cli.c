@@ -535,7 +535,7 @@ static int python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*locs)[P
 		"        pass\n"
 		"for name in names:\n"
 		"    print(found[name])\n";
-	char exe[PATH_MAX + 2], version[64], *args[40];
+	char exe[PATH_MAX + 2], version[64], *args[17];
 	int fds[2] = {-1, -1}, status = 0, error = 0;
 	size_t got = 0;
 	pid_t pid = -1;
@@ -543,7 +543,7 @@ static int python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*locs)[P
 	char **envp = NULL;
 	oeap_env files;
 	memset(&files, 0, sizeof(files));
-	if (n > sizeof(args) / sizeof(args[0]) - 5)
+	if (n > sizeof(args) / sizeof(args[0]) - 1)
 		return oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "too many packages to ask for");
 	/* The server's environment: verify's --env-file files, else ours. */
 	for (size_t i = 0; i < cli->nenv_files; i++)
@@ -559,45 +559,18 @@ static int python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*locs)[P
 	oeap_env_free(&files);
 	if (!envp)
 		return oeap_fail(err, OEAP_ERR_INTERNAL, "--python", 0, "out of memory");
-	if (pipe(fds)) {
-		oeap_python_env_free(envp);
-		return oeap_fail(err, OEAP_ERR_IO, "--python", 0, "pipe: %s", strerror(errno));
-	}
-	fflush(NULL);
-	if ((pid = fork()) < 0) {
-		error = oeap_fail(err, OEAP_ERR_IO, "--python", 0, "fork: %s", strerror(errno));
+	/* Not -I: PYTHONPATH, the user site and the other PYTHON* settings of the
+	 * server's environment decide what it imports (a server started with
+	 * PYTHONPATH=/mnt/sglang/python imports that sglang). Only the caller's
+	 * current folder is kept out: from "/", and the script drops the '' that
+	 * -c puts first on sys.path. */
+	for (size_t i = 0; i < n; i++)
+		args[i] = pkgs[i];
+	args[n] = NULL;
+	if ((fds[0] = oeap_python_spawn(cli->python, script, args, envp, 0, &pid)) < 0) {
+		error = oeap_fail(err, OEAP_ERR_IO, "--python", 0, "cannot start %s: %s", cli->python, strerror(errno));
 		goto done;
 	}
-	if (pid == 0) {
-		/* stdin from /dev/null: a PYTHONINSPECT of the environment must not
-		 * leave an interactive prompt waiting on the caller's terminal. */
-		int null = open("/dev/null", O_RDONLY);
-		if (null >= 0)
-			dup2(null, STDIN_FILENO);
-		dup2(fds[1], STDOUT_FILENO);
-		close(fds[0]);
-		close(fds[1]);
-		/* execvp: a bare `--python python3` is looked up on PATH, as a shell would.
-		 * Not -I: PYTHONPATH, the user site and the other PYTHON* settings of
-		 * the server's environment decide what it imports (a server started
-		 * with PYTHONPATH=/mnt/sglang/python imports that sglang). Only the
-		 * caller's current folder is kept out: from "/", and the script
-		 * drops the '' that -c puts first on sys.path. */
-		size_t k = 0;
-		args[k++] = (char *)cli->python;
-		args[k++] = (char *)"-c";
-		args[k++] = (char *)script;
-		for (size_t i = 0; i < n; i++)
-			args[k++] = pkgs[i];
-		args[k] = NULL;
-		if (chdir("/"))
-			_exit(127);
-		environ = envp;
-		execvp(cli->python, args);
-		_exit(127);
-	}
-	close(fds[1]);
-	fds[1] = -1;
 	exe[0] = version[0] = '\0';
 	if ((f = fdopen(fds[0], "r"))) {
 		fds[0] = -1;

@@ -335,40 +335,59 @@ static const char probe_script[] =
 	"                same = False\n"
 	"            w('V %s %s\\n' % (h(pyc), 'same' if same else 'differs'))\n";
 
-static int run_probe(const char *python, char **envp, const char *names[2], const char *paths[2], probe *pr)
+int oeap_python_spawn(const char *python, const char *script, char *const *args, char **envp, int quiet,
+                      pid_t *pid)
 {
+	char *argv[20];
+	size_t k = 0;
 	int fds[2];
-	pid_t pid;
-	int status = 0;
-	FILE *f;
-	char line[PATH_MAX * 4 + 64];
+	argv[k++] = (char *)python;
+	argv[k++] = (char *)"-c";
+	argv[k++] = (char *)script;
+	for (; args && *args && k < sizeof(argv) / sizeof(argv[0]) - 1; args++)
+		argv[k++] = *args;
+	argv[k] = NULL;
 	if (pipe(fds))
 		return -1;
 	fflush(NULL);
-	if ((pid = fork()) < 0) {
+	if ((*pid = fork()) < 0) {
+		int e = errno;
 		close(fds[0]);
 		close(fds[1]);
+		errno = e;
 		return -1;
 	}
-	if (pid == 0) {
+	if (*pid == 0) {
 		int null = open("/dev/null", O_RDWR);
 		dup2(fds[1], STDOUT_FILENO);
 		if (null >= 0) {
 			dup2(null, STDIN_FILENO);
-			dup2(null, STDERR_FILENO);
+			if (quiet)
+				dup2(null, STDERR_FILENO);
 		}
 		close(fds[0]);
 		close(fds[1]);
 		if (chdir("/"))
 			_exit(127);
-		char *args[] = {(char *)python, (char *)"-c", (char *)probe_script, (char *)names[0], (char *)names[1],
-		                (char *)paths[0], (char *)paths[1], NULL};
 		environ = envp;
-		execvp(python, args);
+		execvp(python, argv);
 		_exit(127);
 	}
 	close(fds[1]);
-	if ((f = fdopen(fds[0], "r"))) {
+	return fds[0];
+}
+
+static int run_probe(const char *python, char **envp, const char *names[2], const char *paths[2], probe *pr)
+{
+	int fd;
+	pid_t pid;
+	int status = 0;
+	FILE *f;
+	char line[PATH_MAX * 4 + 64];
+	char *args[] = {(char *)names[0], (char *)names[1], (char *)paths[0], (char *)paths[1], NULL};
+	if ((fd = oeap_python_spawn(python, probe_script, args, envp, 1, &pid)) < 0)
+		return -1;
+	if ((f = fdopen(fd, "r"))) {
 		while (fgets(line, sizeof(line), f)) {
 			char a[8208], b[16], c[8208];
 			int i;
@@ -393,7 +412,7 @@ static int run_probe(const char *python, char **envp, const char *names[2], cons
 		}
 		fclose(f);
 	} else {
-		close(fds[0]);
+		close(fd);
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

@@ -27,6 +27,8 @@
 #include <stddef.h>
 
 #include "error.h"
+#include <sys/types.h>
+
 #include "patchdef.h"
 #include "report.h"
 #include "settings.h"
@@ -41,6 +43,19 @@
  */
 char **oeap_python_env(const oeap_env *files);
 void oeap_python_env_free(char **envp);
+
+/*
+ * Starts `python -c script args...` as every question to the server's
+ * interpreter is asked: in `envp`, from "/" (never the caller's folder),
+ * stdin from /dev/null (a PYTHONINSPECT of the environment must not leave a
+ * prompt waiting on the caller's terminal), stderr to /dev/null when
+ * `quiet`; execvp, so a bare `python3` is looked up on PATH as a shell
+ * would. `args` is NULL-terminated (at most 16). Returns the read end of its
+ * stdout and sets *pid; -1 (errno set, nothing started) on failure. An exec
+ * that fails exits 127.
+ */
+int oeap_python_spawn(const char *python, const char *script, char *const *args, char **envp, int quiet,
+                      pid_t *pid);
 
 /*
  * "PYTHONPATH=VALUE (from WHERE)" or "PYTHONPATH unset (WHERE)" for the

@@ -181,47 +181,27 @@ static void ask_python(const oeap_cli *cli, const oeap_env *files, oeap_plugin_s
 		"        sys.exit(0)\n"
 		"print()\n";
 	char line[512] = "";
-	int fds[2] = {-1, -1}, status = 0, got = 0;
+	int fd = -1, status = 0, got = 0;
 	char **envp = oeap_python_env(files);
-	pid_t pid;
+	char *args[] = {(char *)st->group, (char *)PLUGIN_NAME, NULL};
+	pid_t pid = -1;
 	st->installed = -1;
-	if (!envp || pipe(fds)) {
+	if (!envp || (fd = oeap_python_spawn(cli->python, script, args, envp, 0, &pid)) < 0) {
 		snprintf(st->why_unknown, sizeof(st->why_unknown), "could not ask %s: %s", cli->python,
 		         envp ? strerror(errno) : "out of memory");
 		oeap_python_env_free(envp);
 		return;
 	}
-	fflush(NULL);
-	if ((pid = fork()) == 0) {
-		/* As cli.c's query: no terminal for a PYTHONINSPECT, "/" for a current folder. */
-		int null = open("/dev/null", O_RDONLY);
-		if (null >= 0)
-			dup2(null, STDIN_FILENO);
-		dup2(fds[1], STDOUT_FILENO);
-		close(fds[0]);
-		close(fds[1]);
-		char *args[] = {(char *)cli->python, (char *)"-c", (char *)script, (char *)st->group,
-		                (char *)PLUGIN_NAME, NULL};
-		if (chdir("/"))
-			_exit(127);
-		environ = envp;
-		execvp(cli->python, args);
-		_exit(127);
-	}
-	close(fds[1]);
-	if (pid > 0) {
-		FILE *f = fdopen(fds[0], "r");
-		if (f) {
-			got = fgets(line, sizeof(line), f) != NULL;
-			while (fgetc(f) != EOF)
-				; /* drain, so the child never blocks on a full pipe */
-			fclose(f);
-		} else
-			close(fds[0]);
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
+	FILE *f = fdopen(fd, "r");
+	if (f) {
+		got = fgets(line, sizeof(line), f) != NULL;
+		while (fgetc(f) != EOF)
+			; /* drain, so the child never blocks on a full pipe */
+		fclose(f);
 	} else
-		close(fds[0]);
+		close(fd);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
 	oeap_python_env_free(envp);
 	if (pid < 0 || !got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		snprintf(st->why_unknown, sizeof(st->why_unknown), "%s could not list its entry points (%s)", cli->python,
