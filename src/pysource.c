@@ -207,7 +207,27 @@ typedef struct py3_probe {
 	size_t *opens; /* where each block's first statement starts (absolute), in source order */
 	size_t nopens, capopens;
 	int oom;
+	/* Only the nodes that meet one of these (closed, parser offsets) are
+	 * looked at, when nranges: see check_python3_changed(). */
+	const TSRange *ranges;
+	size_t nranges;
 } py3_probe;
+
+static int push_open(py3_probe *p, size_t at)
+{
+	if (p->nopens == p->capopens) {
+		size_t cap = p->capopens ? 2 * p->capopens : 256;
+		size_t *o = realloc(p->opens, cap * sizeof(*o));
+		if (!o) {
+			p->oom = 1;
+			return -1;
+		}
+		p->opens = o;
+		p->capopens = cap;
+	}
+	p->opens[p->nopens++] = at;
+	return 0;
+}
 
 /* The node types visit_py3() looks at; every other node it only descends. */
 static const char *const PY3_TYPES[] = {"block", "print_statement", "exec_statement", "<>", "integer",
@@ -262,17 +282,8 @@ static int visit_py3(TSNode n, void *user)
 			TSNode c = ts_node_named_child(n, i);
 			if (strcmp(ts_node_type(c), "comment") == 0)
 				continue;
-			if (p->nopens == p->capopens) {
-				size_t cap = p->capopens ? 2 * p->capopens : 256;
-				size_t *o = realloc(p->opens, cap * sizeof(*o));
-				if (!o) {
-					p->oom = 1;
-					return -1;
-				}
-				p->opens = o;
-				p->capopens = cap;
-			}
-			p->opens[p->nopens++] = pysource_start(p->src, c);
+			if (push_open(p, pysource_start(p->src, c)))
+				return -1;
 			break;
 		}
 	} else if (strcmp(type, "print_statement") == 0) {
@@ -400,7 +411,7 @@ static int check_indentation(const pysource *src, py3_probe *p, const char *what
 }
 
 /* Refuses what tree-sitter parses but Python 3 does not compile. */
-static int check_python3(const pysource *src, const char *what, oeap_error *err)
+static int check_python3(pysource *src, const char *what, oeap_error *err)
 {
 	int error = 0;
 	py3_probe p;
@@ -419,12 +430,98 @@ static int check_python3(const pysource *src, const char *what, oeap_error *err)
 	} else {
 		error = check_indentation(src, &p, what, err);
 	}
+	if (!error) {
+		/* sorted by check_indentation(): kept for a parse with insertions */
+		src->opens = p.opens;
+		src->nopens = p.nopens;
+		p.opens = NULL;
+	}
 	free(p.opens);
 	return error;
 }
 
-static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
-                      oeap_error *err);
+/* visit_py3() on the nodes that meet one of p->ranges; the others it skips. */
+static int visit_py3_changed(TSNode n, void *user)
+{
+	py3_probe *p = user;
+	uint32_t s = ts_node_start_byte(n), e = ts_node_end_byte(n);
+	size_t i = 0;
+	while (i < p->nranges && !(s <= p->ranges[i].end_byte && e >= p->ranges[i].start_byte))
+		i++;
+	if (i == p->nranges)
+		return PYSOURCE_WALK_SKIP;
+	return visit_py3(n, user);
+}
+
+/*
+ * check_python3() of `src`, the text of `old` (which passed it) with
+ * insertions, looking only at what they changed. `ranges` (n, parser
+ * offsets in src) hold tree-sitter's changed ranges between the trees and
+ * the inserted bytes. Outside them src's tree is old's, node for node
+ * (tree-sitter's promise for changed ranges), so every node there passed
+ * already: the walk looks only at the nodes that meet a range (closed: a node
+ * that merely touches one is looked at too). The blocks' first statements:
+ * the walk finds those of the blocks it visits, and old's others hold, moved
+ * by the inserted lengths, except where one lands in a range (then its block
+ * meets the range and was visited: a statement that was first and no longer
+ * is, as when a region goes in before it, is not taken from old). The
+ * indentation check then runs on the whole text as in check_python3().
+ */
+static int check_python3_changed(pysource *src, const pysource *old, const size_t *ins_at,
+                                 const size_t *ins_len, size_t nins, const TSRange *ranges, size_t nranges,
+                                 const char *what, oeap_error *err)
+{
+	int error = 0;
+	py3_probe p;
+	memset(&p, 0, sizeof(p));
+	p.src = src;
+	p.ranges = ranges;
+	p.nranges = nranges;
+	py3_table_init();
+	int rc = pysource_walk(pysource_root(src), visit_py3_changed, &p);
+	/* old's first statements, where they are in src */
+	for (size_t i = 0, k = 0, shift = 0; rc == 0 && !p.oom && i < old->nopens; i++) {
+		size_t x = old->opens[i];
+		/* insertion k is at ins_at[k] - (the lengths before it) in old's bytes */
+		while (k < nins && ins_at[k] - shift <= x)
+			shift += ins_len[k++];
+		size_t at = x + shift - src->bom; /* parser offset in src */
+		size_t r = 0;
+		while (r < nranges && !(at >= ranges[r].start_byte && at <= ranges[r].end_byte))
+			r++;
+		if (r == nranges && push_open(&p, x + shift))
+			break;
+	}
+	if (p.oom) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	} else if (rc == PYSOURCE_WALK_STOP) {
+		long line = pysource_line_of(src, pysource_start(src, p.bad));
+		error = oeap_fail(err, OEAP_ERR_INPUT, what, line,
+		                  "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
+		                  "is not patched",
+		                  line, p.why);
+	} else {
+		error = check_indentation(src, &p, what, err);
+	}
+	if (!error) {
+		src->opens = p.opens;
+		src->nopens = p.nopens;
+		p.opens = NULL;
+	}
+	free(p.opens);
+	return error;
+}
+
+/* What pysource_parse_inserted() parses from: the original and where the
+ * insertions went (offsets into the new text). */
+typedef struct inserted {
+	const pysource *old;
+	const size_t *at, *len;
+	size_t n;
+} inserted;
+
+static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, const inserted *ins,
+                      pysource **out, oeap_error *err);
 
 int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
                             const size_t *ins_len, size_t n, const char *what, pysource **out,
@@ -447,7 +544,8 @@ int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, co
 		e.new_end_point = point_at(text, at + ins_len[i]);
 		ts_tree_edit(t, &e);
 	}
-	int rc = parse_with(buf, len, what, t, out, err);
+	inserted in = {old, ins_at, ins_len, n};
+	int rc = parse_with(buf, len, what, t, &in, out, err);
 	ts_tree_delete(t);
 	return rc;
 }
@@ -490,7 +588,7 @@ int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const
 		e.new_end_point = point_at(text, ne);
 		ts_tree_edit(t, &e);
 	}
-	int rc = parse_with(buf, len, what, t, out, err);
+	int rc = parse_with(buf, len, what, t, NULL, out, err);
 	ts_tree_delete(t);
 	return rc;
 }
@@ -498,11 +596,38 @@ int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const
 int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
                    oeap_error *err)
 {
-	return parse_with(buf, len, what, NULL, out, err);
+	return parse_with(buf, len, what, NULL, NULL, out, err);
 }
 
-static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
-                      oeap_error *err)
+/* check_python3_changed() for src, parsed from ins->old's tree as edited
+ * (old_tree): the ranges are tree-sitter's changed ranges and the inserted
+ * bytes. */
+static int check_python3_inserted(pysource *src, TSTree *old_tree, const inserted *ins, const char *what,
+                                  oeap_error *err)
+{
+	uint32_t nchanged = 0;
+	TSRange *changed = ts_tree_get_changed_ranges(old_tree, src->tree, &nchanged);
+	TSRange *ranges = malloc(((size_t)nchanged + ins->n + 1) * sizeof(*ranges));
+	if (!ranges) {
+		free(changed);
+		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	}
+	size_t n = 0;
+	for (uint32_t i = 0; i < nchanged; i++)
+		ranges[n++] = changed[i];
+	for (size_t i = 0; i < ins->n; i++) {
+		memset(&ranges[n], 0, sizeof(ranges[n]));
+		ranges[n].start_byte = (uint32_t)(ins->at[i] - src->bom);
+		ranges[n++].end_byte = (uint32_t)(ins->at[i] + ins->len[i] - src->bom);
+	}
+	free(changed);
+	int rc = check_python3_changed(src, ins->old, ins->at, ins->len, ins->n, ranges, n, what, err);
+	free(ranges);
+	return rc;
+}
+
+static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, const inserted *ins,
+                      pysource **out, oeap_error *err)
 {
 	int error = 0;
 	TSParser *parser = NULL;
@@ -548,7 +673,7 @@ static int parse_with(const char *buf, size_t len, const char *what, TSTree *old
 		                  p.row + 1, p.column + 1, ts_node_is_missing(bad) ? "missing" : "ERROR");
 		goto done;
 	}
-	if ((error = check_python3(src, what, err)))
+	if ((error = ins ? check_python3_inserted(src, old_tree, ins, what, err) : check_python3(src, what, err)))
 		goto done;
 	*out = src;
 	src = NULL;
@@ -565,6 +690,7 @@ void pysource_free(pysource *src)
 		return;
 	if (src->tree)
 		ts_tree_delete(src->tree);
+	free(src->opens);
 	free(src);
 }
 

@@ -494,6 +494,119 @@ static void test_line_kinds(void **state)
 	free(kinds);
 }
 
+/*
+ * pysource_parse_inserted() checks again only what the insertions changed
+ * (the rest passed in the original): its verdicts must be a parse from
+ * scratch's, word for word. Every snippet below inserted at every line start
+ * of BASE (inside strings, before a block's first statement, between
+ * methods, in a tab-indented block, at the end), alone and with a second
+ * insertion at a later line start.
+ */
+static const char BASE[] =
+	"import os\n"
+	"def f(a):\n"
+	"    # c\n"
+	"    if a:\n"
+	"        x = 1\n"
+	"    elif a > 1:\n"
+	"        y = (1,\n"
+	"             2)\n"
+	"    else:\n"
+	"        pass\n"
+	"    return a\n"
+	"\n"
+	"\n"
+	"class K:\n"
+	"    def m(self):\n"
+	"        s = '''\n"
+	"  text'''\n"
+	"        return s\n"
+	"\n"
+	"    @property\n"
+	"    def n(self):\n"
+	"            pass\n"
+	"if True:\n"
+	"\tz = 1\n";
+
+static const char *const SNIPPETS[] = {
+	"x = 1\n", "    x = 1\n", "        x = 1\n", "            x = 1\n", "  x = 1\n", "\tx = 1\n",
+	"    print x\n", "    x = 0777\n", "    s = ur'x'\n", "    if a:\n        pass\n", "    if a:\n    pass\n",
+	"def g():\n    return 1\n", "    x = (\n", "    # only a comment\n", "\n",
+	"    try:\n        pass\n    except E, e:\n        pass\n", "    def h(a, (b, c)):\n        pass\n",
+	"    x = 1 <> 2\n", "\tif a:\n\t\tpass\n",
+};
+
+static void expect_inserted_like_scratch(const pysource *old, const char *text, size_t len, const size_t *at,
+                                         const size_t *ins_len, size_t n)
+{
+	pysource *a = NULL, *b = NULL;
+	oeap_error ea, eb;
+	oeap_error_clear(&ea);
+	oeap_error_clear(&eb);
+	int ra = pysource_parse(text, len, "t.py", &a, &ea);
+	int rb = pysource_parse_inserted(old, text, len, at, ins_len, n, "t.py", &b, &eb);
+	if (ra != rb || ea.kind != eb.kind || ea.line != eb.line || strcmp(ea.message, eb.message) != 0)
+		fail_msg("%zu insertion(s), the first at %zu: from scratch %d (line %ld: %s), inserted %d (line %ld: %s)\n%.*s",
+		         n, at[0], ra, ea.line, ea.message, rb, eb.line, eb.message, (int)len, text);
+	pysource_free(a);
+	pysource_free(b);
+}
+
+static void test_inserted_checks_like_scratch(void **state)
+{
+	(void)state;
+	pysource *old = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(BASE, strlen(BASE), "base.py", &old, &err), 0);
+	size_t starts[64], nstarts = 0;
+	starts[nstarts++] = 0;
+	for (size_t i = 0; BASE[i]; i++)
+		if (BASE[i] == '\n')
+			starts[nstarts++] = i + 1;
+	size_t blen = strlen(BASE);
+	char *text = malloc(blen + 512);
+	assert_non_null(text);
+	size_t refused = 0, runs = 0;
+	static const char two[] = "    x = 1\n";
+	size_t tl = sizeof(two) - 1;
+	for (size_t s = 0; s < sizeof(SNIPPETS) / sizeof(SNIPPETS[0]); s++) {
+		size_t sl = strlen(SNIPPETS[s]);
+		for (size_t i = 0; i < nstarts; i++) {
+			/* alone */
+			memcpy(text, BASE, starts[i]);
+			memcpy(text + starts[i], SNIPPETS[s], sl);
+			memcpy(text + starts[i] + sl, BASE + starts[i], blen - starts[i]);
+			size_t at[2] = {starts[i], 0}, lens[2] = {sl, 0};
+			expect_inserted_like_scratch(old, text, blen + sl, at, lens, 1);
+			pysource *p = NULL;
+			refused += pysource_parse(text, blen + sl, "t.py", &p, &err) != 0;
+			pysource_free(p);
+			runs++;
+			/* and "    x = 1\n" at a later line start */
+			for (size_t j = i + 1; j < nstarts; j += 3) {
+				size_t n = starts[i];
+				memcpy(text, BASE, n);
+				memcpy(text + n, SNIPPETS[s], sl);
+				n += sl;
+				memcpy(text + n, BASE + starts[i], starts[j] - starts[i]);
+				n += starts[j] - starts[i];
+				memcpy(text + n, two, tl);
+				n += tl;
+				memcpy(text + n, BASE + starts[j], blen - starts[j]);
+				n += blen - starts[j];
+				at[1] = starts[j] + sl;
+				lens[1] = tl;
+				expect_inserted_like_scratch(old, text, n, at, lens, 2);
+			}
+		}
+	}
+	/* both verdicts occur, so the comparison means something */
+	assert_true(refused > 0 && refused < runs);
+	free(text);
+	pysource_free(old);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -517,6 +630,7 @@ int main(void)
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_refuse_what_python3_refuses),
 		cmocka_unit_test(test_line_kinds),
+		cmocka_unit_test(test_inserted_checks_like_scratch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
