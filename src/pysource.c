@@ -35,6 +35,11 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 		return oeap_fail(err, OEAP_ERR_INPUT, what, 0, "the file is empty: nothing to patch");
 	for (size_t i = 0; i < len;) {
 		unsigned char c = (unsigned char)buf[i];
+		/* most bytes: printable ASCII, nothing to check */
+		if (c >= 0x20 && c < 0x80) {
+			i++;
+			continue;
+		}
 		if (c == 0)
 			return oeap_fail(err, OEAP_ERR_INPUT, what, line_of(buf, i),
 			                 "NUL byte at offset %zu: not a Python source file", i);
@@ -70,6 +75,12 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 	return 0;
 }
 
+/* The bytes outside strings and comments that pysource_line_kinds() acts on. */
+static const unsigned char LINE_KIND_SPECIAL[256] = {
+	['\n'] = 1, ['\r'] = 1, ['#'] = 1, ['\\'] = 1, ['('] = 1, ['['] = 1, ['{'] = 1,
+	[')'] = 1, [']'] = 1, ['}'] = 1, ['"'] = 1, ['\''] = 1,
+};
+
 int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
 {
 	size_t lines = 1;
@@ -95,8 +106,14 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
 		}
 		if (c == '\r')
 			continue; /* part of a CRLF: changes none of the states */
-		if (comment)
+		if (comment) {
+			/* nothing but the line end ends it */
+			const char *nl = memchr(buf + i, '\n', len - i);
+			if (!nl)
+				break;
+			i = (size_t)(nl - buf) - 1;
 			continue;
+		}
 		if (in_str) {
 			if (escape)
 				escape = 0;
@@ -107,10 +124,21 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
 			else if (c == quote && i + 2 < len && buf[i + 1] == quote && buf[i + 2] == quote) {
 				in_str = 0;
 				i += 2;
+			} else {
+				/* the bytes up to the next that can change a state */
+				while (i + 1 < len && buf[i + 1] != '\\' && buf[i + 1] != quote && buf[i + 1] != '\n')
+					i++;
 			}
 			continue;
 		}
 		backslash = 0;
+		if (!LINE_KIND_SPECIAL[(unsigned char)c]) {
+			/* a run of bytes that change no state (this loop is a good part
+			 * of verify's time otherwise: docs/performance.md) */
+			while (i + 1 < len && !LINE_KIND_SPECIAL[(unsigned char)buf[i + 1]])
+				i++;
+			continue;
+		}
 		switch (c) {
 		case '#':
 			comment = 1;

@@ -607,6 +607,123 @@ static void test_inserted_checks_like_scratch(void **state)
 	pysource_free(old);
 }
 
+/* pysource_line_kinds() as it was before its fast paths (runs of bytes that
+ * change no state skipped at once): the fast one must classify every line the
+ * same, on every fixture and on texts made of the bytes that matter. */
+static int reference_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
+{
+	size_t lines = 1;
+	for (const char *p = buf; (p = memchr(p, '\n', len - (size_t)(p - buf))) != NULL; p++)
+		lines++;
+	unsigned char *k = calloc(lines, 1);
+	if (!k)
+		return -1;
+	size_t line = 0, depth = 0;
+	int in_str = 0, triple = 0, escape = 0, comment = 0, backslash = 0;
+	char quote = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = buf[i];
+		if (c == '\n') {
+			/* A one-quote string cannot span lines unless the newline is escaped. */
+			if (in_str && !triple && !escape)
+				in_str = 0;
+			k[++line] = in_str ? PYSOURCE_LINE_STRING
+			            : depth || backslash ? PYSOURCE_LINE_CONTINUED
+			                                 : PYSOURCE_LINE_CODE;
+			escape = comment = backslash = 0;
+			continue;
+		}
+		if (c == '\r')
+			continue; /* part of a CRLF: changes none of the states */
+		if (comment)
+			continue;
+		if (in_str) {
+			if (escape)
+				escape = 0;
+			else if (c == '\\')
+				escape = 1;
+			else if (c == quote && !triple)
+				in_str = 0;
+			else if (c == quote && i + 2 < len && buf[i + 1] == quote && buf[i + 2] == quote) {
+				in_str = 0;
+				i += 2;
+			}
+			continue;
+		}
+		backslash = 0;
+		switch (c) {
+		case '#':
+			comment = 1;
+			break;
+		case '\\':
+			backslash = 1;
+			break;
+		case '(': case '[': case '{':
+			depth++;
+			break;
+		case ')': case ']': case '}':
+			if (depth)
+				depth--;
+			break;
+		case '"': case '\'':
+			in_str = 1;
+			quote = c;
+			triple = i + 2 < len && buf[i + 1] == c && buf[i + 2] == c;
+			if (triple)
+				i += 2;
+			break;
+		}
+	}
+	*kinds = k;
+	*n = lines;
+	return 0;
+}
+
+static void expect_line_kinds_like_reference(const char *text, size_t len, const char *what)
+{
+	unsigned char *a = NULL, *b = NULL;
+	size_t na = 0, nb = 0;
+	assert_int_equal(reference_line_kinds(text, len, &a, &na), 0);
+	assert_int_equal(pysource_line_kinds(text, len, &b, &nb), 0);
+	assert_int_equal(na, nb);
+	for (size_t i = 0; i < na; i++)
+		if (a[i] != b[i])
+			fail_msg("%s: line %zu: %d, the reference says %d", what, i + 1, b[i], a[i]);
+	free(a);
+	free(b);
+}
+
+static void test_line_kinds_fast_paths(void **state)
+{
+	(void)state;
+	static const char *const files[] = {
+		"tests/fixtures/variants/large.py", "tests/fixtures/variants/comments.py", "tests/fixtures/variants/crlf.py",
+		"tests/fixtures/variants/tabs.py", "tests/fixtures/variants/bom.py", "tests/fixtures/eras/2024-12_positional.py",
+		"tests/fixtures/eras/2026-02_post_process.py", "tests/fixtures/vllm-0.15-router.py",
+		"tests/fixtures/refuse/syntax_error.py", "tests/fixtures/refuse/mixed_eol.py"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t len = 0;
+		char *text = tu_read(files[i], &len);
+		expect_line_kinds_like_reference(text, len, files[i]);
+		free(text);
+	}
+	/* every text of up to 6 bytes over an alphabet of what matters */
+	static const char alpha[] = "a#\\\n\r(\"'";
+	size_t na = sizeof(alpha) - 1;
+	char text[8];
+	for (size_t n = 1; n <= 6; n++) {
+		size_t total = 1;
+		for (size_t k = 0; k < n; k++)
+			total *= na;
+		for (size_t code = 0; code < total; code++) {
+			size_t c = code;
+			for (size_t k = 0; k < n; k++, c /= na)
+				text[k] = alpha[c % na];
+			expect_line_kinds_like_reference(text, n, "generated");
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -630,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_refuse_what_python3_refuses),
 		cmocka_unit_test(test_line_kinds),
+		cmocka_unit_test(test_line_kinds_fast_paths),
 		cmocka_unit_test(test_inserted_checks_like_scratch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
