@@ -270,6 +270,23 @@ static const char *const PY3_TYPES[] = {"block", "print_statement", "exec_statem
  */
 static unsigned char py3_examines[1024];
 static uint32_t py3_nsymbols; /* 0: not built, or the grammar has more symbols than the table */
+/* 1 for "module" and "block": the nodes whose children are statements. */
+static unsigned char py3_statements[1024];
+
+/*
+ * The bytes one of the nodes visit_py3() acts on must have in its text, or
+ * the statement or clause holding it: a digit (an integer), a quote or
+ * backquote (a string's start), '<' (`<>`), and ':' (every block, except
+ * clause, parameter list and lambda sits in a compound statement or clause
+ * whose header ends in one; print and exec statements sit in a block or the
+ * module). Below a node whose text has none of them and that is neither the
+ * module nor a block there is nothing to find, and the walk skips it: on
+ * topk.py that is most of the expressions (docs/performance.md).
+ */
+static const unsigned char PY3_MAY_HOLD[256] = {
+	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+	['\''] = 1, ['"'] = 1, ['`'] = 1, ['<'] = 1, [':'] = 1,
+};
 
 static void py3_table_init(void)
 {
@@ -286,6 +303,8 @@ static void py3_table_init(void)
 		for (size_t i = 0; name && i < sizeof(PY3_TYPES) / sizeof(PY3_TYPES[0]); i++)
 			if (strcmp(name, PY3_TYPES[i]) == 0)
 				py3_examines[sym] = 1;
+		if (name && (strcmp(name, "module") == 0 || strcmp(name, "block") == 0))
+			py3_statements[sym] = 1;
 	}
 	py3_nsymbols = count;
 }
@@ -293,12 +312,27 @@ static void py3_table_init(void)
 /* One walk over the tree (a node's parent is a walk from the root in
  * tree-sitter, so nothing here asks for one: a per-line lookup made a 50 MB
  * file quadratic). */
+/* Whether visit_py3() may find something below n (PY3_MAY_HOLD). */
+static int py3_descend(const py3_probe *p, TSNode n, TSSymbol sym)
+{
+	if (!ts_node_child_count(n))
+		return PYSOURCE_WALK_SKIP;
+	if (sym >= py3_nsymbols || py3_statements[sym])
+		return PYSOURCE_WALK_DESCEND;
+	const unsigned char *s = (const unsigned char *)p->src->buf + pysource_start(p->src, n),
+	                    *e = (const unsigned char *)p->src->buf + pysource_end(p->src, n);
+	for (; s < e; s++)
+		if (PY3_MAY_HOLD[*s])
+			return PYSOURCE_WALK_DESCEND;
+	return PYSOURCE_WALK_SKIP;
+}
+
 static int visit_py3(TSNode n, void *user)
 {
 	py3_probe *p = user;
 	TSSymbol sym = ts_node_symbol(n);
 	if (sym < py3_nsymbols && !py3_examines[sym])
-		return PYSOURCE_WALK_DESCEND;
+		return py3_descend(p, n, sym);
 	/* Every type compared below is one of PY3_TYPES. */
 	const char *type = ts_node_type(n);
 	const char *s = p->src->buf + pysource_start(p->src, n);
@@ -347,7 +381,7 @@ static int visit_py3(TSNode n, void *user)
 		p->why = why;
 		return PYSOURCE_WALK_STOP;
 	}
-	return PYSOURCE_WALK_DESCEND;
+	return py3_descend(p, n, sym);
 }
 
 static int opens_block(const py3_probe *p, size_t at)
