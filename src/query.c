@@ -56,6 +56,8 @@ struct oeap_query {
 	size_t npats;
 	char **names;         /* capture names */
 	size_t nnames;
+	char *source;         /* the text, for oeap_query_check_structure() */
+	size_t len;
 };
 
 /*
@@ -347,9 +349,11 @@ static void qfree_own(oeap_query *q)
 		free(q->names[i]);
 	free(q->names);
 	free(q->steps);
+	free(q->source);
 	q->pats = NULL;
 	q->names = NULL;
 	q->steps = NULL;
+	q->source = NULL;
 	q->npats = q->nnames = q->nsteps = 0;
 }
 
@@ -361,6 +365,12 @@ static oeap_query *qread(const char *source, size_t len, const char *what)
 	if (!q)
 		return NULL;
 	snprintf(q->what, sizeof(q->what), "%s", what);
+	if (!(q->source = malloc(len ? len : 1))) {
+		free(q);
+		return NULL;
+	}
+	memcpy(q->source, source, len);
+	q->len = len;
 	qbuild b;
 	memset(&b, 0, sizeof(b));
 	b.q = q;
@@ -830,6 +840,17 @@ static uint32_t capture_id(const oeap_query *q, const char *capture)
 int oeap_query_uses_treesitter(const oeap_query *q)
 {
 	return q->q != NULL;
+}
+
+int oeap_query_check_structure(const oeap_query *q, oeap_error *err)
+{
+	if (q->q)
+		return 0; /* compiled by tree-sitter, checked then */
+	oeap_query *ts = NULL;
+	if (oeap_query_new_treesitter(q->source, q->len, q->what, &ts, err))
+		return -1;
+	oeap_query_free(ts);
+	return 0;
 }
 
 int oeap_query_has_capture(const oeap_query *q, const char *capture)

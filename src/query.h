@@ -49,6 +49,17 @@ void oeap_query_free(oeap_query *q);
 /* 1 when q is compiled and matched by tree-sitter, 0 when query.c matches it. */
 int oeap_query_uses_treesitter(const oeap_query *q);
 
+/*
+ * What tree-sitter's compiler alone finds in a query of the subset: a pattern
+ * the grammar can never produce ("impossible pattern structure", such as
+ * `(module (identifier))`), which query.c reads and which then never matches.
+ * 0 when the query compiles with tree-sitter (always so for one it compiled),
+ * else -1 with the error oeap_query_new() gave for it before the subset. For
+ * the path where it matters, an anchor that finds nothing (anchor.c): the
+ * definition is named as broken, not the file.
+ */
+int oeap_query_check_structure(const oeap_query *q, oeap_error *err);
+
 /* 1 when one of the query's patterns has a capture named `capture`. */
 int oeap_query_has_capture(const oeap_query *q, const char *capture);
 

@@ -838,6 +838,27 @@ static void test_outside_subset_goes_to_treesitter(void **state)
 	}
 }
 
+/* A pattern of the subset that the grammar can never produce: read, never
+ * matching, and refused by tree-sitter's compiler when asked (anchor.c asks
+ * when an anchor finds nothing). */
+static void test_subset_structure_checked_on_demand(void **state)
+{
+	(void)state;
+	oeap_query *q = compile("((call (identifier) @f (identifier) @x))");
+	assert_false(oeap_query_uses_treesitter(q));
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_check_structure(q, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_string_equal(err.where, "inline.scm");
+	assert_non_null(strstr(err.message, "impossible pattern structure"));
+	oeap_query_free(q);
+	q = compile("((call function: (identifier) @f) @c)");
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_check_structure(q, &err), 0);
+	oeap_query_free(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -867,6 +888,7 @@ int main(void)
 		cmocka_unit_test(test_collect_with_bom),
 		cmocka_unit_test(test_subset_matches_like_treesitter),
 		cmocka_unit_test(test_outside_subset_goes_to_treesitter),
+		cmocka_unit_test(test_subset_structure_checked_on_demand),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
