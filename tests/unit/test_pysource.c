@@ -724,6 +724,77 @@ static void test_line_kinds_fast_paths(void **state)
 	}
 }
 
+/* pysource_walk() visits what a plain cursor walk visits, in the same order
+ * (it counts siblings instead of asking the cursor for one past the last),
+ * and skips exactly the subtrees its visitor says. */
+typedef struct walk_log {
+	TSNode *nodes;
+	size_t n, cap;
+	int skip_calls; /* skip below every call node */
+} walk_log;
+
+static int log_visit(TSNode n, void *user)
+{
+	walk_log *w = user;
+	if (w->n == w->cap) {
+		w->cap = w->cap ? 2 * w->cap : 1024;
+		w->nodes = realloc(w->nodes, w->cap * sizeof(*w->nodes));
+		assert_non_null(w->nodes);
+	}
+	w->nodes[w->n++] = n;
+	return w->skip_calls && strcmp(ts_node_type(n), "call") == 0 ? PYSOURCE_WALK_SKIP : PYSOURCE_WALK_DESCEND;
+}
+
+static void test_walk_like_cursor(void **state)
+{
+	(void)state;
+	static const char *const files[] = {"tests/fixtures/variants/large.py", "tests/fixtures/variants/comments.py",
+	                                    "tests/fixtures/eras/2025-08_topk_config.py"};
+	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+		size_t len = 0;
+		char *text = tu_read(files[f], &len);
+		pysource *src = NULL;
+		oeap_error err;
+		oeap_error_clear(&err);
+		assert_int_equal(pysource_parse(text, len, files[f], &src, &err), 0);
+		for (int skip = 0; skip < 2; skip++) {
+			walk_log w = {NULL, 0, 0, skip};
+			assert_int_equal(pysource_walk(pysource_root(src), log_visit, &w), 0);
+			size_t i = 0;
+			TSTreeCursor c = ts_tree_cursor_new(pysource_root(src));
+			for (int more = 1; more;) {
+				TSNode n = ts_tree_cursor_current_node(&c);
+				assert_true(i < w.n);
+				assert_true(ts_node_eq(n, w.nodes[i]));
+				i++;
+				int descend = !(skip && strcmp(ts_node_type(n), "call") == 0);
+				if (descend && ts_tree_cursor_goto_first_child(&c))
+					continue;
+				while (!ts_tree_cursor_goto_next_sibling(&c))
+					if (!ts_tree_cursor_goto_parent(&c)) {
+						more = 0;
+						break;
+					}
+			}
+			ts_tree_cursor_delete(&c);
+			assert_int_equal(i, w.n);
+			assert_true(w.n > 1000);
+			free(w.nodes);
+		}
+		/* below a node that is not the root: its subtree only */
+		TSNode fn = ts_node_named_child(pysource_root(src), 3);
+		walk_log w = {NULL, 0, 0, 0};
+		assert_int_equal(pysource_walk(fn, log_visit, &w), 0);
+		assert_true(w.n >= 1);
+		for (size_t k = 0; k < w.n; k++)
+			assert_true(ts_node_start_byte(w.nodes[k]) >= ts_node_start_byte(fn) &&
+			            ts_node_end_byte(w.nodes[k]) <= ts_node_end_byte(fn));
+		free(w.nodes);
+		pysource_free(src);
+		free(text);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -747,6 +818,7 @@ int main(void)
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_refuse_what_python3_refuses),
 		cmocka_unit_test(test_line_kinds),
+		cmocka_unit_test(test_walk_like_cursor),
 		cmocka_unit_test(test_line_kinds_fast_paths),
 		cmocka_unit_test(test_inserted_checks_like_scratch),
 	};
