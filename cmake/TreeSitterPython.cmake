@@ -15,8 +15,9 @@ add_library(tree_sitter_python STATIC
   "${TREE_SITTER_PYTHON_DIR}/src/parser.c"
   "${TREE_SITTER_PYTHON_DIR}/src/scanner.c")
 target_include_directories(tree_sitter_python PRIVATE "${TREE_SITTER_PYTHON_DIR}/src")
-# Third-party generated code: its warnings are not ours to fix.
-target_compile_options(tree_sitter_python PRIVATE -w)
+# Third-party generated code: its warnings are not ours to fix. Optimised as
+# the runtime is (TreeSitterRuntime.cmake): the lexer is part of every parse.
+target_compile_options(tree_sitter_python PRIVATE -w -O3 -fno-semantic-interposition)
 # The scanner allocates through tree-sitter's ts_malloc family. The generator's own
 # alloc.h maps them to the C library unless a grammar opts into sharing the runtime's
 # allocator (TREE_SITTER_REUSE_ALLOCATOR, which we do not set: the runtime uses the

@@ -99,6 +99,11 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 		}
 		if (n == 0) {
 			free(nodes);
+			/* A pattern no tree can match is the definition's fault: the
+			 * error it had at load when tree-sitter compiled every query. */
+			if (oeap_query_check_structure(a->query, err) ||
+			    (a->contains && oeap_query_check_structure(a->contains, err)))
+				return -1;
 			/* The definition's word on why (e.g. an era it does not support) ends the message. */
 			return oeap_fail(err, OEAP_ERR_ANCHOR, where, 0, "not found: %s is not in %s%s%s", a->describe,
 			                 scope_what, a->unmatched ? ": " : "", a->unmatched ? a->unmatched : "");

@@ -35,6 +35,11 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 		return oeap_fail(err, OEAP_ERR_INPUT, what, 0, "the file is empty: nothing to patch");
 	for (size_t i = 0; i < len;) {
 		unsigned char c = (unsigned char)buf[i];
+		/* most bytes: printable ASCII, nothing to check */
+		if (c >= 0x20 && c < 0x80) {
+			i++;
+			continue;
+		}
 		if (c == 0)
 			return oeap_fail(err, OEAP_ERR_INPUT, what, line_of(buf, i),
 			                 "NUL byte at offset %zu: not a Python source file", i);
@@ -70,6 +75,12 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 	return 0;
 }
 
+/* The bytes outside strings and comments that pysource_line_kinds() acts on. */
+static const unsigned char LINE_KIND_SPECIAL[256] = {
+	['\n'] = 1, ['\r'] = 1, ['#'] = 1, ['\\'] = 1, ['('] = 1, ['['] = 1, ['{'] = 1,
+	[')'] = 1, [']'] = 1, ['}'] = 1, ['"'] = 1, ['\''] = 1,
+};
+
 int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
 {
 	size_t lines = 1;
@@ -95,8 +106,14 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
 		}
 		if (c == '\r')
 			continue; /* part of a CRLF: changes none of the states */
-		if (comment)
+		if (comment) {
+			/* nothing but the line end ends it */
+			const char *nl = memchr(buf + i, '\n', len - i);
+			if (!nl)
+				break;
+			i = (size_t)(nl - buf) - 1;
 			continue;
+		}
 		if (in_str) {
 			if (escape)
 				escape = 0;
@@ -107,10 +124,21 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
 			else if (c == quote && i + 2 < len && buf[i + 1] == quote && buf[i + 2] == quote) {
 				in_str = 0;
 				i += 2;
+			} else {
+				/* the bytes up to the next that can change a state */
+				while (i + 1 < len && buf[i + 1] != '\\' && buf[i + 1] != quote && buf[i + 1] != '\n')
+					i++;
 			}
 			continue;
 		}
 		backslash = 0;
+		if (!LINE_KIND_SPECIAL[(unsigned char)c]) {
+			/* a run of bytes that change no state (this loop is a good part
+			 * of verify's time otherwise: docs/performance.md) */
+			while (i + 1 < len && !LINE_KIND_SPECIAL[(unsigned char)buf[i + 1]])
+				i++;
+			continue;
+		}
 		switch (c) {
 		case '#':
 			comment = 1;
@@ -142,21 +170,48 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
 int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user)
 {
 	TSTreeCursor c = ts_tree_cursor_new(root);
+	/* left[d]: the siblings still to visit after the current node at depth
+	 * d (its parent's child count less those seen). The cursor finds that a
+	 * node is its parent's last child only by looking for a next one, which
+	 * costs about as much as moving to it: a fifth of the walk. */
+	uint32_t small[64], *left = small;
+	size_t depth = 0, cap = sizeof(small) / sizeof(small[0]);
 	int rc = 0;
+	left[0] = 0; /* the root has no siblings for the cursor */
 	for (;;) {
-		int v = visit(ts_tree_cursor_current_node(&c), user);
+		TSNode node = ts_tree_cursor_current_node(&c);
+		int v = visit(node, user);
 		if (v < 0 || v == PYSOURCE_WALK_STOP) {
 			rc = v;
 			break;
 		}
-		if (v == PYSOURCE_WALK_DESCEND && ts_tree_cursor_goto_first_child(&c))
+		uint32_t kids = v == PYSOURCE_WALK_DESCEND ? ts_node_child_count(node) : 0;
+		if (kids && ts_tree_cursor_goto_first_child(&c)) {
+			if (depth + 1 == cap) {
+				uint32_t *bigger = malloc(2 * cap * sizeof(*bigger));
+				if (!bigger) {
+					rc = -1;
+					break;
+				}
+				memcpy(bigger, left, cap * sizeof(*left));
+				if (left != small)
+					free(left);
+				left = bigger;
+				cap *= 2;
+			}
+			left[++depth] = kids - 1;
 			continue;
-		/* The cursor's root has neither siblings nor a parent for it. */
-		while (!ts_tree_cursor_goto_next_sibling(&c))
-			if (!ts_tree_cursor_goto_parent(&c))
+		}
+		while (left[depth] == 0 || !ts_tree_cursor_goto_next_sibling(&c)) {
+			if (depth == 0 || !ts_tree_cursor_goto_parent(&c))
 				goto out;
+			depth--;
+		}
+		left[depth]--;
 	}
 out:
+	if (left != small)
+		free(left);
 	ts_tree_cursor_delete(&c);
 	return rc;
 }
@@ -207,7 +262,27 @@ typedef struct py3_probe {
 	size_t *opens; /* where each block's first statement starts (absolute), in source order */
 	size_t nopens, capopens;
 	int oom;
+	/* Only the nodes that meet one of these (closed, parser offsets) are
+	 * looked at, when nranges: see check_python3_changed(). */
+	const TSRange *ranges;
+	size_t nranges;
 } py3_probe;
+
+static int push_open(py3_probe *p, size_t at)
+{
+	if (p->nopens == p->capopens) {
+		size_t cap = p->capopens ? 2 * p->capopens : 256;
+		size_t *o = realloc(p->opens, cap * sizeof(*o));
+		if (!o) {
+			p->oom = 1;
+			return -1;
+		}
+		p->opens = o;
+		p->capopens = cap;
+	}
+	p->opens[p->nopens++] = at;
+	return 0;
+}
 
 /* The node types visit_py3() looks at; every other node it only descends. */
 static const char *const PY3_TYPES[] = {"block", "print_statement", "exec_statement", "<>", "integer",
@@ -222,6 +297,23 @@ static const char *const PY3_TYPES[] = {"block", "print_statement", "exec_statem
  */
 static unsigned char py3_examines[1024];
 static uint32_t py3_nsymbols; /* 0: not built, or the grammar has more symbols than the table */
+/* 1 for "module" and "block": the nodes whose children are statements. */
+static unsigned char py3_statements[1024];
+
+/*
+ * The bytes one of the nodes visit_py3() acts on must have in its text, or
+ * the statement or clause holding it: a digit (an integer), a quote or
+ * backquote (a string's start), '<' (`<>`), and ':' (every block, except
+ * clause, parameter list and lambda sits in a compound statement or clause
+ * whose header ends in one; print and exec statements sit in a block or the
+ * module). Below a node whose text has none of them and that is neither the
+ * module nor a block there is nothing to find, and the walk skips it: on
+ * topk.py that is most of the expressions (docs/performance.md).
+ */
+static const unsigned char PY3_MAY_HOLD[256] = {
+	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+	['\''] = 1, ['"'] = 1, ['`'] = 1, ['<'] = 1, [':'] = 1,
+};
 
 static void py3_table_init(void)
 {
@@ -238,6 +330,8 @@ static void py3_table_init(void)
 		for (size_t i = 0; name && i < sizeof(PY3_TYPES) / sizeof(PY3_TYPES[0]); i++)
 			if (strcmp(name, PY3_TYPES[i]) == 0)
 				py3_examines[sym] = 1;
+		if (name && (strcmp(name, "module") == 0 || strcmp(name, "block") == 0))
+			py3_statements[sym] = 1;
 	}
 	py3_nsymbols = count;
 }
@@ -245,12 +339,27 @@ static void py3_table_init(void)
 /* One walk over the tree (a node's parent is a walk from the root in
  * tree-sitter, so nothing here asks for one: a per-line lookup made a 50 MB
  * file quadratic). */
+/* Whether visit_py3() may find something below n (PY3_MAY_HOLD). */
+static int py3_descend(const py3_probe *p, TSNode n, TSSymbol sym)
+{
+	if (!ts_node_child_count(n))
+		return PYSOURCE_WALK_SKIP;
+	if (sym >= py3_nsymbols || py3_statements[sym])
+		return PYSOURCE_WALK_DESCEND;
+	const unsigned char *s = (const unsigned char *)p->src->buf + pysource_start(p->src, n),
+	                    *e = (const unsigned char *)p->src->buf + pysource_end(p->src, n);
+	for (; s < e; s++)
+		if (PY3_MAY_HOLD[*s])
+			return PYSOURCE_WALK_DESCEND;
+	return PYSOURCE_WALK_SKIP;
+}
+
 static int visit_py3(TSNode n, void *user)
 {
 	py3_probe *p = user;
 	TSSymbol sym = ts_node_symbol(n);
 	if (sym < py3_nsymbols && !py3_examines[sym])
-		return PYSOURCE_WALK_DESCEND;
+		return py3_descend(p, n, sym);
 	/* Every type compared below is one of PY3_TYPES. */
 	const char *type = ts_node_type(n);
 	const char *s = p->src->buf + pysource_start(p->src, n);
@@ -262,17 +371,8 @@ static int visit_py3(TSNode n, void *user)
 			TSNode c = ts_node_named_child(n, i);
 			if (strcmp(ts_node_type(c), "comment") == 0)
 				continue;
-			if (p->nopens == p->capopens) {
-				size_t cap = p->capopens ? 2 * p->capopens : 256;
-				size_t *o = realloc(p->opens, cap * sizeof(*o));
-				if (!o) {
-					p->oom = 1;
-					return -1;
-				}
-				p->opens = o;
-				p->capopens = cap;
-			}
-			p->opens[p->nopens++] = pysource_start(p->src, c);
+			if (push_open(p, pysource_start(p->src, c)))
+				return -1;
 			break;
 		}
 	} else if (strcmp(type, "print_statement") == 0) {
@@ -308,7 +408,7 @@ static int visit_py3(TSNode n, void *user)
 		p->why = why;
 		return PYSOURCE_WALK_STOP;
 	}
-	return PYSOURCE_WALK_DESCEND;
+	return py3_descend(p, n, sym);
 }
 
 static int opens_block(const py3_probe *p, size_t at)
@@ -400,7 +500,7 @@ static int check_indentation(const pysource *src, py3_probe *p, const char *what
 }
 
 /* Refuses what tree-sitter parses but Python 3 does not compile. */
-static int check_python3(const pysource *src, const char *what, oeap_error *err)
+static int check_python3(pysource *src, const char *what, oeap_error *err)
 {
 	int error = 0;
 	py3_probe p;
@@ -419,12 +519,98 @@ static int check_python3(const pysource *src, const char *what, oeap_error *err)
 	} else {
 		error = check_indentation(src, &p, what, err);
 	}
+	if (!error) {
+		/* sorted by check_indentation(): kept for a parse with insertions */
+		src->opens = p.opens;
+		src->nopens = p.nopens;
+		p.opens = NULL;
+	}
 	free(p.opens);
 	return error;
 }
 
-static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
-                      oeap_error *err);
+/* visit_py3() on the nodes that meet one of p->ranges; the others it skips. */
+static int visit_py3_changed(TSNode n, void *user)
+{
+	py3_probe *p = user;
+	uint32_t s = ts_node_start_byte(n), e = ts_node_end_byte(n);
+	size_t i = 0;
+	while (i < p->nranges && !(s <= p->ranges[i].end_byte && e >= p->ranges[i].start_byte))
+		i++;
+	if (i == p->nranges)
+		return PYSOURCE_WALK_SKIP;
+	return visit_py3(n, user);
+}
+
+/*
+ * check_python3() of `src`, the text of `old` (which passed it) with
+ * insertions, looking only at what they changed. `ranges` (n, parser
+ * offsets in src) hold tree-sitter's changed ranges between the trees and
+ * the inserted bytes. Outside them src's tree is old's, node for node
+ * (tree-sitter's promise for changed ranges), so every node there passed
+ * already: the walk looks only at the nodes that meet a range (closed: a node
+ * that merely touches one is looked at too). The blocks' first statements:
+ * the walk finds those of the blocks it visits, and old's others hold, moved
+ * by the inserted lengths, except where one lands in a range (then its block
+ * meets the range and was visited: a statement that was first and no longer
+ * is, as when a region goes in before it, is not taken from old). The
+ * indentation check then runs on the whole text as in check_python3().
+ */
+static int check_python3_changed(pysource *src, const pysource *old, const size_t *ins_at,
+                                 const size_t *ins_len, size_t nins, const TSRange *ranges, size_t nranges,
+                                 const char *what, oeap_error *err)
+{
+	int error = 0;
+	py3_probe p;
+	memset(&p, 0, sizeof(p));
+	p.src = src;
+	p.ranges = ranges;
+	p.nranges = nranges;
+	py3_table_init();
+	int rc = pysource_walk(pysource_root(src), visit_py3_changed, &p);
+	/* old's first statements, where they are in src */
+	for (size_t i = 0, k = 0, shift = 0; rc == 0 && !p.oom && i < old->nopens; i++) {
+		size_t x = old->opens[i];
+		/* insertion k is at ins_at[k] - (the lengths before it) in old's bytes */
+		while (k < nins && ins_at[k] - shift <= x)
+			shift += ins_len[k++];
+		size_t at = x + shift - src->bom; /* parser offset in src */
+		size_t r = 0;
+		while (r < nranges && !(at >= ranges[r].start_byte && at <= ranges[r].end_byte))
+			r++;
+		if (r == nranges && push_open(&p, x + shift))
+			break;
+	}
+	if (p.oom) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	} else if (rc == PYSOURCE_WALK_STOP) {
+		long line = pysource_line_of(src, pysource_start(src, p.bad));
+		error = oeap_fail(err, OEAP_ERR_INPUT, what, line,
+		                  "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
+		                  "is not patched",
+		                  line, p.why);
+	} else {
+		error = check_indentation(src, &p, what, err);
+	}
+	if (!error) {
+		src->opens = p.opens;
+		src->nopens = p.nopens;
+		p.opens = NULL;
+	}
+	free(p.opens);
+	return error;
+}
+
+/* What pysource_parse_inserted() parses from: the original and where the
+ * insertions went (offsets into the new text). */
+typedef struct inserted {
+	const pysource *old;
+	const size_t *at, *len;
+	size_t n;
+} inserted;
+
+static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, const inserted *ins,
+                      pysource **out, oeap_error *err);
 
 int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
                             const size_t *ins_len, size_t n, const char *what, pysource **out,
@@ -447,7 +633,8 @@ int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, co
 		e.new_end_point = point_at(text, at + ins_len[i]);
 		ts_tree_edit(t, &e);
 	}
-	int rc = parse_with(buf, len, what, t, out, err);
+	inserted in = {old, ins_at, ins_len, n};
+	int rc = parse_with(buf, len, what, t, &in, out, err);
 	ts_tree_delete(t);
 	return rc;
 }
@@ -490,7 +677,7 @@ int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const
 		e.new_end_point = point_at(text, ne);
 		ts_tree_edit(t, &e);
 	}
-	int rc = parse_with(buf, len, what, t, out, err);
+	int rc = parse_with(buf, len, what, t, NULL, out, err);
 	ts_tree_delete(t);
 	return rc;
 }
@@ -498,11 +685,38 @@ int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const
 int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
                    oeap_error *err)
 {
-	return parse_with(buf, len, what, NULL, out, err);
+	return parse_with(buf, len, what, NULL, NULL, out, err);
 }
 
-static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, pysource **out,
-                      oeap_error *err)
+/* check_python3_changed() for src, parsed from ins->old's tree as edited
+ * (old_tree): the ranges are tree-sitter's changed ranges and the inserted
+ * bytes. */
+static int check_python3_inserted(pysource *src, TSTree *old_tree, const inserted *ins, const char *what,
+                                  oeap_error *err)
+{
+	uint32_t nchanged = 0;
+	TSRange *changed = ts_tree_get_changed_ranges(old_tree, src->tree, &nchanged);
+	TSRange *ranges = malloc(((size_t)nchanged + ins->n + 1) * sizeof(*ranges));
+	if (!ranges) {
+		free(changed);
+		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	}
+	size_t n = 0;
+	for (uint32_t i = 0; i < nchanged; i++)
+		ranges[n++] = changed[i];
+	for (size_t i = 0; i < ins->n; i++) {
+		memset(&ranges[n], 0, sizeof(ranges[n]));
+		ranges[n].start_byte = (uint32_t)(ins->at[i] - src->bom);
+		ranges[n++].end_byte = (uint32_t)(ins->at[i] + ins->len[i] - src->bom);
+	}
+	free(changed);
+	int rc = check_python3_changed(src, ins->old, ins->at, ins->len, ins->n, ranges, n, what, err);
+	free(ranges);
+	return rc;
+}
+
+static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, const inserted *ins,
+                      pysource **out, oeap_error *err)
 {
 	int error = 0;
 	TSParser *parser = NULL;
@@ -548,7 +762,7 @@ static int parse_with(const char *buf, size_t len, const char *what, TSTree *old
 		                  p.row + 1, p.column + 1, ts_node_is_missing(bad) ? "missing" : "ERROR");
 		goto done;
 	}
-	if ((error = check_python3(src, what, err)))
+	if ((error = ins ? check_python3_inserted(src, old_tree, ins, what, err) : check_python3(src, what, err)))
 		goto done;
 	*out = src;
 	src = NULL;
@@ -565,6 +779,7 @@ void pysource_free(pysource *src)
 		return;
 	if (src->tree)
 		ts_tree_delete(src->tree);
+	free(src->opens);
 	free(src);
 }
 

@@ -23,6 +23,12 @@ typedef struct pysource {
 	size_t bom;       /* 3 when the file starts with a UTF-8 BOM, else 0 */
 	const char *eol;  /* "\n" or "\r\n": what the file uses */
 	TSTree *tree;
+	/* Where each block's first statement starts (absolute, ascending), as
+	 * the Python 3 check found them: a parse of this text with insertions
+	 * (pysource_parse_inserted) checks only what the insertions changed and
+	 * takes the rest from here. */
+	size_t *opens;
+	size_t nopens;
 } pysource;
 
 /* The tree-sitter-python language (ABI checked by pysource_parse). */
@@ -41,7 +47,9 @@ void pysource_free(pysource *src);
  * made: ins_at[i] (offsets into `buf`, ascending) each ins_len[i] bytes long.
  * tree-sitter re-parses only around the edits (incremental parsing), which
  * gives the same tree as a fresh parse at a fraction of the cost. Refuses
- * what pysource_parse refuses.
+ * what pysource_parse refuses. `old` passed the Python 3 check, so only the
+ * nodes in the ranges the insertions changed (tree-sitter's changed ranges
+ * and the inserted bytes) are checked again: outside them the tree is `old`'s.
  */
 int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
                             const size_t *ins_len, size_t n, const char *what, pysource **out,

@@ -13,9 +13,24 @@
 
 typedef struct oeap_query oeap_query;
 
-/* Compiles `source` (what = a name for messages, such as the file path). */
+/*
+ * Compiles `source` (what = a name for messages, such as the file path). A
+ * source in the subset query.c reads itself (named node patterns, fields,
+ * anchors, captures, the four predicates at the top level: see there) is
+ * matched by query.c without tree-sitter's query compiler, whose grammar
+ * analysis costs more than the rest of loading a definition; every other
+ * source, and every one that does not compile, goes to tree-sitter as before
+ * (the same errors). The matches are the same either way.
+ */
 int oeap_query_new(const char *source, size_t len, const char *what, oeap_query **out,
                    oeap_error *err);
+/*
+ * oeap_query_new() always with tree-sitter's query compiler and engine, even
+ * for a source in the subset that query.c matches itself: for comparing the
+ * two (tests/unit/test_query.c).
+ */
+int oeap_query_new_treesitter(const char *source, size_t len, const char *what, oeap_query **out,
+                              oeap_error *err);
 /*
  * Compiles n query sources (whats[i] names sources[i]) as one tree-sitter
  * query that the n oeap_query values share: compiling costs about as much
@@ -30,6 +45,20 @@ int oeap_query_new(const char *source, size_t len, const char *what, oeap_query 
 int oeap_query_new_many(const char *const *sources, const size_t *lens, const char *const *whats, size_t n,
                         oeap_query **out);
 void oeap_query_free(oeap_query *q);
+
+/* 1 when q is compiled and matched by tree-sitter, 0 when query.c matches it. */
+int oeap_query_uses_treesitter(const oeap_query *q);
+
+/*
+ * What tree-sitter's compiler alone finds in a query of the subset: a pattern
+ * the grammar can never produce ("impossible pattern structure", such as
+ * `(module (identifier))`), which query.c reads and which then never matches.
+ * 0 when the query compiles with tree-sitter (always so for one it compiled),
+ * else -1 with the error oeap_query_new() gave for it before the subset. For
+ * the path where it matters, an anchor that finds nothing (anchor.c): the
+ * definition is named as broken, not the file.
+ */
+int oeap_query_check_structure(const oeap_query *q, oeap_error *err);
 
 /* 1 when one of the query's patterns has a capture named `capture`. */
 int oeap_query_has_capture(const oeap_query *q, const char *capture);

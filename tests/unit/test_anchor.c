@@ -796,6 +796,40 @@ static void test_unmatched_hint(void **state)
 	oeap_patchdef_free(def);
 }
 
+/*
+ * A pattern the grammar can never produce (a block holds statements, never a
+ * bare identifier) is in the subset query.c matches itself, so loading no
+ * longer compiles it with tree-sitter; when it then finds nothing the
+ * definition is refused as tree-sitter's compiler refused it at load, not the
+ * file reported as lacking the anchor.
+ */
+static void test_impossible_pattern_names_the_definition(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir();
+	tu_copy_definition(dir);
+	char path[4096];
+	static const char chain[] = "((function_definition body: (block (identifier) @chain)) @in)\n";
+	snprintf(path, sizeof(path), "%s/anchors/routing_chain.scm", dir);
+	tu_write(path, chain, sizeof(chain) - 1);
+	oeap_patchdef *def = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_patchdef_load(dir, &def, &err), 0);
+	loaded l = load("tests/fixtures/eras/2025-08_topk_config.py");
+	oeap_anchors a;
+	assert_int_equal(oeap_anchors_resolve(def, l.src, &a, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_non_null(strstr(err.where, "anchors/routing_chain.scm"));
+	assert_non_null(strstr(err.message, "does not compile"));
+	assert_non_null(strstr(err.message, "impossible pattern structure"));
+	oeap_anchors_free(&a);
+	unload(&l);
+	oeap_patchdef_free(def);
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -806,6 +840,7 @@ int main(void)
 		cmocka_unit_test(test_nested_select_experts),
 		cmocka_unit_test(test_no_routing_chain),
 		cmocka_unit_test(test_two_chains),
+		cmocka_unit_test(test_impossible_pattern_names_the_definition),
 		cmocka_unit_test(test_scope_names_eras),
 		cmocka_unit_test(test_scope_names_nested),
 		cmocka_unit_test(test_scope_names_del),

@@ -494,6 +494,307 @@ static void test_line_kinds(void **state)
 	free(kinds);
 }
 
+/*
+ * pysource_parse_inserted() checks again only what the insertions changed
+ * (the rest passed in the original): its verdicts must be a parse from
+ * scratch's, word for word. Every snippet below inserted at every line start
+ * of BASE (inside strings, before a block's first statement, between
+ * methods, in a tab-indented block, at the end), alone and with a second
+ * insertion at a later line start.
+ */
+static const char BASE[] =
+	"import os\n"
+	"def f(a):\n"
+	"    # c\n"
+	"    if a:\n"
+	"        x = 1\n"
+	"    elif a > 1:\n"
+	"        y = (1,\n"
+	"             2)\n"
+	"    else:\n"
+	"        pass\n"
+	"    return a\n"
+	"\n"
+	"\n"
+	"class K:\n"
+	"    def m(self):\n"
+	"        s = '''\n"
+	"  text'''\n"
+	"        return s\n"
+	"\n"
+	"    @property\n"
+	"    def n(self):\n"
+	"            pass\n"
+	"if True:\n"
+	"\tz = 1\n";
+
+static const char *const SNIPPETS[] = {
+	"x = 1\n", "    x = 1\n", "        x = 1\n", "            x = 1\n", "  x = 1\n", "\tx = 1\n",
+	"    print x\n", "    x = 0777\n", "    s = ur'x'\n", "    if a:\n        pass\n", "    if a:\n    pass\n",
+	"def g():\n    return 1\n", "    x = (\n", "    # only a comment\n", "\n",
+	"    try:\n        pass\n    except E, e:\n        pass\n", "    def h(a, (b, c)):\n        pass\n",
+	"    x = 1 <> 2\n", "\tif a:\n\t\tpass\n",
+};
+
+static void expect_inserted_like_scratch(const pysource *old, const char *text, size_t len, const size_t *at,
+                                         const size_t *ins_len, size_t n)
+{
+	pysource *a = NULL, *b = NULL;
+	oeap_error ea, eb;
+	oeap_error_clear(&ea);
+	oeap_error_clear(&eb);
+	int ra = pysource_parse(text, len, "t.py", &a, &ea);
+	int rb = pysource_parse_inserted(old, text, len, at, ins_len, n, "t.py", &b, &eb);
+	if (ra != rb || ea.kind != eb.kind || ea.line != eb.line || strcmp(ea.message, eb.message) != 0)
+		fail_msg("%zu insertion(s), the first at %zu: from scratch %d (line %ld: %s), inserted %d (line %ld: %s)\n%.*s",
+		         n, at[0], ra, ea.line, ea.message, rb, eb.line, eb.message, (int)len, text);
+	pysource_free(a);
+	pysource_free(b);
+}
+
+static void test_inserted_checks_like_scratch(void **state)
+{
+	(void)state;
+	pysource *old = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(pysource_parse(BASE, strlen(BASE), "base.py", &old, &err), 0);
+	size_t starts[64], nstarts = 0;
+	starts[nstarts++] = 0;
+	for (size_t i = 0; BASE[i]; i++)
+		if (BASE[i] == '\n')
+			starts[nstarts++] = i + 1;
+	size_t blen = strlen(BASE);
+	char *text = malloc(blen + 512);
+	assert_non_null(text);
+	size_t refused = 0, runs = 0;
+	static const char two[] = "    x = 1\n";
+	size_t tl = sizeof(two) - 1;
+	for (size_t s = 0; s < sizeof(SNIPPETS) / sizeof(SNIPPETS[0]); s++) {
+		size_t sl = strlen(SNIPPETS[s]);
+		for (size_t i = 0; i < nstarts; i++) {
+			/* alone */
+			memcpy(text, BASE, starts[i]);
+			memcpy(text + starts[i], SNIPPETS[s], sl);
+			memcpy(text + starts[i] + sl, BASE + starts[i], blen - starts[i]);
+			size_t at[2] = {starts[i], 0}, lens[2] = {sl, 0};
+			expect_inserted_like_scratch(old, text, blen + sl, at, lens, 1);
+			pysource *p = NULL;
+			refused += pysource_parse(text, blen + sl, "t.py", &p, &err) != 0;
+			pysource_free(p);
+			runs++;
+			/* and "    x = 1\n" at a later line start */
+			for (size_t j = i + 1; j < nstarts; j += 3) {
+				size_t n = starts[i];
+				memcpy(text, BASE, n);
+				memcpy(text + n, SNIPPETS[s], sl);
+				n += sl;
+				memcpy(text + n, BASE + starts[i], starts[j] - starts[i]);
+				n += starts[j] - starts[i];
+				memcpy(text + n, two, tl);
+				n += tl;
+				memcpy(text + n, BASE + starts[j], blen - starts[j]);
+				n += blen - starts[j];
+				at[1] = starts[j] + sl;
+				lens[1] = tl;
+				expect_inserted_like_scratch(old, text, n, at, lens, 2);
+			}
+		}
+	}
+	/* both verdicts occur, so the comparison means something */
+	assert_true(refused > 0 && refused < runs);
+	free(text);
+	pysource_free(old);
+}
+
+/* pysource_line_kinds() as it was before its fast paths (runs of bytes that
+ * change no state skipped at once): the fast one must classify every line the
+ * same, on every fixture and on texts made of the bytes that matter. */
+static int reference_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
+{
+	size_t lines = 1;
+	for (const char *p = buf; (p = memchr(p, '\n', len - (size_t)(p - buf))) != NULL; p++)
+		lines++;
+	unsigned char *k = calloc(lines, 1);
+	if (!k)
+		return -1;
+	size_t line = 0, depth = 0;
+	int in_str = 0, triple = 0, escape = 0, comment = 0, backslash = 0;
+	char quote = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = buf[i];
+		if (c == '\n') {
+			/* A one-quote string cannot span lines unless the newline is escaped. */
+			if (in_str && !triple && !escape)
+				in_str = 0;
+			k[++line] = in_str ? PYSOURCE_LINE_STRING
+			            : depth || backslash ? PYSOURCE_LINE_CONTINUED
+			                                 : PYSOURCE_LINE_CODE;
+			escape = comment = backslash = 0;
+			continue;
+		}
+		if (c == '\r')
+			continue; /* part of a CRLF: changes none of the states */
+		if (comment)
+			continue;
+		if (in_str) {
+			if (escape)
+				escape = 0;
+			else if (c == '\\')
+				escape = 1;
+			else if (c == quote && !triple)
+				in_str = 0;
+			else if (c == quote && i + 2 < len && buf[i + 1] == quote && buf[i + 2] == quote) {
+				in_str = 0;
+				i += 2;
+			}
+			continue;
+		}
+		backslash = 0;
+		switch (c) {
+		case '#':
+			comment = 1;
+			break;
+		case '\\':
+			backslash = 1;
+			break;
+		case '(': case '[': case '{':
+			depth++;
+			break;
+		case ')': case ']': case '}':
+			if (depth)
+				depth--;
+			break;
+		case '"': case '\'':
+			in_str = 1;
+			quote = c;
+			triple = i + 2 < len && buf[i + 1] == c && buf[i + 2] == c;
+			if (triple)
+				i += 2;
+			break;
+		}
+	}
+	*kinds = k;
+	*n = lines;
+	return 0;
+}
+
+static void expect_line_kinds_like_reference(const char *text, size_t len, const char *what)
+{
+	unsigned char *a = NULL, *b = NULL;
+	size_t na = 0, nb = 0;
+	assert_int_equal(reference_line_kinds(text, len, &a, &na), 0);
+	assert_int_equal(pysource_line_kinds(text, len, &b, &nb), 0);
+	assert_int_equal(na, nb);
+	for (size_t i = 0; i < na; i++)
+		if (a[i] != b[i])
+			fail_msg("%s: line %zu: %d, the reference says %d", what, i + 1, b[i], a[i]);
+	free(a);
+	free(b);
+}
+
+static void test_line_kinds_fast_paths(void **state)
+{
+	(void)state;
+	static const char *const files[] = {
+		"tests/fixtures/variants/large.py", "tests/fixtures/variants/comments.py", "tests/fixtures/variants/crlf.py",
+		"tests/fixtures/variants/tabs.py", "tests/fixtures/variants/bom.py", "tests/fixtures/eras/2024-12_positional.py",
+		"tests/fixtures/eras/2026-02_post_process.py", "tests/fixtures/vllm-0.15-router.py",
+		"tests/fixtures/refuse/syntax_error.py", "tests/fixtures/refuse/mixed_eol.py"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t len = 0;
+		char *text = tu_read(files[i], &len);
+		expect_line_kinds_like_reference(text, len, files[i]);
+		free(text);
+	}
+	/* every text of up to 6 bytes over an alphabet of what matters */
+	static const char alpha[] = "a#\\\n\r(\"'";
+	size_t na = sizeof(alpha) - 1;
+	char text[8];
+	for (size_t n = 1; n <= 6; n++) {
+		size_t total = 1;
+		for (size_t k = 0; k < n; k++)
+			total *= na;
+		for (size_t code = 0; code < total; code++) {
+			size_t c = code;
+			for (size_t k = 0; k < n; k++, c /= na)
+				text[k] = alpha[c % na];
+			expect_line_kinds_like_reference(text, n, "generated");
+		}
+	}
+}
+
+/* pysource_walk() visits what a plain cursor walk visits, in the same order
+ * (it counts siblings instead of asking the cursor for one past the last),
+ * and skips exactly the subtrees its visitor says. */
+typedef struct walk_log {
+	TSNode *nodes;
+	size_t n, cap;
+	int skip_calls; /* skip below every call node */
+} walk_log;
+
+static int log_visit(TSNode n, void *user)
+{
+	walk_log *w = user;
+	if (w->n == w->cap) {
+		w->cap = w->cap ? 2 * w->cap : 1024;
+		w->nodes = realloc(w->nodes, w->cap * sizeof(*w->nodes));
+		assert_non_null(w->nodes);
+	}
+	w->nodes[w->n++] = n;
+	return w->skip_calls && strcmp(ts_node_type(n), "call") == 0 ? PYSOURCE_WALK_SKIP : PYSOURCE_WALK_DESCEND;
+}
+
+static void test_walk_like_cursor(void **state)
+{
+	(void)state;
+	static const char *const files[] = {"tests/fixtures/variants/large.py", "tests/fixtures/variants/comments.py",
+	                                    "tests/fixtures/eras/2025-08_topk_config.py"};
+	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+		size_t len = 0;
+		char *text = tu_read(files[f], &len);
+		pysource *src = NULL;
+		oeap_error err;
+		oeap_error_clear(&err);
+		assert_int_equal(pysource_parse(text, len, files[f], &src, &err), 0);
+		for (int skip = 0; skip < 2; skip++) {
+			walk_log w = {NULL, 0, 0, skip};
+			assert_int_equal(pysource_walk(pysource_root(src), log_visit, &w), 0);
+			size_t i = 0;
+			TSTreeCursor c = ts_tree_cursor_new(pysource_root(src));
+			for (int more = 1; more;) {
+				TSNode n = ts_tree_cursor_current_node(&c);
+				assert_true(i < w.n);
+				assert_true(ts_node_eq(n, w.nodes[i]));
+				i++;
+				int descend = !(skip && strcmp(ts_node_type(n), "call") == 0);
+				if (descend && ts_tree_cursor_goto_first_child(&c))
+					continue;
+				while (!ts_tree_cursor_goto_next_sibling(&c))
+					if (!ts_tree_cursor_goto_parent(&c)) {
+						more = 0;
+						break;
+					}
+			}
+			ts_tree_cursor_delete(&c);
+			assert_int_equal(i, w.n);
+			assert_true(w.n > 1000);
+			free(w.nodes);
+		}
+		/* below a node that is not the root: its subtree only */
+		TSNode fn = ts_node_named_child(pysource_root(src), 3);
+		walk_log w = {NULL, 0, 0, 0};
+		assert_int_equal(pysource_walk(fn, log_visit, &w), 0);
+		assert_true(w.n >= 1);
+		for (size_t k = 0; k < w.n; k++)
+			assert_true(ts_node_start_byte(w.nodes[k]) >= ts_node_start_byte(fn) &&
+			            ts_node_end_byte(w.nodes[k]) <= ts_node_end_byte(fn));
+		free(w.nodes);
+		pysource_free(src);
+		free(text);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -517,6 +818,9 @@ int main(void)
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_refuse_what_python3_refuses),
 		cmocka_unit_test(test_line_kinds),
+		cmocka_unit_test(test_walk_like_cursor),
+		cmocka_unit_test(test_line_kinds_fast_paths),
+		cmocka_unit_test(test_inserted_checks_like_scratch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -621,6 +622,243 @@ static void test_in_scope_walk_finds_what_the_full_walk_finds(void **state)
 	}
 }
 
+/*
+ * query.c matches the queries of its subset itself (no tree-sitter query
+ * compile); the matches must be tree-sitter's. Every query below, each the
+ * files below, under every node of a few types (and the module): both
+ * engines collect the same nodes, for every capture of the query.
+ */
+static const char *const SUBSET_QUERIES[] = {
+	"patches/sglang-oea/anchors/select_experts.scm",
+	"patches/sglang-oea/anchors/routing_chain.scm",
+	"patches/sglang-oea/anchors/binds_pair.scm",
+	"patches/sglang-oea/anchors/imports.scm",
+	"patches/vllm-oea/anchors/select_experts.scm",
+	"patches/vllm-oea/anchors/routing.scm",
+	"patches/vllm-oea/anchors/binds_pair.scm",
+	"patches/vllm-oea/anchors/imports.scm",
+	"tests/fixtures/defs/method-oea/anchors/method.scm",
+	"tests/fixtures/defs/method-oea/anchors/routing.scm",
+	"tests/fixtures/defs/method-oea/anchors/binds_pair.scm",
+	"tests/fixtures/defs/method-oea/anchors/imports.scm",
+};
+
+/* Inline ones: anchors first, between and last (comments are named nodes
+ * and break them), fields, several siblings that fit, captures compared. */
+static const char *const SUBSET_INLINE[] = {
+	"(pattern_list . (identifier) @first)",
+	"(pattern_list (identifier) @last .)",
+	"(argument_list . (identifier) @a . (identifier) @b)",
+	"(argument_list (identifier) @a . (identifier) @b .)",
+	"(argument_list (identifier) @a (identifier) @b)",
+	"((argument_list (identifier) @a (identifier) @b) (#eq? @a @b))",
+	"((argument_list (identifier) @a (identifier) @b) (#not-eq? @a @b))",
+	"((call function: (identifier) @f arguments: (argument_list (identifier) @x)) (#match? @f \"^[a-g]\"))",
+	"((call function: (attribute object: (identifier) @o attribute: (identifier) @a) @f) (#not-match? @a \"^_\"))",
+	"(block (expression_statement (assignment left: (identifier) @l right: (call) @r) @e) @s)",
+	"((block (comment) @c . (if_statement) @i) @in)",
+	"(argument_list (identifier) @a . (identifier) @b .)",
+	"((block (if_statement) @if .) @in)",
+	"((module (function_definition name: (identifier) @name body: (block (return_statement) @ret))) @in)",
+	"(if_statement condition: (identifier) @cond consequence: (block) @then alternative: (elif_clause) @elif)",
+	"(decorated_definition (decorator) @d definition: (function_definition) @f)",
+	"(class_definition body: (block (function_definition name: (identifier) @m)))",
+};
+
+static const char DIFF_SOURCE[] =
+	"import os, sys\n"
+	"from x import (a,  # why\n    b)\n"
+	"def f(a, b, c):\n"
+	"    # leading comment\n"
+	"    if a:\n"
+	"        topk_weights, topk_ids = g(a, b)\n"
+	"    elif b:\n"
+	"        (topk_weights, topk_ids) = g(b, b)\n"
+	"    elif c:\n"
+	"        topk_weights, topk_ids, extra = g(c, a, b)\n"
+	"    else:\n"
+	"        topk_weights, topk_ids = (  # a comment inside\n"
+	"            h())\n"
+	"    x = [a, # c\n b]\n"
+	"    return call(a, b, c, a)\n"
+	"@dec\n"
+	"def f(x):\n"
+	"    d = {'a': 1, 'b': x, \"c\": [x]}\n"
+	"    if x:\n"
+	"        return x\n"
+	"    # between\n"
+	"    if y:\n"
+	"        g(x, # c\n y)\n"
+	"        pass\n"
+	"class K:\n"
+	"    def m(self):\n"
+	"        return self._p.q(1, 2)\n"
+	"    @property\n"
+	"    def n(self):\n"
+	"        pass\n"
+	"weights, ids = topk_weights, topk_ids\n"
+	"t = f(a)(b).c(d, e)\n";
+
+static size_t expect_engines_agree(const pysource *src, const char *qs, const char *what)
+{
+	size_t total = 0;
+	static const char *const scopes[] = {"module", "function_definition", "class_definition", "block",
+	                                     "if_statement", "expression_statement"};
+	oeap_query *own = NULL, *ts = NULL;
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_new_treesitter(qs, strlen(qs), what, &ts, &err), 0);
+	assert_int_equal(oeap_query_new(qs, strlen(qs), what, &own, &err), 0);
+	if (oeap_query_uses_treesitter(own))
+		fail_msg("%s: not read as the subset", what);
+	assert_false(oeap_query_uses_treesitter(ts) == 0);
+	/* its captures: every "@name" in the text */
+	char caps[16][64];
+	size_t ncaps = 0;
+	for (const char *p = qs; *p && ncaps < 16; p++) {
+		if (*p == ';')
+			p += strcspn(p, "\n"); /* a comment */
+		if (*p != '@')
+			continue;
+		size_t n = strspn(++p, "abcdefghijklmnopqrstuvwxyz_");
+		snprintf(caps[ncaps], sizeof(caps[0]), "%.*s", (int)n, p);
+		size_t k = 0;
+		while (k < ncaps && strcmp(caps[k], caps[ncaps]) != 0)
+			k++;
+		if (k == ncaps)
+			ncaps++;
+	}
+	TSTreeCursor c = ts_tree_cursor_new(pysource_root(src));
+	for (int more = 1; more;) {
+		TSNode scope = ts_tree_cursor_current_node(&c);
+		int take = 0;
+		for (size_t i = 0; i < sizeof(scopes) / sizeof(scopes[0]); i++)
+			take |= strcmp(ts_node_type(scope), scopes[i]) == 0;
+		for (size_t k = 0; take && k < ncaps; k++) {
+			TSNode *a = NULL, *b = NULL;
+			size_t na = 0, nb = 0;
+			if (oeap_query_collect(ts, src, scope, caps[k], &a, &na, &err) ||
+			    oeap_query_collect(own, src, scope, caps[k], &b, &nb, &err))
+				fail_msg("%s @%s: %s", what, caps[k], err.message);
+			if (na != nb)
+				fail_msg("%s @%s under the %s at byte %u: tree-sitter collects %zu nodes, query.c %zu", what,
+				         caps[k], ts_node_type(scope), ts_node_start_byte(scope), na, nb);
+			for (size_t i = 0; i < na; i++)
+				if (!ts_node_eq(a[i], b[i]))
+					fail_msg("%s @%s under the %s at byte %u: node %zu differs", what, caps[k],
+					         ts_node_type(scope), ts_node_start_byte(scope), i);
+			free(a);
+			free(b);
+			total += na;
+		}
+		if (ts_tree_cursor_goto_first_child(&c))
+			continue;
+		while (!ts_tree_cursor_goto_next_sibling(&c))
+			if (!ts_tree_cursor_goto_parent(&c)) {
+				more = 0;
+				break;
+			}
+	}
+	ts_tree_cursor_delete(&c);
+	oeap_query_free(own);
+	oeap_query_free(ts);
+	return total;
+}
+
+static void test_subset_matches_like_treesitter(void **state)
+{
+	(void)state;
+	static const char *const files[] = {
+		"tests/fixtures/variants/large.py", "tests/fixtures/variants/decorated.py",
+		"tests/fixtures/variants/comments.py", "tests/fixtures/variants/tabs.py",
+		"tests/fixtures/eras/2024-12_positional.py", "tests/fixtures/eras/2025-03_recorder.py",
+		"tests/fixtures/eras/2025-05_dispatch_info.py", "tests/fixtures/eras/2025-07_kwonly_topkoutput.py",
+		"tests/fixtures/eras/2025-08_topk_config.py", "tests/fixtures/eras/2025-12_layer_id_capturer.py",
+		"tests/fixtures/eras/2026-02_post_process.py", "tests/fixtures/vllm-0.6-static.py",
+		"tests/fixtures/vllm-0.9-eplb.py", "tests/fixtures/vllm-0.12-instance.py",
+		"tests/fixtures/vllm-0.5-fused_moe.py", "tests/fixtures/vllm-0.15-router.py",
+		"tests/fixtures/refuse/two_chains.py", "tests/fixtures/refuse/two_select_experts.py",
+		"tests/fixtures/refuse/nested_select_experts.py", NULL};
+	char *texts[sizeof(files) / sizeof(files[0])];
+	pysource *srcs[sizeof(files) / sizeof(files[0])];
+	oeap_error err;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t len = sizeof(DIFF_SOURCE) - 1;
+		texts[i] = files[i] ? tu_read(files[i], &len) : NULL;
+		oeap_error_clear(&err);
+		srcs[i] = NULL;
+		assert_int_equal(pysource_parse(files[i] ? texts[i] : DIFF_SOURCE, len, "diff.py", &srcs[i], &err), 0);
+	}
+	for (size_t q = 0; q < sizeof(SUBSET_QUERIES) / sizeof(SUBSET_QUERIES[0]); q++) {
+		size_t len = 0;
+		char *qs = tu_read(SUBSET_QUERIES[q], &len);
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			expect_engines_agree(srcs[i], qs, SUBSET_QUERIES[q]);
+		free(qs);
+	}
+	for (size_t q = 0; q < sizeof(SUBSET_INLINE) / sizeof(SUBSET_INLINE[0]); q++) {
+		size_t found = 0;
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+			found += expect_engines_agree(srcs[i], SUBSET_INLINE[q], SUBSET_INLINE[q]);
+		if (!found)
+			fail_msg("%s finds nothing in any file: it tests nothing", SUBSET_INLINE[q]);
+	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		pysource_free(srcs[i]);
+		free(texts[i]);
+	}
+}
+
+/* Outside the subset: tree-sitter compiles and matches them, as before. */
+static void test_outside_subset_goes_to_treesitter(void **state)
+{
+	(void)state;
+	static const char *const outside[] = {
+		"(_) @any",
+		"((identifier) @x (#eq? @x \"a\\\"b\"))",
+		"(block (expression_statement) (if_statement) @if)",
+		"(argument_list (identifier)* @c)",
+		"[(identifier) (integer)] @x",
+		"(call (identifier) @a @b)",
+		"(function_definition !return_type) @f",
+		"(argument_list \"(\" @paren)",
+		"(expression) @e",
+		"((identifier) @a (identifier) @b)",
+		"(argument_list (identifier) @x (identifier) @x)",
+	};
+	for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+		oeap_query *q = NULL;
+		oeap_error err;
+		oeap_error_clear(&err);
+		if (oeap_query_new(outside[i], strlen(outside[i]), "outside.scm", &q, &err))
+			fail_msg("%s: %s", outside[i], err.message);
+		if (!oeap_query_uses_treesitter(q))
+			fail_msg("read as the subset: %s", outside[i]);
+		oeap_query_free(q);
+	}
+}
+
+/* A pattern of the subset that the grammar can never produce: read, never
+ * matching, and refused by tree-sitter's compiler when asked (anchor.c asks
+ * when an anchor finds nothing). */
+static void test_subset_structure_checked_on_demand(void **state)
+{
+	(void)state;
+	oeap_query *q = compile("((call (identifier) @f (identifier) @x))");
+	assert_false(oeap_query_uses_treesitter(q));
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_check_structure(q, &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+	assert_string_equal(err.where, "inline.scm");
+	assert_non_null(strstr(err.message, "impossible pattern structure"));
+	oeap_query_free(q);
+	q = compile("((call function: (identifier) @f) @c)");
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_query_check_structure(q, &err), 0);
+	oeap_query_free(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -648,6 +886,9 @@ int main(void)
 		cmocka_unit_test(test_source_order_and_dedup),
 		cmocka_unit_test(test_in_scope_walk_finds_what_the_full_walk_finds),
 		cmocka_unit_test(test_collect_with_bom),
+		cmocka_unit_test(test_subset_matches_like_treesitter),
+		cmocka_unit_test(test_outside_subset_goes_to_treesitter),
+		cmocka_unit_test(test_subset_structure_checked_on_demand),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
