@@ -18,7 +18,7 @@ tests/vllm/make_env.sh):
       OEA off: no line of the plugin but its debug line, the process goes on;
       patched, OEA on: the plugin's line (definition, k0, library, CPU,
         decode detection), the gauge 1 where the Prometheus folder is set;
-        five starts give the time the plugin adds (median, printed);
+        three more starts give the time the plugin adds (median, printed);
       a package folder, an extension module and a stale unchecked-hash pyc
         shadowing the patched file: the process stops (strict, the default),
         naming the cause; with STRICT=false it logs the error, goes on, and
@@ -67,7 +67,11 @@ RELEASES = {
              "load": "from vllm.plugins import load_general_plugins; load_general_plugins()",
              "metric": "vllm:oea_worker_verified"},
 }
-# vLLM 0.15.0, the first release of the router classes, too.
+# vLLM 0.15.0, the first release of the router classes: by name only
+# (`test_plugin_release.py vllm-0.15`; it passes the same checks), since every
+# release costs CI about 90 s of CPU; the default run is SGLang 0.5.23 and
+# vLLM 0.33.0.
+DEFAULT = ["sglang", "vllm"]
 RELEASES["vllm-0.15"] = dict(RELEASES["vllm"], version="0.15.0")
 for _fw, _cfg in RELEASES.items():
     _cfg.setdefault("framework", _fw.split("-")[0])
@@ -231,12 +235,12 @@ def check_release(r):
     say(r.gauge(prom) == [(r.cfg["patch"], "1.0")],
         "%s: the gauge %s is 1 (%s)" % (n, r.cfg["metric"], r.gauge(prom)))
     times = []
-    for _ in range(5):
+    for _ in range(3):
         rc, out = r.start(**r.k0())
         m = re.search(r"checked in (\d+) ms", out)
         if m:
             times.append(int(m.group(1)))
-    say(len(times) == 5, "%s: five starts, each checked" % n)
+    say(len(times) == 3, "%s: three more starts, each checked" % n)
     if times:
         print("TIME %s: the plugin adds %d ms to a process start (median of %d: %s)"
               % (n, statistics.median(times), len(times), times), flush=True)
@@ -401,7 +405,7 @@ def main():
               % os.path.join(BUILD, "wheel-dist"))
         return 77
     # ctest passes --library PATH to every Python test: the wheel carries its own.
-    names = [a for a in sys.argv[1:] if a in RELEASES] or list(RELEASES)
+    names = [a for a in sys.argv[1:] if a in RELEASES] or DEFAULT
     work = tempfile.mkdtemp(prefix="plugin-", dir=BUILD)
     try:
         for fw in names:
