@@ -499,34 +499,45 @@ static int check_indentation(const pysource *src, py3_probe *p, const char *what
 	return error;
 }
 
+/*
+ * The end of both Python 3 checks: the verdict of the walk (`rc`) and the
+ * indentation check; on success the blocks' first statements (sorted by
+ * check_indentation()) are kept in src for a later parse with insertions.
+ * Frees p's list either way.
+ */
+static int py3_verdict(pysource *src, py3_probe *p, int rc, const char *what, oeap_error *err)
+{
+	int error;
+	if (p->oom) {
+		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
+	} else if (rc == PYSOURCE_WALK_STOP) {
+		long line = pysource_line_of(src, pysource_start(src, p->bad));
+		error = oeap_fail(err, OEAP_ERR_INPUT, what, line,
+		                  "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
+		                  "is not patched",
+		                  line, p->why);
+	} else {
+		error = check_indentation(src, p, what, err);
+	}
+	if (!error) {
+		src->opens = p->opens;
+		src->nopens = p->nopens;
+		p->opens = NULL;
+	}
+	free(p->opens);
+	p->opens = NULL;
+	return error;
+}
+
 /* Refuses what tree-sitter parses but Python 3 does not compile. */
 static int check_python3(pysource *src, const char *what, oeap_error *err)
 {
-	int error = 0;
 	py3_probe p;
 	memset(&p, 0, sizeof(p));
 	p.src = src;
 	py3_table_init();
 	int rc = pysource_walk(pysource_root(src), visit_py3, &p);
-	if (p.oom) {
-		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
-	} else if (rc == PYSOURCE_WALK_STOP) {
-		long line = pysource_line_of(src, pysource_start(src, p.bad));
-		error = oeap_fail(err, OEAP_ERR_INPUT, what, line,
-		                  "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
-		                  "is not patched",
-		                  line, p.why);
-	} else {
-		error = check_indentation(src, &p, what, err);
-	}
-	if (!error) {
-		/* sorted by check_indentation(): kept for a parse with insertions */
-		src->opens = p.opens;
-		src->nopens = p.nopens;
-		p.opens = NULL;
-	}
-	free(p.opens);
-	return error;
+	return py3_verdict(src, &p, rc, what, err);
 }
 
 /* visit_py3() on the nodes that meet one of p->ranges; the others it skips. */
@@ -560,7 +571,6 @@ static int check_python3_changed(pysource *src, const pysource *old, const size_
                                  const size_t *ins_len, size_t nins, const TSRange *ranges, size_t nranges,
                                  const char *what, oeap_error *err)
 {
-	int error = 0;
 	py3_probe p;
 	memset(&p, 0, sizeof(p));
 	p.src = src;
@@ -581,24 +591,7 @@ static int check_python3_changed(pysource *src, const pysource *old, const size_
 		if (r == nranges && push_open(&p, x + shift))
 			break;
 	}
-	if (p.oom) {
-		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
-	} else if (rc == PYSOURCE_WALK_STOP) {
-		long line = pysource_line_of(src, pysource_start(src, p.bad));
-		error = oeap_fail(err, OEAP_ERR_INPUT, what, line,
-		                  "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
-		                  "is not patched",
-		                  line, p.why);
-	} else {
-		error = check_indentation(src, &p, what, err);
-	}
-	if (!error) {
-		src->opens = p.opens;
-		src->nopens = p.nopens;
-		p.opens = NULL;
-	}
-	free(p.opens);
-	return error;
+	return py3_verdict(src, &p, rc, what, err);
 }
 
 /* What pysource_parse_inserted() parses from: the original and where the
