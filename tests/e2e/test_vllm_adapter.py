@@ -33,6 +33,7 @@ import enum
 import importlib
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 import types
@@ -45,6 +46,9 @@ DEFINITION = os.path.join(ROOT, "patches", "vllm-oea")
 CORE = os.path.join(ROOT, "patches", "binding-core", "oea_core.py")
 PACKAGE = "vllm.model_executor.layers.fused_moe"
 MODULE = "_oeapatch_vllm_oea"
+# Where Debian's torch is too old: the newest SGLang release of tests/sglang and
+# its torch (releases.txt), whose environment the release suite makes anyway.
+MODERN_RELEASE, MODERN_TORCH = "0.5.23", "2.9.1"
 
 
 def placeholders():
@@ -148,11 +152,22 @@ def main():
     import torch
 
     # vLLM runs on torch >= 2.4 (the custom op): where this interpreter's torch
-    # is older (Debian's 1.13), the cached torch environment of the release
-    # tests runs this test instead, when it is there.
-    modern = os.path.expanduser("~/.cache/oeapatch/torch-2.9.1/bin/python")
-    if not hasattr(torch.library, "custom_op") and os.path.exists(modern) and \
+    # is older (Debian's 1.13), the torch of the real-release tests runs this
+    # test instead. make_env.sh makes that environment (once, under its lock)
+    # or waits for the run that is making it: an environment seen half-made
+    # (its python there, torch not yet) fails the import.
+    if not hasattr(torch.library, "custom_op") and \
             not os.environ.get("OEAPATCH_VLLM_ADAPTER_REEXEC"):
+        made = subprocess.run([os.path.join(ROOT, "tests", "sglang", "make_env.sh"),
+                               MODERN_RELEASE], capture_output=True, text=True)
+        if made.returncode != 0:
+            print("FAIL the torch environment of SGLang %s: %s"
+                  % (MODERN_RELEASE, made.stderr[-2000:]))
+            return 1
+        # The release's venv is CACHE/sglang-VERSION; its torch, CACHE/torch-X.
+        cache = os.path.dirname(os.path.dirname(os.path.dirname(
+            made.stdout.strip().splitlines()[-1])))
+        modern = os.path.join(cache, "torch-%s" % MODERN_TORCH, "bin", "python")
         os.environ["OEAPATCH_VLLM_ADAPTER_REEXEC"] = "1"
         os.execv(modern, [modern] + sys.argv)
     print("torch %s" % torch.__version__)

@@ -11,6 +11,12 @@ ones named on the command line), in its cached environment (make_env.sh):
      ranks (two processes with torch.distributed) and bench;
   5. `oeapatch revert`: topk.py matches RECORD again, the binding module is gone.
 
+Every phase that imports SGLang (the import-chain checks, then the phases of
+release_check.py) is a forked child of one interpreter of the release's
+environment that has imported torch and transformers once (tests/e2e/
+phase_server.py): one interpreter start per release, each phase still
+importing SGLang anew from the files as they are at that moment.
+
 Environment: OEAPATCH (the CLI), OEA_LIBRARY (liboea), both set by ctest.
 Prints one line per check and `N passed, M failed`; exit 1 on any failure.
 """
@@ -24,6 +30,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+
+from phase_server import PhaseServer  # noqa: E402
+
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 # Stubs of compiled GPU-only packages, on PYTHONPATH in every phase of a release
 # whose import chain does not load without them (checked per release).
@@ -99,76 +109,82 @@ def one_release(version, cli, library, bench=False):
                 if not k.startswith("SGLANG_OEA_")
                 and k not in ("PROMETHEUS_MULTIPROC_DIR", "PYTHONPATH")}
 
-    def chain_stubs(env):
-        """The stubs the import chain loads with `env` (None: it does not load)."""
-        rc, out, err = run([python, "-c", "import sys, sglang.srt.layers.moe.topk, "
-                            "sglang.srt.model_executor.forward_batch_info; "
-                            "print('STUBS', *sorted(m for m in sys.modules if m in %r))"
-                            % (tuple(STUB_REASONS),)], env=env)
-        # The chain may log on stdout (vLLM's INFO lines): only the marked line counts.
-        marked = [line.split()[1:] for line in out.splitlines() if line.startswith("STUBS")]
-        return (marked[-1] if rc == 0 and marked else None), out + err
+    # One interpreter start for the release: every phase below that imports
+    # SGLang is a forked child of it (tests/e2e/phase_server.py).
+    server = PhaseServer(python, env=base_env)
+    try:
+        def chain_stubs(env):
+            """The stubs the import chain loads with `env` (None: it does not load)."""
+            rc, out, err = server.run(["-c", "import sys, sglang.srt.layers.moe.topk, "
+                                       "sglang.srt.model_executor.forward_batch_info; "
+                                       "print('STUBS', *sorted(m for m in sys.modules if m in %r))"
+                                       % (tuple(STUB_REASONS),)], env)
+            # The chain may log on stdout (vLLM's INFO lines): only the marked line counts.
+            marked = [line.split()[1:] for line in out.splitlines() if line.startswith("STUBS")]
+            return (marked[-1] if rc == 0 and marked else None), out + err
 
-    # A stub goes on the path only where the real chain cannot load without it
-    # (0.4.9 tries `import sgl_kernel` and carries on without it: no stub there).
-    stubs, log = chain_stubs(dict(base_env, PYTHONPATH=STUBS))
-    if stubs is None:
-        say(False, "%s: the import chain does not load: %s" % (version, log[-2000:]))
-        return
-    if stubs and chain_stubs(base_env)[0] is not None:
-        stubs = []
-    if stubs:
-        base_env["PYTHONPATH"] = STUBS
-    for name in stubs:
-        print("STUB %s: %s: %s" % (version, name, STUB_REASONS[name]), flush=True)
+        # A stub goes on the path only where the real chain cannot load without it
+        # (0.4.9 tries `import sgl_kernel` and carries on without it: no stub there).
+        stubs, log = chain_stubs(dict(base_env, PYTHONPATH=STUBS))
+        if stubs is None:
+            say(False, "%s: the import chain does not load: %s" % (version, log[-2000:]))
+            return
+        if stubs and chain_stubs(base_env)[0] is not None:
+            stubs = []
+        if stubs:
+            base_env["PYTHONPATH"] = STUBS
+        for name in stubs:
+            print("STUB %s: %s: %s" % (version, name, STUB_REASONS[name]), flush=True)
 
-    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
-    expected = record_hash(site, TARGET)
-    say(rc == 0 and expected is not None and file_hash(topk) == expected,
-        "%s: installed topk.py is the wheel's (RECORD %s)" % (version, expected))
+        rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+        expected = record_hash(site, TARGET)
+        say(rc == 0 and expected is not None and file_hash(topk) == expected,
+            "%s: installed topk.py is the wheel's (RECORD %s)" % (version, expected))
 
-    work = tempfile.mkdtemp(prefix="oea-sglang-%s-" % version)
+        work = tempfile.mkdtemp(prefix="oea-sglang-%s-" % version)
 
-    def phase(name, extra, *args):
-        env = dict(base_env, **extra)
-        rc, out, err = run([python, os.path.join(HERE, "release_check.py"), name, work]
-                           + list(args), env=env)
-        for line in out.splitlines():
-            if line.startswith(("BENCH ", "ranks phase:")):
-                print(line, flush=True)
-            if line.startswith(("PASS ", "FAIL ")):
-                say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
-        if rc != 0 and "FAIL" not in out:
-            say(False, "%s: phase %s exited %d: %s" % (version, name, rc, err[-3000:]))
-        elif rc != 0 and os.environ.get("OEAPATCH_VERBOSE"):
-            print(err[-3000:])
+        def phase(name, extra, *args):
+            env = dict(base_env, **extra)
+            rc, out, err = server.run([os.path.join(HERE, "release_check.py"), name, work]
+                                      + list(args), env)
+            for line in out.splitlines():
+                if line.startswith(("BENCH ", "ranks phase:")):
+                    print(line, flush=True)
+                if line.startswith(("PASS ", "FAIL ")):
+                    say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
+            if rc != 0 and "FAIL" not in out:
+                say(False, "%s: phase %s exited %d: %s" % (version, name, rc, err[-3000:]))
+            elif rc != 0 and os.environ.get("OEAPATCH_VERBOSE"):
+                print(err[-3000:])
 
-    phase("unpatched", {})
-    rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
-    say(rc == 0, "%s: oeapatch apply on the installed package%s"
-        % (version, "" if rc == 0 else ": " + (out + err)[-1500:]))
-    if rc == 0:
-        rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
-        say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
-        phase("off", {"SGLANG_OEA_K0": "0"})
-        phase("on", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true"}, library)
-        # SGLang's --enable-metrics sets PROMETHEUS_MULTIPROC_DIR to a fresh folder
-        # before it starts its workers; the phase scrapes it as /metrics does.
-        metrics_dir = os.path.join(work, "prometheus")
-        os.makedirs(metrics_dir)
-        phase("metrics", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
-                          "SGLANG_OEA_STATS_INTERVAL": "1",
-                          "PROMETHEUS_MULTIPROC_DIR": metrics_dir})
-        if bench:
-            # Two processes with torch.distributed: the rank agreement check.
-            phase("ranks", {})
-            # MIN_BATCH=1: a batch of one token takes the whole path too.
-            phase("bench", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MIN_BATCH": "1"}, library)
-    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
-    binding = os.path.join(os.path.dirname(topk), "_oeapatch_sglang_oea.py")
-    say(rc == 0 and file_hash(topk) == expected and not os.path.exists(binding),
-        "%s: oeapatch revert gives back the wheel's topk.py (%.0f s)"
-        % (version, time.monotonic() - started))
+        phase("unpatched", {})
+        rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
+        say(rc == 0, "%s: oeapatch apply on the installed package%s"
+            % (version, "" if rc == 0 else ": " + (out + err)[-1500:]))
+        if rc == 0:
+            rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
+            say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
+            phase("off", {"SGLANG_OEA_K0": "0"})
+            phase("on", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true"}, library)
+            # SGLang's --enable-metrics sets PROMETHEUS_MULTIPROC_DIR to a fresh folder
+            # before it starts its workers; the phase scrapes it as /metrics does.
+            metrics_dir = os.path.join(work, "prometheus")
+            os.makedirs(metrics_dir)
+            phase("metrics", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
+                              "SGLANG_OEA_STATS_INTERVAL": "1",
+                              "PROMETHEUS_MULTIPROC_DIR": metrics_dir})
+            if bench:
+                # Two processes with torch.distributed: the rank agreement check.
+                phase("ranks", {})
+                # MIN_BATCH=1: a batch of one token takes the whole path too.
+                phase("bench", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MIN_BATCH": "1"}, library)
+        rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+        binding = os.path.join(os.path.dirname(topk), "_oeapatch_sglang_oea.py")
+        say(rc == 0 and file_hash(topk) == expected and not os.path.exists(binding),
+            "%s: oeapatch revert gives back the wheel's topk.py (%.0f s)"
+            % (version, time.monotonic() - started))
+    finally:
+        server.close()
 
 
 def main():

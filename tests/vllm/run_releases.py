@@ -20,6 +20,13 @@ Environment: OEAPATCH (the CLI), OEA_LIBRARY (liboea), both set by ctest.
 Prints one line per check and `N passed, M failed`; exit 1 on any failure.
 No stub: every release's import chain loads without one (vLLM's compiled
 modules are left out of the checkout and vLLM goes on without them).
+
+Every phase that imports vLLM (release_check.py's phases, the imports with bad
+settings) is a forked child of one interpreter of the release's environment
+that has imported torch and transformers once (tests/e2e/phase_server.py):
+one interpreter start per release, each phase importing vLLM anew from the
+files as they are at that moment. `oeapatch --python` still starts the
+release's interpreter itself, as it does on a user's machine.
 """
 
 import base64
@@ -32,6 +39,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+
+from phase_server import PhaseServer  # noqa: E402
+
 TARGETS = [os.path.join("vllm", "model_executor", "layers", "fused_moe", "router",
                         "base_router.py"),
            os.path.join("vllm", "model_executor", "layers", "fused_moe", "layer.py")]
@@ -102,62 +113,68 @@ def one_release(version, cli, library):
     base_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("VLLM_OEA_") and k != "PYTHONPATH"}
 
-    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
-    expected = record_hash(checkout, rel)
-    say(rc == 0 and expected is not None and file_hash(target) == expected,
-        "%s: installed %s is the wheel's (RECORD %s)" % (version, rel, expected))
+    # One interpreter start for the release: every phase below that imports
+    # vLLM is a forked child of it (tests/e2e/phase_server.py).
+    server = PhaseServer(python, env=base_env)
+    try:
+        rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+        expected = record_hash(checkout, rel)
+        say(rc == 0 and expected is not None and file_hash(target) == expected,
+            "%s: installed %s is the wheel's (RECORD %s)" % (version, rel, expected))
 
-    work = tempfile.mkdtemp(prefix="oea-vllm-%s-" % version)
+        work = tempfile.mkdtemp(prefix="oea-vllm-%s-" % version)
 
-    def phase(name, extra, *args):
-        env = dict(base_env, **extra)
-        rc, out, err = run([python, os.path.join(HERE, "release_check.py"), name, work]
-                           + list(args), env=env)
-        for line in out.splitlines():
-            if line.startswith(("PASS ", "FAIL ")):
-                say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
-        if rc != 0 and "FAIL" not in out:
-            say(False, "%s: phase %s exited %d: %s" % (version, name, rc, err[-3000:]))
-        elif rc != 0 and os.environ.get("OEAPATCH_VERBOSE"):
-            print(err[-3000:])
+        def phase(name, extra, *args):
+            env = dict(base_env, **extra)
+            rc, out, err = server.run([os.path.join(HERE, "release_check.py"), name, work]
+                                      + list(args), env)
+            for line in out.splitlines():
+                if line.startswith(("PASS ", "FAIL ")):
+                    say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
+            if rc != 0 and "FAIL" not in out:
+                say(False, "%s: phase %s exited %d: %s" % (version, name, rc, err[-3000:]))
+            elif rc != 0 and os.environ.get("OEAPATCH_VERBOSE"):
+                print(err[-3000:])
 
-    phase("unpatched", {})
+        phase("unpatched", {})
 
-    # The interpreter's way in: the vllm that ENV's python imports (the checkout,
-    # through a .pth file), the definition named.
-    rc, out, err = run([cli, "apply", "--python", python, "--patch", "vllm-oea",
-                        "--library", library], env=base_env)
-    ok = rc == 0
-    if ok:
-        rc, out, err = run([cli, "verify", "--python", python], env=base_env)
+        # The interpreter's way in: the vllm that ENV's python imports (the checkout,
+        # through a .pth file), the definition named.
+        rc, out, err = run([cli, "apply", "--python", python, "--patch", "vllm-oea",
+                            "--library", library], env=base_env)
         ok = rc == 0
-    if ok:
-        rc, out, err = run([cli, "revert", "--python", python], env=base_env)
-        ok = rc == 0 and file_hash(target) == expected and not os.path.exists(binding)
-    say(ok, "%s: apply, verify, revert through --python --patch vllm-oea%s"
-        % (version, "" if ok else ": " + (out + err)[-1500:]))
+        if ok:
+            rc, out, err = run([cli, "verify", "--python", python], env=base_env)
+            ok = rc == 0
+        if ok:
+            rc, out, err = run([cli, "revert", "--python", python], env=base_env)
+            ok = rc == 0 and file_hash(target) == expected and not os.path.exists(binding)
+        say(ok, "%s: apply, verify, revert through --python --patch vllm-oea%s"
+            % (version, "" if ok else ": " + (out + err)[-1500:]))
 
-    # The checkout's root: the definition found by what the folder holds.
-    rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
-    say(rc == 0 and "vllm-oea" in out + err, "%s: oeapatch apply -C the checkout%s"
-        % (version, "" if rc == 0 else ": " + (out + err)[-1500:]))
-    if rc == 0:
-        rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
-        say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
-        phase("off", {"VLLM_OEA_K0": "0"})
-        phase("on", {"VLLM_OEA_K0": "3", "VLLM_OEA_STATS": "true"}, library)
-        module = rel[:-3].replace(os.sep, ".")
-        for bad, name in (({"VLLM_OEA_K0": "abc"}, "VLLM_OEA_K0"),
-                          ({"VLLM_OEA_K0": "3", "VLLM_OEA_MAX_TOKENS": "0"},
-                           "VLLM_OEA_MAX_TOKENS")):
-            rc, out, err = run([python, "-c", "import " + module], env=dict(base_env, **bad))
-            last = (err.strip().splitlines() or [""])[-1]
-            say(rc != 0 and name in last, "%s: %s refused at import: %s"
-                % (version, " ".join("%s=%s" % kv for kv in bad.items()), last[-300:]))
-    rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
-    say(rc == 0 and file_hash(target) == expected and not os.path.exists(binding),
-        "%s: oeapatch revert gives back the wheel's %s (%.0f s)"
-        % (version, os.path.basename(rel), time.monotonic() - started))
+        # The checkout's root: the definition found by what the folder holds.
+        rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
+        say(rc == 0 and "vllm-oea" in out + err, "%s: oeapatch apply -C the checkout%s"
+            % (version, "" if rc == 0 else ": " + (out + err)[-1500:]))
+        if rc == 0:
+            rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
+            say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
+            phase("off", {"VLLM_OEA_K0": "0"})
+            phase("on", {"VLLM_OEA_K0": "3", "VLLM_OEA_STATS": "true"}, library)
+            module = rel[:-3].replace(os.sep, ".")
+            for bad, name in (({"VLLM_OEA_K0": "abc"}, "VLLM_OEA_K0"),
+                              ({"VLLM_OEA_K0": "3", "VLLM_OEA_MAX_TOKENS": "0"},
+                               "VLLM_OEA_MAX_TOKENS")):
+                rc, out, err = server.run(["-c", "import " + module], dict(base_env, **bad))
+                last = (err.strip().splitlines() or [""])[-1]
+                say(rc != 0 and name in last, "%s: %s refused at import: %s"
+                    % (version, " ".join("%s=%s" % kv for kv in bad.items()), last[-300:]))
+        rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
+        say(rc == 0 and file_hash(target) == expected and not os.path.exists(binding),
+            "%s: oeapatch revert gives back the wheel's %s (%.0f s)"
+            % (version, os.path.basename(rel), time.monotonic() - started))
+    finally:
+        server.close()
 
 
 def main():
