@@ -79,13 +79,16 @@ class PhaseServer:
         self.log.seek(0)
         return self.log.read()[-3000:]
 
-    def run(self, argv, env, timeout=900):
-        """(returncode, stdout, stderr) of `python argv...` run with `env`."""
+    def run(self, argv, env, timeout=900, cwd=None, merge=False):
+        """(returncode, stdout, stderr) of `python argv...` run with `env` in
+        `cwd` (default: the caller's); merge: stderr into stdout, in order."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         with tempfile.TemporaryDirectory(prefix="oea-phase-") as tmp:
             paths = {"stdout": os.path.join(tmp, "out"), "stderr": os.path.join(tmp, "err")}
-            request = dict(paths, argv=list(argv), env=dict(env))
+            if merge:
+                paths["stderr"] = paths["stdout"]
+            request = dict(paths, argv=list(argv), env=dict(env), cwd=cwd or os.getcwd())
             try:
                 self.proc.stdin.write(json.dumps(request) + "\n")
                 self.proc.stdin.flush()
@@ -108,7 +111,7 @@ class PhaseServer:
                         self._read(paths["stderr"]) + "\nphase server ended: " + log)
                 reply += chunk
             rc = json.loads(reply)["rc"]
-            return rc, self._read(paths["stdout"]), self._read(paths["stderr"])
+            return rc, self._read(paths["stdout"]), "" if merge else self._read(paths["stderr"])
 
     @staticmethod
     def _read(path):
@@ -149,10 +152,14 @@ def _child(request, reply):
     reply.close()  # the server's channel, in this process only
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    for fd, key in ((1, "stdout"), (2, "stderr")):
-        out = os.open(request[key], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, fd)
+    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    if request["stderr"] != request["stdout"]:
         os.close(out)
+        out = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 2)
+    os.close(out)
+    os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     argv = request["argv"]

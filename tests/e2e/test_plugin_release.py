@@ -14,7 +14,12 @@ tests/vllm/make_env.sh):
     $OEAPATCH_BUILD_DIR/wheel-dist): its entry points are what the loaders
     find;
   - `oeapatch apply` by the wheel's own entry (its liboea recorded);
-  - each case a new interpreter that calls the loader, then prints LOADED:
+  - each case a process that calls the loader, then prints LOADED: a forked
+    child of one interpreter of the venv that has imported torch and
+    transformers, never the framework (tests/e2e/phase_server.py: 30 cases
+    cost 166 s as 30 interpreter starts), with the case's own environment,
+    sys.path and working folder, as the frameworks' own workers are forked
+    from a process that has imported torch:
       OEA off: no line of the plugin but its debug line, the process goes on;
       patched, OEA on: the plugin's line (definition, k0, library, CPU,
         decode detection), the gauge 1 where the Prometheus folder is set;
@@ -47,6 +52,8 @@ import subprocess
 import sys
 import tempfile
 
+from phase_server import PhaseServer
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("OEAPATCH_BUILD_DIR") or os.path.join(ROOT, "build")
@@ -67,11 +74,9 @@ RELEASES = {
              "load": "from vllm.plugins import load_general_plugins; load_general_plugins()",
              "metric": "vllm:oea_worker_verified"},
 }
-# vLLM 0.15.0, the first release of the router classes: by name only
-# (`test_plugin_release.py vllm-0.15`; it passes the same checks), since every
-# release costs CI about 90 s of CPU; the default run is SGLang 0.5.23 and
-# vLLM 0.33.0.
-DEFAULT = ["sglang", "vllm"]
+# vLLM 0.15.0, the first release of the router classes, in the default run
+# again since a release's cases cost about 20 s rather than 90 (phase_server).
+DEFAULT = ["sglang", "vllm", "vllm-0.15"]
 RELEASES["vllm-0.15"] = dict(RELEASES["vllm"], version="0.15.0")
 for _fw, _cfg in RELEASES.items():
     _cfg.setdefault("framework", _fw.split("-")[0])
@@ -164,6 +169,7 @@ class Release:
                          if not k.startswith(("SGLANG_", "VLLM_", "PROMETHEUS_"))
                          and k not in ("PYTHONPATH",)}
         self.base_env["VLLM_LOGGING_LEVEL"] = "DEBUG"  # the debug line of the off case too
+        self.server = PhaseServer(self.py, env=self.base_env)
 
     def env(self, **kw):
         env = dict(self.base_env)
@@ -178,9 +184,11 @@ class Release:
         return run([self.cli, "-C", self.site] + list(args), env=self.env(**env))
 
     def start(self, after="", **env):
-        """A new interpreter that runs the framework's loader."""
+        """A process that runs the framework's loader (rc, stdout and stderr)."""
         code = DRIVER.format(load=self.cfg["load"], after=after)
-        return run([self.py, "-c", code], env=self.env(**env), cwd="/")
+        rc, out, _ = self.server.run(["-c", code], self.env(**env), timeout=600, cwd="/",
+                                     merge=True)
+        return rc, out
 
     def k0(self, **kw):
         kw.setdefault(self.cfg["prefix"] + "K0", "3")
@@ -417,9 +425,12 @@ def main():
                     continue
                 say(False, "%s: environment: %s" % (fw, exc))
                 continue
-            check_release(r)
-            check_conflicts(r)
-            check_status(r)
+            try:
+                check_release(r)
+                check_conflicts(r)
+                check_status(r)
+            finally:
+                r.server.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     failed = RESULTS.count(False)
