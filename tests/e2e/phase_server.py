@@ -24,7 +24,9 @@ What a child is, and why its phase still sees the release as a server does:
 - The preloaded modules read no setting a phase changes (the frameworks' OEA
   variables, PROMETHEUS_MULTIPROC_DIR: prometheus_client picks its value class
   from it at import, so it is never preloaded), and the server runs no torch
-  operation before forking (no thread pool to lose in the child).
+  operation before forking: torch's OpenMP pool is first made in the child.
+  The one thread besides the main one, OpenBLAS's worker (numpy), is made
+  again in the child by OpenBLAS's own fork handler, as under multiprocessing.
 
 The client side (PhaseServer) keeps the server's stdin and stdout as its
 request and reply channel: one JSON line each way per phase. A phase past its

@@ -771,7 +771,10 @@ def phase_ranks(out_dir):
                       ("rank %d has k0=" % other) in text and theirs[rank] in
                       text.split("rank %d has" % other, 1)[-1],
                       "rank %d: %s" % (rank, r))
-                check(r["seconds"] < 5, "rank %d took %.1f s" % (rank, r["seconds"]))
+                # Refused on seeing the peer's settings, not after waiting out
+                # a silent peer (no load-dependent bound on the time).
+                check(not any("reported no OEA settings" in w for w in r["warnings"]),
+                      "rank %d waited for a silent peer: %s" % (rank, r["warnings"]))
             return by_case[name][0]["error"]
 
     @run_case("2 ranks, rank 1 with K0=0: rank 0 warns naming rank 1 after the wait")
@@ -781,7 +784,8 @@ def phase_ranks(out_dir):
         check(r0["enabled"] and r0["done"] and r0["error"] is None, "rank 0: %s" % r0)
         hits = [w for w in r0["warnings"] if "ranks [1] reported no OEA settings" in w]
         check(len(hits) == 1, "rank 0 warnings: %s" % r0["warnings"])
-        check(3.0 <= r0["seconds"] < 8, "warned after %.1f s (wait 3 s)" % r0["seconds"])
+        # Not before the wait is over; how long after depends on the load.
+        check(r0["seconds"] >= 3.0, "warned after %.1f s (wait 3 s)" % r0["seconds"])
         return hits[0]
 
     print("ranks phase: %.1f s for %d cases" % (seconds, len(RANK_CASES)))
