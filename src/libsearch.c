@@ -44,7 +44,8 @@ static const char *const system_dirs[] = {
 };
 
 /* 1 when `path` is an ELF file of this process's class and machine (the
- * loader skips others and searches on), 0 when it is another ELF, -1 when it
+ * loader skips others and searches on), 0 when it is another ELF or cannot be
+ * opened (the loader goes on to the next place too), -1 when it opens but
  * cannot be read as ELF at all (the loader would stop on it: found). */
 static int elf_matches(const char *path)
 {
@@ -54,9 +55,10 @@ static int elf_matches(const char *path)
 	if (fd >= 0)
 		close(fd);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	ssize_t m = fd >= 0 ? read(fd, theirs, sizeof(theirs)) : -1;
-	if (fd >= 0)
-		close(fd);
+	if (fd < 0)
+		return 0;
+	ssize_t m = read(fd, theirs, sizeof(theirs));
+	close(fd);
 	if (m != (ssize_t)sizeof(theirs) || memcmp(theirs, ELFMAG, SELFMAG) != 0)
 		return -1;
 	if (n != (ssize_t)sizeof(mine))
@@ -65,12 +67,17 @@ static int elf_matches(const char *path)
 	       memcmp(theirs + 18, mine + 18, 2) == 0; /* e_machine */
 }
 
-/* A regular file the loader would take, or would stop on. */
+/* A file the loader would take, or would stop on. What is missing (a
+ * dangling link included) it passes by; anything else that is not a regular
+ * file (a directory) it opens, fails to read and stops on, as glibc's
+ * open_verify does: found, and loading it then fails naming it. */
 static int candidate(const char *path)
 {
 	struct stat st;
-	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+	if (stat(path, &st) != 0)
 		return 0;
+	if (!S_ISREG(st.st_mode))
+		return 1;
 	return elf_matches(path) != 0;
 }
 

@@ -394,18 +394,22 @@ _LEGACY = ("x86_64", "haswell", "xeon_phi", "avx512_1")
 
 
 def _elf_ok(path):
-    """A regular ELF file of this process's class, byte order and machine, or
-    no ELF at all (the loader stops on it: found, and loading says why)."""
+    """An ELF file of this process's class, byte order and machine, or what is
+    no ELF at all (a directory, a text file: the loader stops on it: found,
+    and loading says why); not what is missing or cannot be opened, nor an
+    ELF of another class or machine (the loader passes those by)."""
     import sys
 
+    if not os.path.exists(path):
+        return False
+    if not os.path.isfile(path):
+        return True
     try:
         with open(path, "rb") as f:
             head = f.read(20)
         with open(sys.executable, "rb") as f:
             mine = f.read(20)
     except OSError:
-        return False
-    if not os.path.isfile(path):
         return False
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return True
