@@ -36,7 +36,6 @@ does not exist; a name only the loader cache (/etc/ld.so.cache) knows
 """
 
 import argparse
-import ctypes  # noqa: F401  (the loader probe below runs in a child)
 import importlib.util
 import json
 import os

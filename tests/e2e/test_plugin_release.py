@@ -214,7 +214,6 @@ def level(line):
 
 def check_release(r):
     n = r.name
-    p = r.cfg["prefix"]
     rc, out = r.oeapatch("revert")
     rc, out = r.oeapatch("apply")
     say(rc == 0, "%s: the wheel's oeapatch applies to the private copy (%s)" % (n, out.strip()[-200:]))
@@ -367,7 +366,7 @@ def write_other(r, source, group):
 
 
 def check_conflicts(r):
-    n, p = r.name, r.cfg["prefix"]
+    n = r.name
     if r.cfg["framework"] == "sglang":
         for kind, stops in (("AROUND", False), ("REPLACE", True)):
             other = write_other(r, OTHER_SGLANG % kind, "sglang.srt.plugins")

@@ -21,8 +21,6 @@ Environment: OEAPATCH (the CLI), OEA_LIBRARY (liboea), both set by ctest.
 Prints one line per check and `N passed, M failed`; exit 1 on any failure.
 """
 
-import base64
-import hashlib
 import os
 import subprocess
 import sys
@@ -33,6 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
 from phase_server import PhaseServer  # noqa: E402
+from release_suite import (cache_dir, file_hash, phase, record_hash,  # noqa: E402
+                           releases, run, say, tally)
 
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 # Stubs of compiled GPU-only packages, on PYTHONPATH in every phase of a release
@@ -44,55 +44,13 @@ STUB_REASONS = {
                   "imported at module level on every platform)",
 }
 
-results = []
-
-
-def say(ok, text):
-    results.append(ok)
-    print("%s %s" % ("PASS" if ok else "FAIL", text), flush=True)
-
-
-def releases():
-    out = []
-    with open(os.path.join(HERE, "releases.txt")) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line and not line.startswith(("torch ", "deps ", "chain ")):
-                out.append(line.split()[0])
-    return out
-
-
-def record_hash(site, rel):
-    """sha256 of `rel` as the wheel's RECORD lists it (urlsafe base64, no padding)."""
-    for entry in os.listdir(site):
-        if entry.startswith("sglang-") and entry.endswith(".dist-info"):
-            with open(os.path.join(site, entry, "RECORD")) as f:
-                for line in f:
-                    path, digest, _ = line.rstrip("\n").rsplit(",", 2)
-                    if path == rel.replace(os.sep, "/"):
-                        return digest
-    return None
-
-
-def file_hash(path):
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).digest()
-    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-def run(cmd, env=None, timeout=900):
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def one_release(version, cli, library, bench=False):
     started = time.monotonic()
     # The installed package is patched in place: one run per release at a time on
     # this machine (other checkouts share the cache).
     import fcntl
 
-    cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+    cache = cache_dir()
     os.makedirs(cache, exist_ok=True)
     lock = open(os.path.join(cache, ".lock-run-%s" % version), "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
@@ -137,47 +95,37 @@ def one_release(version, cli, library, bench=False):
             print("STUB %s: %s: %s" % (version, name, STUB_REASONS[name]), flush=True)
 
         rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
-        expected = record_hash(site, TARGET)
+        expected = record_hash(site, "sglang", TARGET)
         say(rc == 0 and expected is not None and file_hash(topk) == expected,
             "%s: installed topk.py is the wheel's (RECORD %s)" % (version, expected))
 
         work = tempfile.mkdtemp(prefix="oea-sglang-%s-" % version)
 
-        def phase(name, extra, *args):
-            env = dict(base_env, **extra)
-            rc, out, err = server.run([os.path.join(HERE, "release_check.py"), name, work]
-                                      + list(args), env)
-            for line in out.splitlines():
-                if line.startswith(("BENCH ", "ranks phase:")):
-                    print(line, flush=True)
-                if line.startswith(("PASS ", "FAIL ")):
-                    say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
-            if rc != 0 and "FAIL" not in out:
-                say(False, "%s: phase %s exited %d: %s" % (version, name, rc, err[-3000:]))
-            elif rc != 0 and os.environ.get("OEAPATCH_VERBOSE"):
-                print(err[-3000:])
+        def run_phase(name, extra, *args):
+            phase(server, os.path.join(HERE, "release_check.py"), version, name, work,
+                  dict(base_env, **extra), args, show=("BENCH ", "ranks phase:"))
 
-        phase("unpatched", {})
+        run_phase("unpatched", {})
         rc, out, err = run([cli, "apply", "-C", checkout, "--library", library], env=base_env)
         say(rc == 0, "%s: oeapatch apply on the installed package%s"
             % (version, "" if rc == 0 else ": " + (out + err)[-1500:]))
         if rc == 0:
             rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
             say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
-            phase("off", {"SGLANG_OEA_K0": "0"})
-            phase("on", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true"}, library)
+            run_phase("off", {"SGLANG_OEA_K0": "0"})
+            run_phase("on", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true"}, library)
             # SGLang's --enable-metrics sets PROMETHEUS_MULTIPROC_DIR to a fresh folder
             # before it starts its workers; the phase scrapes it as /metrics does.
             metrics_dir = os.path.join(work, "prometheus")
             os.makedirs(metrics_dir)
-            phase("metrics", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
+            run_phase("metrics", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
                               "SGLANG_OEA_STATS_INTERVAL": "1",
                               "PROMETHEUS_MULTIPROC_DIR": metrics_dir})
             if bench:
                 # Two processes with torch.distributed: the rank agreement check.
-                phase("ranks", {})
+                run_phase("ranks", {})
                 # MIN_BATCH=1: a batch of one token takes the whole path too.
-                phase("bench", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MIN_BATCH": "1"}, library)
+                run_phase("bench", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MIN_BATCH": "1"}, library)
         rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
         binding = os.path.join(os.path.dirname(topk), "_oeapatch_sglang_oea.py")
         say(rc == 0 and file_hash(topk) == expected and not os.path.exists(binding),
@@ -193,7 +141,7 @@ def main():
     if not cli or not library:
         print("FAIL setup: OEAPATCH and OEA_LIBRARY must be set (ctest sets them)")
         return 1
-    wanted = sys.argv[1:] or releases()
+    wanted = sys.argv[1:] or releases(os.path.join(HERE, "releases.txt"))
     started = time.monotonic()
     # Environments are made first, four at a time (the shared torch once, under
     # its own lock); one_release then finds them ready.
@@ -211,11 +159,7 @@ def main():
     for version in wanted:
         # The host-overhead benchmark runs on the newest release of the list.
         one_release(version, cli, library, bench=version == wanted[-1])
-    passed = sum(results)
-    print("%d passed, %d failed (%d releases, %.0f s)"
-          % (passed, len(results) - passed, len(wanted), time.monotonic() - started))
-    return 0 if results and all(results) else 1
-
+    return tally(len(wanted), time.monotonic() - started)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,9 +29,7 @@ files as they are at that moment. `oeapatch --python` still starts the
 release's interpreter itself, as it does on a user's machine.
 """
 
-import base64
 import fcntl
-import hashlib
 import os
 import subprocess
 import sys
@@ -42,57 +40,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
 from phase_server import PhaseServer  # noqa: E402
+from release_suite import (cache_dir, file_hash, phase, record_hash,  # noqa: E402
+                           releases, run, say, tally)
 
 TARGETS = [os.path.join("vllm", "model_executor", "layers", "fused_moe", "router",
                         "base_router.py"),
            os.path.join("vllm", "model_executor", "layers", "fused_moe", "layer.py")]
 BINDING = "_oeapatch_vllm_oea.py"
 
-results = []
-
-
-def say(ok, text):
-    results.append(ok)
-    print("%s %s" % ("PASS" if ok else "FAIL", text), flush=True)
-
-
-def releases():
-    out = []
-    with open(os.path.join(HERE, "releases.txt")) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line and not line.startswith(("torch ", "deps ")):
-                out.append(line.split()[0])
-    return out
-
-
-def record_hash(root, rel):
-    """sha256 of `rel` as the wheel's RECORD lists it (urlsafe base64, no padding)."""
-    for entry in os.listdir(root):
-        if entry.startswith("vllm-") and entry.endswith(".dist-info"):
-            with open(os.path.join(root, entry, "RECORD")) as f:
-                for line in f:
-                    path, digest, _ = line.rstrip("\n").rsplit(",", 2)
-                    if path == rel.replace(os.sep, "/"):
-                        return digest
-    return None
-
-
-def file_hash(path):
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).digest()
-    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-def run(cmd, env=None, timeout=900):
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def one_release(version, cli, library):
     started = time.monotonic()
-    cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+    cache = cache_dir()
     os.makedirs(cache, exist_ok=True)
     # The checkout is patched in place: one run per release at a time on this
     # machine (other worktrees share the cache).
@@ -118,25 +76,17 @@ def one_release(version, cli, library):
     server = PhaseServer(python, env=base_env)
     try:
         rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
-        expected = record_hash(checkout, rel)
+        expected = record_hash(checkout, "vllm", rel)
         say(rc == 0 and expected is not None and file_hash(target) == expected,
             "%s: installed %s is the wheel's (RECORD %s)" % (version, rel, expected))
 
         work = tempfile.mkdtemp(prefix="oea-vllm-%s-" % version)
 
-        def phase(name, extra, *args):
-            env = dict(base_env, **extra)
-            rc, out, err = server.run([os.path.join(HERE, "release_check.py"), name, work]
-                                      + list(args), env)
-            for line in out.splitlines():
-                if line.startswith(("PASS ", "FAIL ")):
-                    say(line.startswith("PASS "), "%s: %s" % (version, line[5:]))
-            if rc != 0 and "FAIL" not in out:
-                say(False, "%s: phase %s exited %d: %s" % (version, name, rc, err[-3000:]))
-            elif rc != 0 and os.environ.get("OEAPATCH_VERBOSE"):
-                print(err[-3000:])
+        def run_phase(name, extra, *args):
+            phase(server, os.path.join(HERE, "release_check.py"), version, name, work,
+                  dict(base_env, **extra), args)
 
-        phase("unpatched", {})
+        run_phase("unpatched", {})
 
         # The interpreter's way in: the vllm that ENV's python imports (the checkout,
         # through a .pth file), the definition named.
@@ -159,8 +109,8 @@ def one_release(version, cli, library):
         if rc == 0:
             rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
             say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
-            phase("off", {"VLLM_OEA_K0": "0"})
-            phase("on", {"VLLM_OEA_K0": "3", "VLLM_OEA_STATS": "true"}, library)
+            run_phase("off", {"VLLM_OEA_K0": "0"})
+            run_phase("on", {"VLLM_OEA_K0": "3", "VLLM_OEA_STATS": "true"}, library)
             module = rel[:-3].replace(os.sep, ".")
             for bad, name in (({"VLLM_OEA_K0": "abc"}, "VLLM_OEA_K0"),
                               ({"VLLM_OEA_K0": "3", "VLLM_OEA_MAX_TOKENS": "0"},
@@ -183,7 +133,7 @@ def main():
     if not cli or not library:
         print("FAIL setup: OEAPATCH and OEA_LIBRARY must be set (ctest sets them)")
         return 1
-    wanted = sys.argv[1:] or releases()
+    wanted = sys.argv[1:] or releases(os.path.join(HERE, "releases.txt"))
     started = time.monotonic()
     # Environments are made first, three at a time (each shared torch once,
     # under its own lock); one_release then finds them ready.
@@ -200,11 +150,7 @@ def main():
     print("environments ready in %.0f s" % (time.monotonic() - started), flush=True)
     for version in wanted:
         one_release(version, cli, library)
-    passed = sum(results)
-    print("%d passed, %d failed (%d releases, %.0f s)"
-          % (passed, len(results) - passed, len(wanted), time.monotonic() - started))
-    return 0 if results and all(results) else 1
-
+    return tally(len(wanted), time.monotonic() - started)
 
 if __name__ == "__main__":
     sys.exit(main())
