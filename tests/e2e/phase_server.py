@@ -1,8 +1,9 @@
 """One interpreter start per release: the phases of a real-release suite run as
 forked children of one interpreter that has imported the heavy third-party
 modules once (torch, its compiler, transformers), instead of a new interpreter
-per phase that imports them again (issue 27: about 6 s of every phase's 7 to
-10 s on SGLang 0.5.23 was that import).
+per phase that imports them again (issue 27: of phase `off`'s 13.4 s on SGLang
+0.5.23, 6 s were that import, 5.3 s inductor's vector-ISA probe, below, and
+1.5 s the interpreter's teardown at exit).
 
     server = PhaseServer(python, preload=TORCH_STACK)   # the release's interpreter
     rc, out, err = server.run([script, arg, ...], env, timeout=900)
@@ -233,6 +234,14 @@ def serve(preload):
                 getattr(module, function)()
         except Exception as e:  # a release without it: its phases do it themselves
             print("phase server: %s not preloaded: %s" % (item, e), file=sys.stderr)
+    # A module that must be imported by each phase under its own settings,
+    # pulled in by one of the preloads: every phase would inherit it as the
+    # server's settings made it. Refused: the client's next run fails, naming it.
+    inherited = [m for m in NEVER_PRELOAD if m in sys.modules]
+    if inherited:
+        print("phase server: the preloads imported %s, which each phase must import "
+              "itself" % ", ".join(inherited), file=sys.stderr)
+        sys.exit(3)
     reply = os.fdopen(os.dup(1), "w")
     for line in sys.stdin:
         request = json.loads(line)
