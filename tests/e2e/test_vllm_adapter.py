@@ -33,7 +33,6 @@ import enum
 import importlib
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 import types
@@ -46,9 +45,9 @@ DEFINITION = os.path.join(ROOT, "patches", "vllm-oea")
 CORE = os.path.join(ROOT, "patches", "binding-core", "oea_core.py")
 PACKAGE = "vllm.model_executor.layers.fused_moe"
 MODULE = "_oeapatch_vllm_oea"
-# Where Debian's torch is too old: the newest SGLang release of tests/sglang and
-# its torch (releases.txt), whose environment the release suite makes anyway.
-MODERN_RELEASE, MODERN_TORCH = "0.5.23", "2.9.1"
+# Where Debian's torch is too old: the torch of the newest SGLang releases of
+# tests/sglang (releases.txt), whose environment that suite makes.
+MODERN_TORCH = "2.9.1"
 
 
 def placeholders():
@@ -152,24 +151,28 @@ def main():
     import torch
 
     # vLLM runs on torch >= 2.4 (the custom op): where this interpreter's torch
-    # is older (Debian's 1.13), the torch of the real-release tests runs this
-    # test instead. make_env.sh makes that environment (once, under its lock)
-    # or waits for the run that is making it: an environment seen half-made
-    # (its python there, torch not yet) fails the import.
+    # is older (Debian's 1.13), the torch environment of the real-release
+    # tests runs this test instead when it is there. Its python exists before
+    # its torch does: make_env.sh holds the environment's lock while making it
+    # and marks it `ok` last, so this waits on that lock and takes only a
+    # finished one (the fast suite, `ctest -LE "sglang|vllm"`, downloads
+    # nothing: without that environment the test runs on this torch).
     if not hasattr(torch.library, "custom_op") and \
             not os.environ.get("OEAPATCH_VLLM_ADAPTER_REEXEC"):
-        made = subprocess.run([os.path.join(ROOT, "tests", "sglang", "make_env.sh"),
-                               MODERN_RELEASE], capture_output=True, text=True)
-        if made.returncode != 0:
-            print("FAIL the torch environment of SGLang %s: %s"
-                  % (MODERN_RELEASE, made.stderr[-2000:]))
-            return 1
-        # The release's venv is CACHE/sglang-VERSION; its torch, CACHE/torch-X.
-        cache = os.path.dirname(os.path.dirname(os.path.dirname(
-            made.stdout.strip().splitlines()[-1])))
-        modern = os.path.join(cache, "torch-%s" % MODERN_TORCH, "bin", "python")
-        os.environ["OEAPATCH_VLLM_ADAPTER_REEXEC"] = "1"
-        os.execv(modern, [modern] + sys.argv)
+        import fcntl
+
+        cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+        base = os.path.join(cache, "torch-%s" % MODERN_TORCH)
+        lock_path = os.path.join(cache, ".lock-torch-%s" % MODERN_TORCH)
+        if os.path.exists(lock_path):
+            with open(lock_path) as lock:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                ready = os.path.exists(os.path.join(base, "ok"))
+            if ready:
+                modern = os.path.join(base, "bin", "python")
+                os.environ["OEAPATCH_VLLM_ADAPTER_REEXEC"] = "1"
+                os.execv(modern, [modern] + sys.argv)
     print("torch %s" % torch.__version__)
 
     with open(HEADER, encoding="utf-8") as f:
