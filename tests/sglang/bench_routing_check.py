@@ -31,10 +31,9 @@ sys.path.insert(0, os.path.join(ROOT, "native", "bench"))
 
 
 if os.environ.get("OEAPATCH_BENCH_ROUTING_CHILD") != "1":
-    sys.path.insert(0, HERE)
-    from run_releases import releases  # releases.txt, read one way
+    from release_suite import releases  # releases.txt, read one way
 
-    version = sys.argv[1] if len(sys.argv) > 1 else releases()[-1]
+    version = sys.argv[1] if len(sys.argv) > 1 else releases(os.path.join(HERE, "releases.txt"))[-1]
     # run_releases.py patches this environment in place (and revert takes the
     # patch out again) under this lock: a topk.py read between its steps may
     # import a binding module that is not there yet. Held until the check ends.

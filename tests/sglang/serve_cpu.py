@@ -45,8 +45,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from run_releases import file_hash, record_hash  # noqa: E402  (the wheel's RECORD)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+from release_suite import file_hash, record_hash  # noqa: E402  (the wheel's RECORD)
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 STUBS = os.path.join(HERE, "stubs")
 # Different lengths, started together: one prefill batch, then decode batches of 4.
@@ -164,7 +164,7 @@ def main(version, phases):
         open(os.path.join(model, "ok"), "w").close()
 
     rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
-    expected = record_hash(site, TARGET)
+    expected = record_hash(site, "sglang", TARGET)
     say(rc == 0 and expected is not None and file_hash(topk) == expected,
         "%s: installed topk.py is the wheel's (RECORD %s)" % (version, expected))
     work = tempfile.mkdtemp(prefix="oea-serve-%s-" % version)
