@@ -38,6 +38,8 @@ def releases(listing):
 
 
 def cache_dir():
+    """The cache of the test environments (OEAPATCH_CACHE, else
+    ${XDG_CACHE_HOME:-~/.cache}/oeapatch, as the make_env.sh scripts use)."""
     return os.environ.get("OEAPATCH_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
 

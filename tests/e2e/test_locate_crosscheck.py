@@ -46,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 
-from oea_testlib import RESULTS, VERBOSE, case, check
+from oea_testlib import VERBOSE, case, check, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("OEAPATCH_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
@@ -257,9 +257,7 @@ def main():
             check(found >= 8 and refused >= 5, "%d found, %d refused" % (found, refused))
         both()
 
-    passed = sum(RESULTS)
-    print("%d passed, %d failed" % (passed, len(RESULTS) - passed))
-    return 0 if passed == len(RESULTS) else 1
+    return summary()
 
 
 if __name__ == "__main__":

@@ -161,8 +161,9 @@ def main():
             not os.environ.get("OEAPATCH_VLLM_ADAPTER_REEXEC"):
         import fcntl
 
-        cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+        from release_suite import cache_dir
+
+        cache = cache_dir()
         base = os.path.join(cache, "torch-%s" % MODERN_TORCH)
         lock_path = os.path.join(cache, ".lock-torch-%s" % MODERN_TORCH)
         if os.path.exists(lock_path):

@@ -57,6 +57,7 @@ import sys
 import tempfile
 
 from oea_testlib import HEADER, VERBOSE, Oracle, case, check, summary
+from release_suite import cache_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -64,8 +65,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # whose ForwardContext, BatchDescriptor, CUDAGraphMode and DPMetadata differ:
 # uniform_decode (0.10), uniform with num_reqs (0.12 on).
 RELEASES = ("0.6.6.post1", "0.10.2", "0.12.0", "0.33.0")
-CACHE = os.environ.get("OEAPATCH_CACHE") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+CACHE = cache_dir()
 NAME = "vllm.model_executor.layers.fused_moe._oeapatch_vllm_oea"
 
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "native", "bench"))
 
 
 if os.environ.get("OEAPATCH_BENCH_ROUTING_CHILD") != "1":
-    from release_suite import releases  # releases.txt, read one way
+    from release_suite import cache_dir, releases
 
     version = sys.argv[1] if len(sys.argv) > 1 else releases(os.path.join(HERE, "releases.txt"))[-1]
     # run_releases.py patches this environment in place (and revert takes the
@@ -39,8 +39,7 @@ if os.environ.get("OEAPATCH_BENCH_ROUTING_CHILD") != "1":
     # import a binding module that is not there yet. Held until the check ends.
     import fcntl
 
-    cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+    cache = cache_dir()
     os.makedirs(cache, exist_ok=True)
     run_lock = open(os.path.join(cache, ".lock-run-%s" % version), "w")
     fcntl.flock(run_lock, fcntl.LOCK_EX)

@@ -46,7 +46,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
-from release_suite import file_hash, record_hash  # noqa: E402  (the wheel's RECORD)
+from release_suite import cache_dir, file_hash, record_hash  # noqa: E402
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 STUBS = os.path.join(HERE, "stubs")
 # Different lengths, started together: one prefill batch, then decode batches of 4.
@@ -128,8 +128,7 @@ def main(version, phases):
         print("FAIL setup: phases are `off` and `on`, not %s" % " ".join(phases))
         return 1
     started = time.monotonic()
-    cache = os.environ.get("OEAPATCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "oeapatch")
+    cache = cache_dir()
     os.makedirs(cache, exist_ok=True)
     rc, out, err = run([os.path.join(HERE, "serve_env.sh"), version], timeout=3600)
     if rc != 0:
