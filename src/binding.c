@@ -14,17 +14,11 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "library.h"
 #include "libsearch.h"
 #include "oea.h"
 #include "pysource.h"
 #include "trust.h"
-
-#ifndef OEAPATCH_INSTALL_LIBRARY_REL
-#define OEAPATCH_INSTALL_LIBRARY_REL ""
-#endif
-#ifndef OEAPATCH_BUILD_LIBRARY
-#define OEAPATCH_BUILD_LIBRARY ""
-#endif
 
 static int put_literal(oeap_buf *b, const char *s)
 {
@@ -493,25 +487,6 @@ char *oeap_binding_path(const oeap_patchdef *def, const char *target_path)
 	return oeap_buf_detach(&b, NULL);
 }
 
-int oeap_library_relative(const char *library)
-{
-	return library[0] != '/' && strchr(library, '/') != NULL;
-}
-
-char *oeap_library_found(const char *name)
-{
-	char how[1024];
-	return oeap_library_locate(name, getenv("LD_LIBRARY_PATH"), "the environment", how, sizeof(how));
-}
-
-char *oeap_library_resolve(const char *name)
-{
-	char *found = oeap_library_found(name);
-	char *out = found ? realpath(found, NULL) : NULL;
-	free(found);
-	return out;
-}
-
 /*
  * The binding's contract past the ABI number ([library] of the definition):
  * every entry point it calls is exported, and oea_problem_check accepts the
@@ -660,29 +635,6 @@ int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const cha
 	}
 	dlclose(h);
 	return rc;
-}
-
-char *oeap_library_default(void)
-{
-	char path[PATH_MAX + 256], real[PATH_MAX];
-	const char *env = getenv("OEAPATCH_LIBRARY");
-	if (env && *env)
-		return realpath(env, real) ? strdup(real) : strdup(env);
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0 && sizeof(OEAPATCH_INSTALL_LIBRARY_REL) > 1) {
-		exe[n] = '\0';
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(path, sizeof(path), "%s/%s", exe, OEAPATCH_INSTALL_LIBRARY_REL);
-			if (realpath(path, real))
-				return strdup(real);
-		}
-	}
-	if (OEAPATCH_BUILD_LIBRARY[0] && realpath(OEAPATCH_BUILD_LIBRARY, real))
-		return strdup(real);
-	return NULL;
 }
 
 int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const char *text, size_t len,

@@ -13,6 +13,7 @@
 #include "command.h"
 #include "fsio.h"
 #include "hook.h"
+#include "library.h"
 #include "pipeline.h"
 #include "pycache.h"
 #include "report.h"

@@ -16,6 +16,7 @@
 #include "command.h"
 #include "fsio.h"
 #include "hook.h"
+#include "library.h"
 #include "trust.h"
 
 enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE, OPT_SKIP_BINDING };

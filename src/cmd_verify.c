@@ -21,6 +21,7 @@
 #include "pycache.h"
 #include "settings.h"
 #include "trust.h"
+#include "trustcheck.h"
 #include "verify.h"
 
 extern char **environ;

@@ -14,6 +14,7 @@
 #include "binding.h"
 #include "pycache.h"
 #include "trust.h"
+#include "trustcheck.h"
 
 extern char **environ;
 

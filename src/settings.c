@@ -7,9 +7,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "binding.h"
 #include "buf.h"
 #include "fsio.h"
+#include "library.h"
 #include "quote.h"
 
 /* ------------------------------------------------------------ environments */

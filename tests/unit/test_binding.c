@@ -16,6 +16,7 @@
 
 #include "binding.h"
 #include "buf.h"
+#include "library.h"
 #include "pipeline.h"
 /* the layout of oea_problem (the CLI builds the binding's block from it) */
 #include "../../native/include/oea.h"
