@@ -119,7 +119,7 @@ int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const cha
  * messages): it must be what the definition renders for the library it
  * records. *library_out (optional, caller frees) is that library when the
  * check holds. Returns -1 only when memory ran out. Shared by the work tree
- * (oeap_binding_verify) and a commit's tree (checkout.h).
+ * (oeap_binding_verify) and a commit's tree (history.h).
  */
 int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const char *text, size_t len,
                             oeap_report *rep, char **library_out);

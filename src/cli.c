@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "binding.h"
-#include "checkout.h"
+#include "history.h"
 #include "fsio.h"
 #include "importsys.h"
 #include "quote.h"

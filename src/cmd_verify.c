@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "binding.h"
-#include "checkout.h"
+#include "history.h"
 #include "cli.h"
 #include "command.h"
 #include "fsio.h"

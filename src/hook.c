@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkout.h"
+#include "history.h"
 #include "fsio.h"
 #include "region.h"
 

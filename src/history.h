@@ -1,5 +1,5 @@
 /*
- * checkout.h - the git side of a checkout, through libgit2: opening the
+ * history.h - the git side of a checkout, through libgit2: opening the
  * repository, the target's blob at a revision, the revisions that touched
  * it (following renames), and the patch dry-run on such a blob.
  *
@@ -8,8 +8,8 @@
  * repositories and mirrors too. The caller pairs git_libgit2_init/shutdown
  * (main.c does it around every command).
  */
-#ifndef OEAP_CHECKOUT_H
-#define OEAP_CHECKOUT_H
+#ifndef OEAP_HISTORY_H
+#define OEAP_HISTORY_H
 
 #include <git2.h>
 #include <stddef.h>

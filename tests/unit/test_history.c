@@ -1,9 +1,9 @@
 /*
- * test_checkout.c - the git side of `check` and `verify --ref`: revisions
+ * test_history.c - the git side of `check` and `verify --ref`: revisions
  * that touched the target (renames followed, deletions seen), ranges, named
  * revisions without the file, unborn HEAD, the blob cache, and the dry run's
  * verdicts. Repositories are built here with libgit2 (bare ones: nothing in
- * checkout.c may need a work tree).
+ * history.c may need a work tree).
  */
 #include "testutil.h"
 
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "checkout.h"
+#include "history.h"
 #include "pipeline.h"
 
 #define T "python/sglang/srt/layers/moe/topk.py"

@@ -1,4 +1,4 @@
-#include "checkout.h"
+#include "history.h"
 
 #include "binding.h"
 
