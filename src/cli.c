@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "binding.h"
-#include "history.h"
+#include "gitrepo.h"
 #include "fsio.h"
 #include "importsys.h"
 #include "quote.h"

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "history.h"
+#include "revcheck.h"
 #include "cli.h"
 #include "command.h"
 #include "fsio.h"

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "history.h"
+#include "gitrepo.h"
 #include "fsio.h"
 #include "region.h"
 

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "history.h"
+#include "revcheck.h"
 #include "pipeline.h"
 
 #define T "python/sglang/srt/layers/moe/topk.py"
