@@ -13,9 +13,10 @@
 #include <unistd.h>
 
 #include "binding.h"
-#include "gitrepo.h"
 #include "fsio.h"
+#include "gitrepo.h"
 #include "importsys.h"
+#include "patchdirs.h"
 #include "quote.h"
 
 extern char **environ;
