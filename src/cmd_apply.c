@@ -10,10 +10,12 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
 #include "hook.h"
 #include "library.h"
+#include "opt.h"
 #include "pipeline.h"
 #include "pycache.h"
 #include "report.h"

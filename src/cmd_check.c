@@ -11,13 +11,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "history.h"
-#include "revcheck.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
+#include "history.h"
+#include "opt.h"
 #include "pipeline.h"
 #include "quote.h"
+#include "revcheck.h"
 
 enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY, OPT_SKIP_BINDING, OPT_ALL };
 

@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include "binding.h"
-#include "history.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
+#include "history.h"
 #include "hook.h"
 #include "library.h"
+#include "opt.h"
 #include "trust.h"
 
 enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE, OPT_SKIP_BINDING };

@@ -8,9 +8,11 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
 #include "hook.h"
+#include "opt.h"
 #include "pipeline.h"
 #include "pycache.h"
 

@@ -11,8 +11,10 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
+#include "opt.h"
 #include "pipeline.h"
 #include "plugincheck.h"
 #include "settings.h"

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd.h"
+#include "opt.h"
 
 typedef struct command {
 	const char *name;

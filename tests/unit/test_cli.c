@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "opt.h"
 
 typedef struct fixture {
 	char *dir;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "command.h"
+#include "opt.h"
 
 /* What the steps below saw: a global, since the printers get a const result. */
 static struct {
