@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "predicate.h"
 #include "query.h"
 
 static pysource *parse(const char *text)
@@ -859,6 +860,40 @@ static void test_subset_structure_checked_on_demand(void **state)
 	oeap_query_free(q);
 }
 
+/*
+ * The one predicate rule of both engines (predicate.h): an operand its match
+ * did not capture constrains nothing, while a captured operand whose text
+ * could not be read (NULL: out of memory) is an error, never "holds" (the
+ * tree-sitter engine once took it for "holds", the subset's for an error).
+ */
+static void test_predicate_null_operand(void **state)
+{
+	(void)state;
+	oeap_error err;
+	for (int is_match = 0; is_match <= 1; is_match++)
+		for (int negate = 0; negate <= 1; negate++) {
+			oeap_error_clear(&err);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 0, NULL, 1, "x", &err), 1);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 1, "x", 0, NULL, &err), 1);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 0, NULL, 0, NULL, &err), 1);
+			assert_int_equal(err.kind, OEAP_ERR_NONE);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 1, NULL, 1, "x", &err), -1);
+			assert_int_equal(err.kind, OEAP_ERR_INTERNAL);
+			assert_non_null(strstr(err.message, "out of memory"));
+			oeap_error_clear(&err);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 1, "x", 1, NULL, &err), -1);
+			assert_int_equal(err.kind, OEAP_ERR_INTERNAL);
+		}
+	/* and the verdicts on texts */
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_predicate_eval("q.scm", 0, 0, 1, "topk", 1, "topk", &err), 1);
+	assert_int_equal(oeap_predicate_eval("q.scm", 0, 1, 1, "topk", 1, "topk", &err), 0);
+	assert_int_equal(oeap_predicate_eval("q.scm", 1, 0, 1, "select_experts", 1, "^select_", &err), 1);
+	assert_int_equal(oeap_predicate_eval("q.scm", 1, 1, 1, "select_experts", 1, "^select_", &err), 0);
+	assert_int_equal(oeap_predicate_eval("q.scm", 1, 0, 1, "x", 1, "(", &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -889,6 +924,7 @@ int main(void)
 		cmocka_unit_test(test_subset_matches_like_treesitter),
 		cmocka_unit_test(test_outside_subset_goes_to_treesitter),
 		cmocka_unit_test(test_subset_structure_checked_on_demand),
+		cmocka_unit_test(test_predicate_null_operand),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
