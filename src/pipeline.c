@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pyparse.h"
+
 const char *oeap_file_state_name(oeap_file_state s)
 {
 	switch (s) {

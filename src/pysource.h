@@ -1,5 +1,6 @@
 /*
- * pysource.h - one Python source file, parsed with tree-sitter-python.
+ * pysource.h - one Python source file, parsed with tree-sitter-python
+ * (pyparse.h parses it): its tree, offsets, lines and text.
  *
  * Parsing refuses what cannot be patched safely, so every later step may
  * assume: valid UTF-8 without NUL bytes, one line-ending style (LF or CRLF;
@@ -31,48 +32,11 @@ typedef struct pysource {
 	size_t nopens;
 } pysource;
 
-/* The tree-sitter-python language (ABI checked by pysource_parse). */
+/* The tree-sitter-python language (ABI checked by pysource_parse, pyparse.h). */
 const TSLanguage *tree_sitter_python(void);
 
-/*
- * Parses `buf` (borrowed). On success *out is a new pysource the caller frees
- * with pysource_free(). `what` names the file in messages.
- */
-int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
-                   oeap_error *err);
+/* Frees a parse (pyparse.h makes them); NULL is fine. */
 void pysource_free(pysource *src);
-
-/*
- * Parses `buf` (borrowed), which is `old`'s bytes with whole-text insertions
- * made: ins_at[i] (offsets into `buf`, ascending) each ins_len[i] bytes long.
- * tree-sitter re-parses only around the edits (incremental parsing), which
- * gives the same tree as a fresh parse at a fraction of the cost. Refuses
- * what pysource_parse refuses. `old` passed the Python 3 check, so only the
- * nodes in the ranges the insertions changed (tree-sitter's changed ranges
- * and the inserted bytes) are checked again: outside them the tree is `old`'s.
- */
-int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
-                            const size_t *ins_len, size_t n, const char *what, pysource **out,
-                            oeap_error *err);
-
-/* One change between two texts: bytes [old_start, old_end) of the old text
- * became bytes [new_start, new_end) of the new one (absolute offsets, BOM
- * included). */
-typedef struct pysource_edit {
-	size_t old_start, old_end;
-	size_t new_start, new_end;
-} pysource_edit;
-
-/*
- * Parses `buf` (borrowed), which is `old`'s bytes with the changes `edits`
- * made (n of them, ascending, not overlapping; the bytes between them equal
- * in both texts). tree-sitter reuses `old`'s tree outside the changed ranges
- * (incremental parsing): `check` parses each revision from the previous one.
- * `old`'s bytes (old->buf) must still be alive. The result is what
- * pysource_parse(buf) gives, and so are the refusals.
- */
-int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const pysource_edit *edits, size_t n,
-                         const char *what, pysource **out, oeap_error *err);
 
 TSNode pysource_root(const pysource *src);
 

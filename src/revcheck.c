@@ -11,6 +11,7 @@
 
 #include "binding.h"
 #include "oidmap.h"
+#include "pyparse.h"
 
 /* ---- the dry run ------------------------------------------------------------ */
 

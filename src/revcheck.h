@@ -14,6 +14,7 @@
 #include "history.h"
 #include "patchdef.h"
 #include "pipeline.h"
+#include "pyparse.h"
 
 /* The verdict on one blob. */
 typedef enum oeap_land {

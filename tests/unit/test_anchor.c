@@ -15,6 +15,7 @@
 #include "buf.h"
 #include "edit.h"
 #include "pipeline.h"
+#include "pyparse.h"
 
 typedef struct loaded {
 	char *buf;

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "history.h"
+#include "pyparse.h"
 #include "revcheck.h"
 #include "pipeline.h"
 

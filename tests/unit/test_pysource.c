@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pyparse.h"
 #include "pysource.h"
 
 /* 1-based line of byte offset `off` in `text`. */

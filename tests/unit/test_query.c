@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "predicate.h"
+#include "pyparse.h"
 #include "query.h"
 
 static pysource *parse(const char *text)
