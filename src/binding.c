@@ -194,7 +194,7 @@ static int render_part(const oeap_patchdef *def, const char *t, size_t n, const 
  * written raw and the module would not import, with verify green. Control
  * characters are refused too: they cannot be written back readably.
  */
-static int check_library_path(const char *library, oeap_error *err)
+static int check_library_literal(const char *library, oeap_error *err)
 {
 	oeap_error why;
 	oeap_error_clear(&why);
@@ -205,7 +205,7 @@ static int check_library_path(const char *library, oeap_error *err)
 			                 "module records it in Python source: pass --library with a path without one "
 			                 "(apply resolves symbolic links, so copy the library to one)",
 			                 *p, (size_t)(p - (const unsigned char *)library));
-	if (*library && pysource_check_bytes(library, strlen(library), "--library", NULL, &why))
+	if (*library && oeap_pysource_check_bytes(library, strlen(library), "--library", NULL, &why))
 		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0,
 		                 "the library path is not valid UTF-8 (%s); the binding module records it in Python "
 		                 "source, which must be UTF-8 for the module to import: pass --library with a UTF-8 "
@@ -297,7 +297,7 @@ int oeap_binding_render(const oeap_patchdef *def, const char *library, oeap_buf 
 	oeap_buf body = OEAP_BUF_INIT;
 	char hex[OEAP_BINDING_DIGEST_HEX + 1];
 	int rc = -1;
-	if (check_library_path(library, err) ||
+	if (check_library_literal(library, err) ||
 	    render_part(def, def->binding_text, strlen(def->binding_text), library, &body, err))
 		goto done;
 	/* The digest goes right after the header line, which revert and every
@@ -585,7 +585,7 @@ int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const cha
 	 * with the server's LD_LIBRARY_PATH, without loading anything
 	 * (libsearch.h); the file found is the one opened below. */
 	char how[1024], *found = NULL;
-	if (bare && !(found = oeap_library_locate(path, ld_library_path, origin, how, sizeof(how)))) {
+	if (bare && !(found = oeap_libsearch_find(path, ld_library_path, origin, how, sizeof(how)))) {
 		snprintf(detail, cap,
 		         "%s does not load: a bare file name is searched as the server's loader will search it "
 		         "(LD_LIBRARY_PATH, the loader cache, the system directories): %s",

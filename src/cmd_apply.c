@@ -170,7 +170,7 @@ static char *library_argument(const char *arg)
 {
 	if (strchr(arg, '/') || access(arg, F_OK) == 0)
 		return realpath(arg, NULL);
-	return oeap_library_resolve(arg);
+	return oeap_library_realpath_own_env(arg);
 }
 
 /* What apply did (or would do): compute fills it, the printers print it. */

@@ -142,7 +142,7 @@ static int work_tree_verifies(const oeap_cli *cli)
 	oeap_error_clear(&ignore);
 	if (oeap_path_inside(cli->root, oeap_cli_target_rel(cli), &target, &ignore) == 0 &&
 	    oeap_read_file(target, &buf, &len, &ignore) == 0 &&
-	    pysource_check_size(len, target, &ignore) == 0 && /* verify would refuse it: not parsed here either */
+	    oeap_pysource_check_size(len, target, &ignore) == 0 && /* verify would refuse it: not parsed here either */
 	    oeap_verify_bytes(cli->def, buf, len, oeap_cli_target_rel(cli), &rep) == 0 && rep.applied &&
 	    oeap_binding_verify(cli->def, target, &rep) == 0)
 		ok = rep.ok;
@@ -169,7 +169,7 @@ static int head_carries_patch(git_repository *repo, const char *prefix, const oe
 	if (oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0 &&
 	    (path = oeap_commit_target(c, prefix, *prefix ? "/" : "", alts, target))) {
 		if (oeap_commit_blob(repo, c, path, &id, &buf, &len, &ignore) == 0 &&
-		    pysource_check_size(len, path, &ignore) == 0 &&
+		    oeap_pysource_check_size(len, path, &ignore) == 0 &&
 		    oeap_verify_bytes(def, buf, len, path, &rep) == 0)
 			yes = rep.applied;
 	}

@@ -22,15 +22,15 @@ int oeap_library_relative(const char *library)
 	return library[0] != '/' && strchr(library, '/') != NULL;
 }
 
-char *oeap_library_found(const char *name)
+char *oeap_library_find_own_env(const char *name)
 {
 	char how[1024];
-	return oeap_library_locate(name, getenv("LD_LIBRARY_PATH"), "the environment", how, sizeof(how));
+	return oeap_libsearch_find(name, getenv("LD_LIBRARY_PATH"), "the environment", how, sizeof(how));
 }
 
-char *oeap_library_resolve(const char *name)
+char *oeap_library_realpath_own_env(const char *name)
 {
-	char *found = oeap_library_found(name);
+	char *found = oeap_library_find_own_env(name);
 	char *out = found ? realpath(found, NULL) : NULL;
 	free(found);
 	return out;

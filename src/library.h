@@ -13,15 +13,22 @@
  * directory. An absolute path and a bare file name are 0. */
 int oeap_library_relative(const char *library);
 
-/* The file the loader's search path (this process's LD_LIBRARY_PATH, the
- * loader cache, the system directories) finds for the bare file name `name`,
- * as an absolute path without symbolic links, or NULL (not found, or `name`
- * has a slash). Nothing is loaded (libsearch.h). Caller frees. */
-char *oeap_library_resolve(const char *name);
+/*
+ * Three searches for a bare library name, told apart by their names:
+ * oeap_libsearch_find() (libsearch.h) searches with the LD_LIBRARY_PATH it
+ * is given (the server's) and says how it found the file; the two below
+ * search with this process's own environment (apply's --library, where the
+ * user runs it):
+ *
+ * oeap_library_find_own_env: the file as the loader found it, symbolic links
+ * kept (the trust rule checks each step of the way, docs/security.md), or
+ * NULL (not found, or `name` has a slash). Nothing is loaded. Caller frees.
+ */
+char *oeap_library_find_own_env(const char *name);
 
-/* The same search, but the path as the loader found it (symbolic links kept:
- * the trust rule checks each step of the way, docs/security.md). */
-char *oeap_library_found(const char *name);
+/* oeap_library_find_own_env() resolved: an absolute path without symbolic
+ * links (what apply records), or NULL. Caller frees. */
+char *oeap_library_realpath_own_env(const char *name);
 
 /* The library apply records when --library is not given ($OEAPATCH_LIBRARY,
  * the installed one beside the executable, or the build tree's). Caller frees;

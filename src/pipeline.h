@@ -74,7 +74,7 @@ int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len
  * outcome is the same as without it.
  */
 int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
-                            unsigned flags, const pysource *parsed, oeap_outcome *o, oeap_error *err);
+                            unsigned flags, const oeap_pysource *parsed, oeap_outcome *o, oeap_error *err);
 
 /* oeap_apply_bytes_flags() without flags. */
 int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,

@@ -11,7 +11,7 @@
  * here too, or apply and verify call a module that cannot import green.
  */
 typedef struct py3_probe {
-	const pysource *src;
+	const oeap_pysource *src;
 	TSNode bad;
 	const char *why;
 	size_t *opens; /* where each block's first statement starts (absolute), in source order */
@@ -98,15 +98,15 @@ static void py3_table_init(void)
 static int py3_descend(const py3_probe *p, TSNode n, TSSymbol sym)
 {
 	if (!ts_node_child_count(n))
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	if (sym >= py3_nsymbols || py3_statements[sym])
-		return PYSOURCE_WALK_DESCEND;
-	const unsigned char *s = (const unsigned char *)p->src->buf + pysource_start(p->src, n),
-	                    *e = (const unsigned char *)p->src->buf + pysource_end(p->src, n);
+		return OEAP_PYSOURCE_WALK_DESCEND;
+	const unsigned char *s = (const unsigned char *)p->src->buf + oeap_pysource_start(p->src, n),
+	                    *e = (const unsigned char *)p->src->buf + oeap_pysource_end(p->src, n);
 	for (; s < e; s++)
 		if (PY3_MAY_HOLD[*s])
-			return PYSOURCE_WALK_DESCEND;
-	return PYSOURCE_WALK_SKIP;
+			return OEAP_PYSOURCE_WALK_DESCEND;
+	return OEAP_PYSOURCE_WALK_SKIP;
 }
 
 static int visit_py3(TSNode n, void *user)
@@ -117,8 +117,8 @@ static int visit_py3(TSNode n, void *user)
 		return py3_descend(p, n, sym);
 	/* Every type compared below is one of PY3_TYPES. */
 	const char *type = ts_node_type(n);
-	const char *s = p->src->buf + pysource_start(p->src, n);
-	size_t len = pysource_end(p->src, n) - pysource_start(p->src, n);
+	const char *s = p->src->buf + oeap_pysource_start(p->src, n);
+	size_t len = oeap_pysource_end(p->src, n) - oeap_pysource_start(p->src, n);
 	const char *why = NULL;
 	if (strcmp(type, "block") == 0) {
 		/* An indent is legal only where a block's first statement starts. */
@@ -126,7 +126,7 @@ static int visit_py3(TSNode n, void *user)
 			TSNode c = ts_node_named_child(n, i);
 			if (strcmp(ts_node_type(c), "comment") == 0)
 				continue;
-			if (push_open(p, pysource_start(p->src, c)))
+			if (push_open(p, oeap_pysource_start(p->src, c)))
 				return -1;
 			break;
 		}
@@ -161,7 +161,7 @@ static int visit_py3(TSNode n, void *user)
 	if (why) {
 		p->bad = n;
 		p->why = why;
-		return PYSOURCE_WALK_STOP;
+		return OEAP_PYSOURCE_WALK_STOP;
 	}
 	return py3_descend(p, n, sym);
 }
@@ -192,13 +192,13 @@ static int size_cmp(const void *a, const void *b)
  * block, a dedent returns to an enclosing level, and tabs and spaces must
  * order the levels the same at tab size 8 and tab size 1 (else TabError).
  */
-static int check_indentation(const pysource *src, py3_probe *p, const char *what, oeap_error *err)
+static int check_indentation(const oeap_pysource *src, py3_probe *p, const char *what, oeap_error *err)
 {
 	unsigned char *kinds = NULL;
 	size_t nlines = 0, depth = 1;
 	size_t col[101], alt[101];
 	int error = 0;
-	if (pysource_line_kinds(src->buf, src->len, &kinds, &nlines))
+	if (oeap_pysource_line_kinds(src->buf, src->len, &kinds, &nlines))
 		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
 	/* sorted for the binary search in opens_block() */
 	if (p->nopens)
@@ -209,7 +209,7 @@ static int check_indentation(const pysource *src, py3_probe *p, const char *what
 		const char *nl = memchr(src->buf + at, '\n', src->len - at);
 		size_t next = nl ? (size_t)(nl - src->buf) + 1 : src->len;
 		size_t i = at, c = 0, a = 0;
-		if (kinds[line] != PYSOURCE_LINE_CODE)
+		if (kinds[line] != OEAP_PYSOURCE_LINE_CODE)
 			goto next_line;
 		for (; i < next; i++) {
 			if (src->buf[i] == ' ')
@@ -260,13 +260,13 @@ static int check_indentation(const pysource *src, py3_probe *p, const char *what
  * check_indentation()) are kept in src for a later parse with insertions.
  * Frees p's list either way.
  */
-static int py3_verdict(pysource *src, py3_probe *p, int rc, const char *what, oeap_error *err)
+static int py3_verdict(oeap_pysource *src, py3_probe *p, int rc, const char *what, oeap_error *err)
 {
 	int error;
 	if (p->oom) {
 		error = oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
-	} else if (rc == PYSOURCE_WALK_STOP) {
-		long line = pysource_line_of(src, pysource_start(src, p->bad));
+	} else if (rc == OEAP_PYSOURCE_WALK_STOP) {
+		long line = oeap_pysource_line_of(src, oeap_pysource_start(src, p->bad));
 		error = oeap_fail(err, OEAP_ERR_INPUT, what, line,
 		                  "line %ld: %s; the target runs under Python 3, which refuses to compile this file, so it "
 		                  "is not patched",
@@ -285,13 +285,13 @@ static int py3_verdict(pysource *src, py3_probe *p, int rc, const char *what, oe
 }
 
 /* Refuses what tree-sitter parses but Python 3 does not compile. */
-int oeap_py3_check(pysource *src, const char *what, oeap_error *err)
+int oeap_py3_check(oeap_pysource *src, const char *what, oeap_error *err)
 {
 	py3_probe p;
 	memset(&p, 0, sizeof(p));
 	p.src = src;
 	py3_table_init();
-	int rc = pysource_walk(pysource_root(src), visit_py3, &p);
+	int rc = oeap_pysource_walk(oeap_pysource_root(src), visit_py3, &p);
 	return py3_verdict(src, &p, rc, what, err);
 }
 
@@ -304,7 +304,7 @@ static int visit_py3_changed(TSNode n, void *user)
 	while (i < p->nranges && !(s <= p->ranges[i].end_byte && e >= p->ranges[i].start_byte))
 		i++;
 	if (i == p->nranges)
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	return visit_py3(n, user);
 }
 
@@ -322,7 +322,7 @@ static int visit_py3_changed(TSNode n, void *user)
  * is, as when a region goes in before it, is not taken from old). The
  * indentation check then runs on the whole text as in oeap_py3_check().
  */
-int oeap_py3_check_changed(pysource *src, const pysource *old, const size_t *ins_at,
+int oeap_py3_check_changed(oeap_pysource *src, const oeap_pysource *old, const size_t *ins_at,
                            const size_t *ins_len, size_t nins, const TSRange *ranges, size_t nranges,
                            const char *what, oeap_error *err)
 {
@@ -332,7 +332,7 @@ int oeap_py3_check_changed(pysource *src, const pysource *old, const size_t *ins
 	p.ranges = ranges;
 	p.nranges = nranges;
 	py3_table_init();
-	int rc = pysource_walk(pysource_root(src), visit_py3_changed, &p);
+	int rc = oeap_pysource_walk(oeap_pysource_root(src), visit_py3_changed, &p);
 	/* old's first statements, where they are in src */
 	for (size_t i = 0, k = 0, shift = 0; rc == 0 && !p.oom && i < old->nopens; i++) {
 		size_t x = old->opens[i];

@@ -15,7 +15,7 @@
 
 /* Refuses (OEAP_ERR_INPUT naming the line) what tree-sitter parsed in `src` but Python 3 does not compile;
  * records the blocks' first statements in src->opens. 0, or -1 with `err`. */
-int oeap_py3_check(pysource *src, const char *what, oeap_error *err);
+int oeap_py3_check(oeap_pysource *src, const char *what, oeap_error *err);
 
 /*
  * oeap_py3_check() of `src`, the text of `old` (which passed it) with the
@@ -23,7 +23,7 @@ int oeap_py3_check(pysource *src, const char *what, oeap_error *err);
  * `ranges` (nranges, parser offsets: tree-sitter's changed ranges and the
  * inserted bytes); py3check.c says why that is the same verdict.
  */
-int oeap_py3_check_changed(pysource *src, const pysource *old, const size_t *ins_at, const size_t *ins_len,
+int oeap_py3_check_changed(oeap_pysource *src, const oeap_pysource *old, const size_t *ins_at, const size_t *ins_len,
                            size_t nins, const TSRange *ranges, size_t nranges, const char *what, oeap_error *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* pyparse.c - bytes parsed into a pysource, from scratch or from an earlier parse (pyparse.h). */
+/* pyparse.c - bytes parsed into a oeap_pysource, from scratch or from an earlier parse (pyparse.h). */
 #include "pyparse.h"
 
 #include <stdlib.h>
@@ -15,14 +15,14 @@ static int visit_error(TSNode n, void *user)
 {
 	if (ts_node_is_missing(n) || strcmp(ts_node_type(n), "ERROR") == 0) {
 		*(TSNode *)user = n;
-		return PYSOURCE_WALK_STOP;
+		return OEAP_PYSOURCE_WALK_STOP;
 	}
-	return ts_node_has_error(n) ? PYSOURCE_WALK_DESCEND : PYSOURCE_WALK_SKIP;
+	return ts_node_has_error(n) ? OEAP_PYSOURCE_WALK_DESCEND : OEAP_PYSOURCE_WALK_SKIP;
 }
 
 static int find_error(TSNode node, TSNode *bad)
 {
-	return pysource_walk(node, visit_error, bad) == PYSOURCE_WALK_STOP;
+	return oeap_pysource_walk(node, visit_error, bad) == OEAP_PYSOURCE_WALK_STOP;
 }
 
 /* Row and byte column of an offset relative to the parsed text (after the BOM). */
@@ -38,24 +38,24 @@ static TSPoint point_at(const char *text, size_t off)
 	return p;
 }
 
-/* What pysource_parse_inserted() parses from: the original and where the
+/* What oeap_pysource_parse_inserted() parses from: the original and where the
  * insertions went (offsets into the new text). */
 typedef struct inserted {
-	const pysource *old;
+	const oeap_pysource *old;
 	const size_t *at, *len;
 	size_t n;
 } inserted;
 
 static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, const inserted *ins,
-                      pysource **out, oeap_error *err);
+                      oeap_pysource **out, oeap_error *err);
 
-int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
-                            const size_t *ins_len, size_t n, const char *what, pysource **out,
+int oeap_pysource_parse_inserted(const oeap_pysource *old, const char *buf, size_t len, const size_t *ins_at,
+                            const size_t *ins_len, size_t n, const char *what, oeap_pysource **out,
                             oeap_error *err)
 {
 	size_t bom = len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
 	if (bom != old->bom)
-		return pysource_parse(buf, len, what, out, err);
+		return oeap_pysource_parse(buf, len, what, out, err);
 	TSTree *t = ts_tree_copy(old->tree);
 	if (!t)
 		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
@@ -76,12 +76,12 @@ int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, co
 	return rc;
 }
 
-int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const pysource_edit *edits, size_t n,
-                         const char *what, pysource **out, oeap_error *err)
+int oeap_pysource_parse_edits(const oeap_pysource *old, const char *buf, size_t len, const oeap_pysource_edit *edits, size_t n,
+                         const char *what, oeap_pysource **out, oeap_error *err)
 {
 	size_t bom = len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
 	if (bom != old->bom)
-		return pysource_parse(buf, len, what, out, err);
+		return oeap_pysource_parse(buf, len, what, out, err);
 	TSTree *t = ts_tree_copy(old->tree);
 	if (!t)
 		return oeap_fail(err, OEAP_ERR_INTERNAL, what, 0, "out of memory");
@@ -119,7 +119,7 @@ int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const
 	return rc;
 }
 
-int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
+int oeap_pysource_parse(const char *buf, size_t len, const char *what, oeap_pysource **out,
                    oeap_error *err)
 {
 	return parse_with(buf, len, what, NULL, NULL, out, err);
@@ -128,7 +128,7 @@ int pysource_parse(const char *buf, size_t len, const char *what, pysource **out
 /* oeap_py3_check_changed() for src, parsed from ins->old's tree as edited
  * (old_tree): the ranges are tree-sitter's changed ranges and the inserted
  * bytes. */
-static int check_python3_inserted(pysource *src, TSTree *old_tree, const inserted *ins, const char *what,
+static int check_python3_inserted(oeap_pysource *src, TSTree *old_tree, const inserted *ins, const char *what,
                                   oeap_error *err)
 {
 	uint32_t nchanged = 0;
@@ -153,15 +153,15 @@ static int check_python3_inserted(pysource *src, TSTree *old_tree, const inserte
 }
 
 static int parse_with(const char *buf, size_t len, const char *what, TSTree *old_tree, const inserted *ins,
-                      pysource **out, oeap_error *err)
+                      oeap_pysource **out, oeap_error *err)
 {
 	int error = 0;
 	TSParser *parser = NULL;
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	const char *eol = "\n";
 
 	*out = NULL;
-	if ((error = pysource_check_bytes(buf, len, what, &eol, err)))
+	if ((error = oeap_pysource_check_bytes(buf, len, what, &eol, err)))
 		goto done;
 	if (len > UINT32_MAX - 16) {
 		error = oeap_fail(err, OEAP_ERR_INPUT, what, 0, "file of %zu bytes is too large to parse", len);
@@ -206,6 +206,6 @@ static int parse_with(const char *buf, size_t len, const char *what, TSTree *old
 done:
 	if (parser)
 		ts_parser_delete(parser);
-	pysource_free(src);
+	oeap_pysource_free(src);
 	return error;
 }

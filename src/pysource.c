@@ -16,17 +16,17 @@ static long line_of(const char *buf, size_t off)
 	return line;
 }
 
-int pysource_check_size(size_t len, const char *what, oeap_error *err)
+int oeap_pysource_check_size(size_t len, const char *what, oeap_error *err)
 {
-	if (len <= PYSOURCE_MAX_BYTES)
+	if (len <= OEAP_PYSOURCE_MAX_BYTES)
 		return 0;
 	return oeap_fail(err, OEAP_ERR_INPUT, what, 0,
 	                 "%zu bytes (%.1f MiB), over oeapatch's limit of %zu bytes (%zu MiB) for a Python source "
 	                 "file (memory grows with the size: docs/reliability.md)",
-	                 len, (double)len / (1 << 20), PYSOURCE_MAX_BYTES, PYSOURCE_MAX_BYTES >> 20);
+	                 len, (double)len / (1 << 20), OEAP_PYSOURCE_MAX_BYTES, OEAP_PYSOURCE_MAX_BYTES >> 20);
 }
 
-int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
+int oeap_pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
                          oeap_error *err)
 {
 	size_t lf = 0, crlf = 0;
@@ -75,13 +75,13 @@ int pysource_check_bytes(const char *buf, size_t len, const char *what, const ch
 	return 0;
 }
 
-/* The bytes outside strings and comments that pysource_line_kinds() acts on. */
+/* The bytes outside strings and comments that oeap_pysource_line_kinds() acts on. */
 static const unsigned char LINE_KIND_SPECIAL[256] = {
 	['\n'] = 1, ['\r'] = 1, ['#'] = 1, ['\\'] = 1, ['('] = 1, ['['] = 1, ['{'] = 1,
 	[')'] = 1, [']'] = 1, ['}'] = 1, ['"'] = 1, ['\''] = 1,
 };
 
-int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
+int oeap_pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
 {
 	size_t lines = 1;
 	for (const char *p = buf; (p = memchr(p, '\n', len - (size_t)(p - buf))) != NULL; p++)
@@ -98,9 +98,9 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
 			/* A one-quote string cannot span lines unless the newline is escaped. */
 			if (in_str && !triple && !escape)
 				in_str = 0;
-			k[++line] = in_str ? PYSOURCE_LINE_STRING
-			            : depth || backslash ? PYSOURCE_LINE_CONTINUED
-			                                 : PYSOURCE_LINE_CODE;
+			k[++line] = in_str ? OEAP_PYSOURCE_LINE_STRING
+			            : depth || backslash ? OEAP_PYSOURCE_LINE_CONTINUED
+			                                 : OEAP_PYSOURCE_LINE_CODE;
 			escape = comment = backslash = 0;
 			continue;
 		}
@@ -167,7 +167,7 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
 	return 0;
 }
 
-int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user)
+int oeap_pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user)
 {
 	TSTreeCursor c = ts_tree_cursor_new(root);
 	/* left[d]: the siblings still to visit after the current node at depth
@@ -181,11 +181,11 @@ int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user
 	for (;;) {
 		TSNode node = ts_tree_cursor_current_node(&c);
 		int v = visit(node, user);
-		if (v < 0 || v == PYSOURCE_WALK_STOP) {
+		if (v < 0 || v == OEAP_PYSOURCE_WALK_STOP) {
 			rc = v;
 			break;
 		}
-		uint32_t kids = v == PYSOURCE_WALK_DESCEND ? ts_node_child_count(node) : 0;
+		uint32_t kids = v == OEAP_PYSOURCE_WALK_DESCEND ? ts_node_child_count(node) : 0;
 		if (kids && ts_tree_cursor_goto_first_child(&c)) {
 			if (depth + 1 == cap) {
 				uint32_t *bigger = malloc(2 * cap * sizeof(*bigger));
@@ -217,7 +217,7 @@ out:
 }
 
 
-void pysource_free(pysource *src)
+void oeap_pysource_free(oeap_pysource *src)
 {
 	if (!src)
 		return;
@@ -227,42 +227,42 @@ void pysource_free(pysource *src)
 	free(src);
 }
 
-TSNode pysource_root(const pysource *src)
+TSNode oeap_pysource_root(const oeap_pysource *src)
 {
 	return ts_tree_root_node(src->tree);
 }
 
-size_t pysource_start(const pysource *src, TSNode node)
+size_t oeap_pysource_start(const oeap_pysource *src, TSNode node)
 {
 	return src->bom + ts_node_start_byte(node);
 }
 
-size_t pysource_end(const pysource *src, TSNode node)
+size_t oeap_pysource_end(const oeap_pysource *src, TSNode node)
 {
 	return src->bom + ts_node_end_byte(node);
 }
 
-long pysource_line_of(const pysource *src, size_t off)
+long oeap_pysource_line_of(const oeap_pysource *src, size_t off)
 {
 	return line_of(src->buf, off);
 }
 
-size_t pysource_line_start(const pysource *src, size_t off)
+size_t oeap_pysource_line_start(const oeap_pysource *src, size_t off)
 {
 	while (off > 0 && src->buf[off - 1] != '\n')
 		off--;
 	return off;
 }
 
-size_t pysource_next_line(const pysource *src, size_t off)
+size_t oeap_pysource_next_line(const oeap_pysource *src, size_t off)
 {
 	const char *nl = memchr(src->buf + off, '\n', src->len - off);
 	return nl ? (size_t)(nl - src->buf) + 1 : src->len;
 }
 
-char *pysource_text(const pysource *src, TSNode node)
+char *oeap_pysource_text(const oeap_pysource *src, TSNode node)
 {
-	size_t s = pysource_start(src, node), e = pysource_end(src, node);
+	size_t s = oeap_pysource_start(src, node), e = oeap_pysource_end(src, node);
 	char *t = malloc(e - s + 1);
 	if (!t)
 		return NULL;
@@ -271,9 +271,9 @@ char *pysource_text(const pysource *src, TSNode node)
 	return t;
 }
 
-int pysource_text_eq(const pysource *src, TSNode node, const char *s)
+int oeap_pysource_text_eq(const oeap_pysource *src, TSNode node, const char *s)
 {
-	size_t a = pysource_start(src, node), e = pysource_end(src, node);
+	size_t a = oeap_pysource_start(src, node), e = oeap_pysource_end(src, node);
 	size_t n = strlen(s);
 	return e - a == n && memcmp(src->buf + a, s, n) == 0;
 }

@@ -376,7 +376,7 @@ typedef struct qkid {
 
 typedef struct qmatch {
 	const oeap_query *q;
-	const pysource *src;
+	const oeap_pysource *src;
 	const qpattern *pat;
 	TSNode *caps;        /* per capture name: the node of the match being built */
 	unsigned char *set;  /* per capture name: set by this pattern */
@@ -425,7 +425,7 @@ static int qload_kids(qmatch *m, TSNode node, size_t *base, size_t *n)
 
 static char *qtext(const qmatch *m, uint32_t id)
 {
-	return m->set[id] ? pysource_text(m->src, m->caps[id]) : NULL;
+	return m->set[id] ? oeap_pysource_text(m->src, m->caps[id]) : NULL;
 }
 
 /* One predicate of the pattern, by the rule both engines share (predicate.h). */
@@ -522,7 +522,7 @@ static int qvisit(TSNode node, void *user)
 	for (size_t i = 0; i < m->q->npats; i++)
 		if (qmatch_at(m, &m->q->pats[i], node))
 			return -1;
-	return PYSOURCE_WALK_DESCEND;
+	return OEAP_PYSOURCE_WALK_DESCEND;
 }
 
 uint32_t oeap_qsubset_capture(const oeap_query *q, const char *capture)
@@ -534,7 +534,7 @@ uint32_t oeap_qsubset_capture(const oeap_query *q, const char *capture)
 }
 
 /* oeap_query_collect() for a query of the subset: the same nodes, unsorted. */
-int oeap_qsubset_collect(const oeap_query *q, const pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
+int oeap_qsubset_collect(const oeap_query *q, const oeap_pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
                     size_t *count, oeap_error *err)
 {
 	int error = 0;
@@ -557,7 +557,7 @@ int oeap_qsubset_collect(const oeap_query *q, const pysource *src, TSNode scope,
 	if (m.in_id != QNONE) {
 		for (size_t i = 0; i < q->npats && !error; i++)
 			error = qmatch_at(&m, &q->pats[i], scope);
-	} else if (pysource_walk(scope, qvisit, &m) < 0) {
+	} else if (oeap_pysource_walk(scope, qvisit, &m) < 0) {
 		error = -1;
 	}
 done:

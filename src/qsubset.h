@@ -24,7 +24,7 @@ uint32_t oeap_qsubset_capture(const oeap_query *q, const char *capture);
 
 /* oeap_query_collect() for a query of the subset: the same nodes, unsorted and not de-duplicated
  * (*nodes: caller frees). 0, or -1 with `err`. */
-int oeap_qsubset_collect(const oeap_query *q, const pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
+int oeap_qsubset_collect(const oeap_query *q, const oeap_pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
                          size_t *count, oeap_error *err);
 
 #endif

@@ -89,7 +89,7 @@ static int node_cmp(const void *a, const void *b)
 	return (int)ts_node_symbol(*x) - (int)ts_node_symbol(*y);
 }
 
-int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
+int oeap_query_collect(const oeap_query *q, const oeap_pysource *src, TSNode scope,
                        const char *capture, TSNode **nodes, size_t *count, oeap_error *err)
 {
 	int error = 0;

@@ -36,7 +36,7 @@ static double now_seconds(void)
 
 /* oeap_check_bytes() with the parse of `buf` made already (or NULL). */
 static int check_parsed(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
-                        const pysource *parsed, oeap_check_result *res)
+                        const oeap_pysource *parsed, oeap_check_result *res)
 {
 	oeap_outcome o;
 	memset(res, 0, sizeof(*res));
@@ -98,7 +98,7 @@ typedef struct edit_list {
 	const char *a, *b;
 	size_t alen, blen;
 	line_index la, lb;
-	pysource_edit *items;
+	oeap_pysource_edit *items;
 	size_t n, cap;
 	int oom;
 } edit_list;
@@ -109,7 +109,7 @@ static int on_hunk(const git_diff_delta *d, const git_diff_hunk *h, void *payloa
 	(void)d;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 16;
-		pysource_edit *p = realloc(l->items, cap * sizeof(*p));
+		oeap_pysource_edit *p = realloc(l->items, cap * sizeof(*p));
 		if (!p) {
 			l->oom = 1;
 			return -1;
@@ -117,7 +117,7 @@ static int on_hunk(const git_diff_delta *d, const git_diff_hunk *h, void *payloa
 		l->items = p;
 		l->cap = cap;
 	}
-	pysource_edit *e = &l->items[l->n++];
+	oeap_pysource_edit *e = &l->items[l->n++];
 	e->old_start = hunk_offset(&l->la, h->old_start, h->old_lines);
 	e->old_end = h->old_lines ? hunk_offset(&l->la, h->old_start + h->old_lines, 1) : e->old_start;
 	e->new_start = hunk_offset(&l->lb, h->new_start, h->new_lines);
@@ -137,7 +137,7 @@ static int edits_make(const edit_list *l)
 {
 	size_t ao = 0, bo = 0;
 	for (size_t i = 0; i < l->n; i++) {
-		const pysource_edit *e = &l->items[i];
+		const oeap_pysource_edit *e = &l->items[i];
 		if (e->old_start < ao || e->new_start < bo || e->old_end < e->old_start || e->new_end < e->new_start ||
 		    e->old_end > l->alen || e->new_end > l->blen || e->old_start - ao != e->new_start - bo ||
 		    memcmp(l->a + ao, l->b + bo, e->old_start - ao) != 0)
@@ -208,13 +208,13 @@ static int diff_edits(const char *a, size_t alen, const char *b, size_t blen, ed
 	l->blen = blen;
 	if (rc || !edits_make(l)) {
 		git_error_clear();
-		l->items[0] = (pysource_edit){pre, alen - suf, pre, blen - suf};
+		l->items[0] = (oeap_pysource_edit){pre, alen - suf, pre, blen - suf};
 		l->n = 1;
 	}
 	return 0;
 }
 
-int oeap_text_edits(const char *a, size_t alen, const char *b, size_t blen, pysource_edit **edits, size_t *n)
+int oeap_text_edits(const char *a, size_t alen, const char *b, size_t blen, oeap_pysource_edit **edits, size_t *n)
 {
 	edit_list l;
 	int rc = diff_edits(a, alen, b, blen, &l);
@@ -236,21 +236,21 @@ int oeap_text_edits(const char *a, size_t alen, const char *b, size_t blen, pyso
  * its own and names the error exactly as for any file. -1 only when memory
  * ran out for the diff.
  */
-static int parse_from(const pysource *prev, const char *data, size_t len, pysource **out)
+static int parse_from(const oeap_pysource *prev, const char *data, size_t len, oeap_pysource **out)
 {
 	oeap_error ignore;
-	pysource_edit *edits = NULL;
+	oeap_pysource_edit *edits = NULL;
 	size_t n = 0;
 	*out = NULL;
-	if (pysource_check_size(len, "", NULL))
+	if (oeap_pysource_check_size(len, "", NULL))
 		return 0;
 	if (!prev) {
-		pysource_parse(data, len, "", out, &ignore);
+		oeap_pysource_parse(data, len, "", out, &ignore);
 		return 0;
 	}
 	int rc = oeap_text_edits(prev->buf, prev->len, data, len, &edits, &n);
 	if (!rc)
-		pysource_parse_edits(prev, data, len, edits, n, "", out, &ignore);
+		oeap_pysource_parse_edits(prev, data, len, edits, n, "", out, &ignore);
 	free(edits);
 	return rc;
 }
@@ -262,7 +262,7 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 	oeap_oid_map seen = {0}; /* blob id -> index of the first revision with it */
 	/* The last parse that succeeded, and the bytes it borrows: the next
 	 * revision (its neighbour in the walk) is parsed from its tree. */
-	pysource *prev = NULL;
+	oeap_pysource *prev = NULL;
 	char *prev_data = NULL;
 	const char *prev_path = NULL;
 	for (size_t i = 0; i < revs->n; i++) {
@@ -285,13 +285,13 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 			error = -1;
 			break;
 		}
-		pysource *src = NULL;
+		oeap_pysource *src = NULL;
 		double t0 = now_seconds();
 		/* Another file (the target moved between alternatives): nothing of
 		 * the last tree is worth reusing, a parse from scratch is cheaper
 		 * than diffing two unrelated texts. */
 		if (prev && prev_path && strcmp(prev_path, r->path) != 0) {
-			pysource_free(prev);
+			oeap_pysource_free(prev);
 			free(prev_data);
 			prev = NULL;
 			prev_data = NULL;
@@ -301,7 +301,7 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 			rc = check_parsed(def, data, len, r->path, src, res);
 		res->seconds = now_seconds() - t0;
 		if (src) {
-			pysource_free(prev);
+			oeap_pysource_free(prev);
 			free(prev_data);
 			prev = src;
 			prev_data = data;
@@ -314,7 +314,7 @@ int oeap_check_revs(git_repository *repo, const oeap_patchdef *def, const oeap_r
 			break;
 		}
 	}
-	pysource_free(prev);
+	oeap_pysource_free(prev);
 	free(prev_data);
 	oeap_oid_map_free(&seen);
 	return error;

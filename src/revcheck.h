@@ -43,13 +43,13 @@ int oeap_check_bytes(const oeap_patchdef *def, const char *buf, size_t len, cons
                      oeap_check_result *res);
 
 /*
- * The changes that turn text `a` into text `b`, for pysource_parse_edits():
+ * The changes that turn text `a` into text `b`, for oeap_pysource_parse_edits():
  * libgit2's line diff of the part between the common prefix and suffix,
  * each hunk narrowed to the bytes that differ; checked to make `b` out of
  * `a` (else one edit over the differing middle). *edits (caller frees) may
  * be empty when the texts are equal. Returns -1 only when memory ran out.
  */
-int oeap_text_edits(const char *a, size_t alen, const char *b, size_t blen, pysource_edit **edits, size_t *n);
+int oeap_text_edits(const char *a, size_t alen, const char *b, size_t blen, oeap_pysource_edit **edits, size_t *n);
 
 /*
  * Checks every revision of `revs`, reading each blob once: revisions that

@@ -235,7 +235,7 @@ char *oeap_trust_library_file(const char *library, const char *ld_library_path, 
 {
 	char how[1024];
 	return strchr(library, '/') ? strdup(library)
-	                            : oeap_library_locate(library, ld_library_path, origin, how, sizeof(how));
+	                            : oeap_libsearch_find(library, ld_library_path, origin, how, sizeof(how));
 }
 
 char *oeap_trust_package_root(const oeap_patchdef *def, const char *target)

@@ -167,20 +167,20 @@ uint32_t oeap_tsquery_capture(const oeap_query *q, const char *capture)
 
 /* The text of the first node captured as `id` in the match; *set says whether the match captured it
  * (NULL with *set 1: memory ran out). */
-static char *capture_text(const pysource *src, const TSQueryMatch *m, uint32_t id, int *set)
+static char *capture_text(const oeap_pysource *src, const TSQueryMatch *m, uint32_t id, int *set)
 {
 	*set = 0;
 	for (uint16_t i = 0; i < m->capture_count; i++)
 		if (m->captures[i].index == id) {
 			*set = 1;
-			return pysource_text(src, m->captures[i].node);
+			return oeap_pysource_text(src, m->captures[i].node);
 		}
 	return NULL;
 }
 
 /* Evaluates one predicate (steps [0..n) excluding the Done step) by the rule both engines share
  * (predicate.h). -1 on error. */
-static int predicate_holds(const oeap_query *q, const pysource *src, const TSQueryMatch *m,
+static int predicate_holds(const oeap_query *q, const oeap_pysource *src, const TSQueryMatch *m,
                            const TSQueryPredicateStep *st, uint32_t n, oeap_error *err)
 {
 	uint32_t l;
@@ -201,7 +201,7 @@ static int predicate_holds(const oeap_query *q, const pysource *src, const TSQue
 	return holds;
 }
 
-static int match_holds(const oeap_query *q, const pysource *src, const TSQueryMatch *m,
+static int match_holds(const oeap_query *q, const oeap_pysource *src, const TSQueryMatch *m,
                        oeap_error *err)
 {
 	uint32_t nsteps = 0;
@@ -218,7 +218,7 @@ static int match_holds(const oeap_query *q, const pysource *src, const TSQueryMa
 	return 1;
 }
 
-int oeap_tsquery_collect(const oeap_query *q, const pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
+int oeap_tsquery_collect(const oeap_query *q, const oeap_pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
                          size_t *count, oeap_error *err)
 {
 	int error = 0;

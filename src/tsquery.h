@@ -25,7 +25,7 @@ uint32_t oeap_tsquery_capture(const oeap_query *q, const char *capture);
 
 /* oeap_query_collect() for a tree-sitter query: the nodes captured as `cap_id` by matches whose
  * predicates hold (and whose @in is `scope`, when the query has one), unsorted (*nodes: caller frees). */
-int oeap_tsquery_collect(const oeap_query *q, const pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
+int oeap_tsquery_collect(const oeap_query *q, const oeap_pysource *src, TSNode scope, uint32_t cap_id, TSNode **nodes,
                          size_t *count, oeap_error *err);
 
 #endif

@@ -190,7 +190,7 @@ int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_ver
 	}
 	/* Too large to parse is trouble (exit 2), not a failed check. */
 	if (!error && buf)
-		error = pysource_check_size(len, ref ? r->what : oeap_cli_target_rel(cli), err);
+		error = oeap_pysource_check_size(len, ref ? r->what : oeap_cli_target_rel(cli), err);
 	if (error)
 		goto done;
 	/* Settings: about the server's environment, so not of a commit unless files are named. */
