@@ -21,8 +21,6 @@
 #include "opt.h"
 #include "trust.h"
 
-enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE, OPT_SKIP_BINDING };
-
 typedef enum hook_action_kind { HOOK_UNKNOWN, HOOK_INSTALL, HOOK_UNINSTALL, HOOK_STATUS } hook_action_kind;
 
 typedef struct hook_opts {
@@ -35,48 +33,32 @@ typedef struct hook_opts {
 	hook_action_kind action; /* the first operand */
 } hook_opts;
 
-static int on_option(int val, const char *arg, void *user)
+/* --uncommitted: the post-* hooks re-apply, as with --reapply. */
+static int on_uncommitted(const char *arg, void *user)
 {
 	hook_opts *o = user;
-	switch (val) {
-	case OPT_REAPPLY:
-		o->reapply = 1;
-		return 0;
-	case OPT_LIBRARY:
-		o->library = arg;
-		return 0;
-	case OPT_ONLY:
-		o->only = arg;
-		return 0;
-	case OPT_UNCOMMITTED:
-		o->uncommitted = 1;
-		o->reapply = 1;
-		return 0;
-	case OPT_FORCE:
-		o->force = 1;
-		return 0;
-	case OPT_SKIP_BINDING:
-		o->skip_binding = 1;
-		return 0;
-	}
-	return -1;
+	(void)arg;
+	o->uncommitted = 1;
+	o->reapply = 1;
+	return 0;
 }
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"reapply", no_argument, OPT_REAPPLY, NULL,
-	 "install: post-merge/-checkout/-rewrite re-apply the patch, then verify (default: verify only)"},
-	{"uncommitted", no_argument, OPT_UNCOMMITTED, NULL,
-	 "install for a checkout that carries the patch uncommitted: the post-* hooks re-apply (as --reapply), and "
-	 "no pre-push (the pushed commits do not carry the patch; ours is removed)"},
-	{"library", required_argument, OPT_LIBRARY, "PATH", "install --reapply: the liboea apply records (default: as apply)"},
-	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
-	 "install: pre-push does not require the binding module in pushed commits (every deploy runs apply)"},
-	{"force", no_argument, OPT_FORCE, NULL,
-	 "install, uninstall: replace or remove a hook of ours even when lines were added to it since install"},
-	{"only", required_argument, OPT_ONLY, "HOOK,...",
-	 "act on these hooks only (post-merge, post-checkout, post-rewrite, pre-push)"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_SWITCH("reapply", 0, hook_opts, reapply,
+	                "install: post-merge/-checkout/-rewrite re-apply the patch, then verify (default: verify only)"),
+	OEAP_OPT_CALLBACK("uncommitted", 0, NULL, on_uncommitted,
+	                  "install for a checkout that carries the patch uncommitted: the post-* hooks re-apply (as "
+	                  "--reapply), and no pre-push (the pushed commits do not carry the patch; ours is removed)"),
+	OEAP_OPT_VALUE("library", 0, "PATH", hook_opts, library,
+	               "install --reapply: the liboea apply records (default: as apply)"),
+	OEAP_OPT_SWITCH("skip-binding", 0, hook_opts, skip_binding,
+	                "install: pre-push does not require the binding module in pushed commits (every deploy runs apply)"),
+	OEAP_OPT_SWITCH("force", 0, hook_opts, force,
+	                "install, uninstall: replace or remove a hook of ours even when lines were added to it since install"),
+	OEAP_OPT_VALUE("only", 0, "HOOK,...", hook_opts, only,
+	               "act on these hooks only (post-merge, post-checkout, post-rewrite, pre-push)"),
+	OEAP_OPT_END,
 };
 
 static const char synopsis[] =
@@ -490,7 +472,7 @@ int cmd_hook(int argc, char **argv)
 	/* The action is the first operand, before or after the options
 	 * (`hook install -C R`, `hook -C R install`). */
 	snprintf(command, sizeof(command), "hook");
-	int p = oeap_cli_parse(&cli, command, synopsis, summary, options, argc, argv, on_option, &o, &first);
+	int p = oeap_cli_parse(&cli, command, synopsis, summary, options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if (first < argc) {

@@ -29,37 +29,19 @@
 
 extern char **environ;
 
-enum { OPT_REF = OEAP_OPT_FIRST_FREE, OPT_SKIP_BINDING, OPT_ENV_FILE };
-
-static int on_option(int val, const char *arg, void *user)
-{
-	oeap_verify_opts *o = user;
-	if (val == OPT_REF)
-		o->ref = arg;
-	else if (val == OPT_SKIP_BINDING)
-		o->skip_binding = 1;
-	else if (val == OPT_ENV_FILE && o->nenv_files < OEAP_VERIFY_MAX_ENV_FILES)
-		o->env_files[o->nenv_files++] = arg;
-	else if (val == OPT_ENV_FILE)
-		o->too_many_env_files = 1;
-	else
-		return -1;
-	return 0;
-}
-
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"ref", required_argument, OPT_REF, "REV",
-	 "verify the file as committed at REV (read from git, not the work tree): the binding module must be in "
-	 "that commit too; the library, bytecode and trust checks are skipped, and so is the settings check unless "
-	 "--env-file names files"},
-	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
-	 "with --ref: do not require the binding module in the commit (every deploy runs `oeapatch apply`, which "
-	 "writes it)"},
-	{"env-file", required_argument, OPT_ENV_FILE, "FILE",
-	 "check the binding's settings as a systemd EnvironmentFile= gives them (its syntax; repeatable, later "
-	 "files win) instead of verify's own environment, whose settings are then ignored"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_VALUE("ref", 0, "REV", oeap_verify_opts, ref,
+	               "verify the file as committed at REV (read from git, not the work tree): the binding module must be in "
+	               "that commit too; the library, bytecode and trust checks are skipped, and so is the settings check unless "
+	               "--env-file names files"),
+	OEAP_OPT_SWITCH("skip-binding", 0, oeap_verify_opts, skip_binding,
+	                "with --ref: do not require the binding module in the commit (every deploy runs `oeapatch apply`, which "
+	                "writes it)"),
+	OEAP_OPT_CALLBACK("env-file", 0, "FILE", oeap_verify_opt_env_file,
+	                  "check the binding's settings as a systemd EnvironmentFile= gives them (its syntax; repeatable, later "
+	                  "files win) instead of verify's own environment, whose settings are then ignored"),
+	OEAP_OPT_END,
 };
 
 /* A value the binding refuses while on: it stops at import, so no value of that setting is shown. */
@@ -257,7 +239,7 @@ int cmd_verify(int argc, char **argv)
 	                       "when it is within two edits of one (a typo), else warns. With --ref, the file as "
 	                       "committed at REV is verified instead of the work tree's, and the settings only with "
 	                       "--env-file.",
-	                       options, argc, argv, on_option, &o, &first);
+	                       options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))

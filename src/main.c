@@ -71,14 +71,14 @@ static int top_usage_error(int argc, char **argv, const char *name)
 
 static const oeap_option top_options[] = {
 	OEAP_COMMON_OPTIONS,
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_END,
 };
 
 static int cmd_version(int argc, char **argv)
 {
 	oeap_cli cli;
 	int first = 0;
-	int p = oeap_cli_parse(&cli, "version", "[--json]", "Print the version.", top_options, argc, argv, NULL, NULL, &first);
+	int p = oeap_cli_parse(&cli, "version", "[--json]", "Print the version.", top_options, argc, argv, NULL, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
@@ -93,7 +93,7 @@ static int cmd_help(int argc, char **argv)
 	int first = 0;
 	int p = oeap_cli_parse(&cli, "help", "[COMMAND] [--json]",
 	                       "Describe oeapatch, or a command (the same as oeapatch COMMAND --help).", top_options,
-	                       argc, argv, NULL, NULL, &first);
+	                       argc, argv, NULL, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if (first < argc && (p = oeap_cli_no_operands(&cli, argc, argv, first + 1)))

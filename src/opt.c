@@ -53,7 +53,7 @@ static void print_options(const oeap_option *opts, FILE *f)
 	for (const oeap_option *o = opts; o->name; o++) {
 		char left[64];
 		const char *sep = o->arg && o->has_arg != optional_argument ? " " : "";
-		if (o->val < 256)
+		if (o->val && o->val < 256)
 			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->val, o->name, sep, o->arg ? o->arg : "");
 		else
 			snprintf(left, sizeof(left), "    --%s%s%s", o->name, sep, o->arg ? o->arg : "");
@@ -71,8 +71,8 @@ static void usage(const char *command, const char *synopsis, const char *summary
 
 static const oeap_option global_options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"version", no_argument, 'V', NULL, "print the version"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_OWN("version", no_argument, 'V', NULL, "print the version"),
+	OEAP_OPT_END,
 };
 
 void oeap_cli_print_global_options(FILE *f)
@@ -94,6 +94,10 @@ static int set_color(const char *arg, oeap_error *err)
 	return 0;
 }
 
+/* The code getopt returns for entry n of a table that has no short letter:
+ * above the letters and the common options' codes. */
+#define OPT_TABLE_CODE 1000
+
 /* getopt tables from an option table: `lopts` holds 64, `shorts` 64 bytes. */
 static void getopt_tables(const oeap_option *opts, struct option *lopts, char *shorts, int stop_at_operand)
 {
@@ -104,8 +108,8 @@ static void getopt_tables(const oeap_option *opts, struct option *lopts, char *s
 		lopts[n].name = o->name;
 		lopts[n].has_arg = o->has_arg;
 		lopts[n].flag = NULL;
-		lopts[n].val = o->val;
-		if (o->val < 256 && sn < 61) {
+		lopts[n].val = o->val ? o->val : OPT_TABLE_CODE + (int)n;
+		if (o->val && o->val < 256 && sn < 61) {
 			shorts[sn++] = (char)o->val;
 			if (o->has_arg == required_argument)
 				shorts[sn++] = ':';
@@ -293,9 +297,43 @@ static int acts_on_target(const char *command)
 	return 0;
 }
 
+/* The entry of `opts` getopt returned `c` for, when it is bound (oeap_opt_bind), or NULL. */
+static const oeap_option *bound_option(const oeap_option *opts, int c)
+{
+	if (c >= OPT_TABLE_CODE) {
+		const oeap_option *o = &opts[c - OPT_TABLE_CODE];
+		return o->bind != OEAP_OPT_BIND_NONE ? o : NULL;
+	}
+	for (const oeap_option *o = opts; o->name; o++)
+		if (o->val == c && o->bind != OEAP_OPT_BIND_NONE)
+			return o;
+	return NULL;
+}
+
+/* Gives option `c` (its argument `arg`) to what its entry binds it to: 0, or -1 when no entry takes it. */
+static int bind_option(const oeap_option *opts, int c, const char *arg, void *user)
+{
+	const oeap_option *o = bound_option(opts, c);
+	if (!o || !user)
+		return -1;
+	switch (o->bind) {
+	case OEAP_OPT_BIND_SWITCH:
+		*(int *)((char *)user + o->offset) = 1;
+		return 0;
+	case OEAP_OPT_BIND_VALUE:
+		*(const char **)((char *)user + o->offset) = arg;
+		return 0;
+	case OEAP_OPT_BIND_CALLBACK:
+		return o->callback ? o->callback(arg, user) : -1;
+	case OEAP_OPT_BIND_NONE:
+		break;
+	}
+	return -1;
+}
+
 int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, const char *summary,
                    const oeap_option *opts, int argc, char **argv,
-                   int (*on_option)(int val, const char *arg, void *user), void *user, int *first_arg)
+                   void *user, int *first_arg)
 {
 	struct option lopts[64];
 	/* GNU order: options may follow operands (`check HEAD --json`). */
@@ -342,7 +380,7 @@ int oeap_cli_parse(oeap_cli *cli, const char *command, const char *synopsis, con
 			unknown_option(&err, command, argc, argv);
 			goto usage_error;
 		default:
-			if (!on_option || on_option(c, optarg, user)) {
+			if (bind_option(opts, c, optarg, user)) {
 				oeap_fail(&err, OEAP_ERR_USAGE, command, 0, "%s is not an option of %s",
 				          argv[optind - 1 < argc ? optind - 1 : argc - 1], command);
 				goto usage_error;

@@ -22,6 +22,16 @@
 
 extern char **environ;
 
+int oeap_verify_opt_env_file(const char *arg, void *user)
+{
+	oeap_verify_opts *o = user;
+	if (o->nenv_files < OEAP_VERIFY_MAX_ENV_FILES)
+		o->env_files[o->nenv_files++] = arg;
+	else
+		o->too_many_env_files = 1;
+	return 0;
+}
+
 /*
  * --ref: the target's blob at `rev`, read from the object database. A
  * commit without the file is a failed check ("file"), not trouble: it does
