@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "embedded_scripts.h"
 #include "fsio.h"
 #include "importsys.h"
 #include "quote.h"
@@ -123,43 +124,7 @@ int oeap_target_python_ask(oeap_cli *cli, char *const *pkgs, size_t n, char (*lo
 	 * Python and which file; then one line per package (empty: none). The
 	 * folder `-c` puts first on sys.path is ours, not the server's: dropped
 	 * (and the query runs from "/"). */
-	static const char script[] =
-		"import sys\n"
-		"if sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', False):\n"
-		"    del sys.path[0]\n"
-		"import importlib.util, os, platform\n"
-		"print(sys.executable)\n"
-		"print(platform.python_version())\n"
-		"names, found = sys.argv[1:], {}\n"
-		"for name in names:\n"
-		"    s = importlib.util.find_spec(name)\n"
-		"    locs = list(s.submodule_search_locations or []) if s else []\n"
-		"    found[name] = locs[0] if locs else os.path.dirname(s.origin) if s and s.origin else ''\n"
-		/* Two frameworks found: one installed only because the other
-		 * requires it (no REQUESTED marker in its dist-info, named in the
-		 * other's Requires-Dist: SGLang 0.4.x requires vLLM) is not one the
-		 * user chose to serve, so not a candidate. */
-		"if sum(1 for n in names if found[n]) > 1:\n"
-		"    try:\n"
-		"        import importlib.metadata as md, re\n"
-		"        def dist(n):\n"
-		"            try:\n"
-		"                return md.distribution(n)\n"
-		"            except Exception:\n"
-		"                return None\n"
-		"        def key(r):\n"
-		"            return re.split(r'[^A-Za-z0-9._-]', r.strip(), 1)[0].lower().replace('_', '-')\n"
-		"        ds = {n: dist(n) for n in names if found[n]}\n"
-		"        needs = {n: {key(r) for r in (d.requires or [])} if d else set() for n, d in ds.items()}\n"
-		"        only = [n for n, d in ds.items() if d is not None and d.read_text('REQUESTED') is None\n"
-		"                and any(o != n and n.lower().replace('_', '-') in needs[o] for o in ds)]\n"
-		"        if len(only) < len(ds):\n"
-		"            for n in only:\n"
-		"                found[n] = ''\n"
-		"    except Exception:\n"
-		"        pass\n"
-		"for name in names:\n"
-		"    print(found[name])\n";
+	const char *script = oeap_script_python_ask_py; /* src/scripts/python_ask.py */
 	char exe[PATH_MAX + 2], version[64], *args[17];
 	int fds[2] = {-1, -1}, status = 0, error = 0;
 	size_t got = 0;
