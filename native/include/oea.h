@@ -14,16 +14,17 @@
  *    it; fields are only ever appended, so a larger library can serve an older
  *    caller. A size smaller than version 1's struct (OEA_PROBLEM_SIZE_V1) is
  *    refused; a size of at least V1 but below sizeof(oea_problem) is read as
- *    that older struct, the missing fields taking their zero meaning (an ABI 1
- *    caller gets min_valid_rows = 0: no gate). The library never reads past
- *    struct_size.
+ *    the largest older struct it covers (V1 or V2), the missing fields taking
+ *    their zero meaning (an ABI 1 caller gets min_valid_rows = 0: no gate; an
+ *    ABI 1 or 2 caller gets totals = NULL: no sums). The library never reads
+ *    past struct_size.
  *  - No global mutable state: any number of models, threads and streams may
  *    call concurrently. Nothing is allocated, nothing is cached.
  *
  * Memory
  *  - oea_route_host: every pointer is host memory.
  *  - oea_route_cuda: every pointer (logits, bias, ids, weights, num_valid_rows,
- *    stats) is device memory (or managed/host-mapped memory the device can
+ *    stats, totals) is device memory (or managed/host-mapped memory the device can
  *    read); the call is one kernel launch on `stream` (a cooperative launch
  *    when n > 8: the kernel's blocks meet at one grid barrier before the
  *    in-place writes), performs no allocation, no synchronisation and never
@@ -32,34 +33,23 @@
  *    block reads them). Argument errors are detected on the host from the
  *    scalar fields before the launch.
  *
- * Row validity (both paths, identical): row i is processed when
- *   i < *num_valid_rows (when num_valid_rows is non-NULL; read on the device
- *   for the CUDA path) and its R routed ids are all in [0, E) and distinct.
- * Any other row is left untouched byte for byte and contributes nothing to
- * the loaded set U. (Rows with a negative id are the framework's padding;
- * rows with ids >= E or duplicates are counted in stats->invalid_rows.)
- *
- * Non-finite logits: NaN keys rank below every other key (ties, NaN with NaN
- * included, go to the lower expert index); -inf is an ordinary, very low key.
- * The computation is always defined and identical on both paths (bit for bit:
- * see docs/native-abi.md). Processed rows in which any of the E logits, or any
- * correction_bias entry, is NaN or +-inf are counted in
- * stats->nonfinite_rows. With OEA_FLAG_REJECT_NONFINITE the host path instead
- * refuses the whole call with OEA_ERR_NONFINITE before writing anything (the
- * CUDA path cannot inspect device data from the host and returns
- * OEA_ERR_INVALID_ARGUMENT for that flag).
- *
- * Minimum-batch gate (ABI 2): when min_valid_rows > 0 and fewer rows than that
- * are processed (counted by the rule above, on the device for CUDA), nothing
- * is written to ids or weights; stats are still written, with t_after =
- * t_before and gated = 1. So a CUDA-graph bucket padded around one real token
- * is left as the framework routed it.
- *
- * Output of a processed row (k0 < R): its routed columns become the k0 best
- * of its own routed experts plus the best R - k0 experts of U (the union of
- * every processed row's k0 best), in key order; slots without a candidate
- * repeat the row's best expert with weight +0. With k0 >= R nothing is
- * written except stats. A NaN weight is written as 0x7fc00000.
+ * What a call computes is specified in docs/oea-semantics.md; its rule
+ * numbers are cited here rather than restated:
+ *  - which rows are processed (padding, invalid rows, num_valid_rows):
+ *    "Processed rows"; unprocessed rows are never written;
+ *  - key, order, NaN and -inf: "Key" and "Order"; non-finite rows counted
+ *    in stats->nonfinite_rows, or (host path only) refused with
+ *    OEA_ERR_NONFINITE under OEA_FLAG_REJECT_NONFINITE; the CUDA path
+ *    answers OEA_ERR_INVALID_ARGUMENT for that flag;
+ *  - the minimum-batch gate (ABI 2): rule 3; the output (selection, distinct
+ *    fillers with weight +0, order, weights, the canonical NaN): rules 4-7;
+ *    k0 >= R writes nothing but stats and totals;
+ *  - stats (T before/after, t_after = max(|U|, R) when rows were rewritten):
+ *    rule 8;
+ *  - the kept weight and changed slots of a re-routed row and the totals a
+ *    call adds (ABI 3): rules 9 and 10.
+ * The result is bit for bit the same on both paths (docs/native-abi.md,
+ * "Semantics decisions").
  */
 #ifndef OEA_H
 #define OEA_H
@@ -77,7 +67,7 @@ extern "C" {
 #define OEA_API __attribute__((visibility("default")))
 #endif
 
-#define OEA_ABI_VERSION 2
+#define OEA_ABI_VERSION 3
 
 /* Limits of one call (bounded so that every scratch array has a fixed size). */
 #define OEA_MAX_ROWS 1024
@@ -124,14 +114,46 @@ typedef enum oea_scoring {
  */
 typedef struct oea_stats {
 	uint32_t t_before;       /* distinct experts in the valid rows' routed ids */
-	uint32_t t_after;        /* distinct experts after re-routing (= |U|; t_before when
-				    k0 >= R or gated) */
+	uint32_t t_after;        /* distinct experts after re-routing (spec rule 8:
+				    max(|U|, R); t_before when nothing was rewritten) */
 	uint32_t valid_rows;     /* rows processed */
 	uint32_t invalid_rows;   /* rows < num_valid_rows skipped for bad ids */
 	uint32_t nonfinite_rows; /* processed rows with a NaN/inf logit or bias entry */
 	uint32_t gated;          /* ABI 2: 1 when the min_valid_rows gate skipped the call */
 	uint32_t reserved[2];    /* written as 0 */
 } oea_stats;
+
+/* Buckets of oea_totals.kept_hist (spec rule 10 gives the edges). */
+#define OEA_KEPT_BUCKETS 16
+/* kept_fx is the sum of kept * 2^OEA_KEPT_FX_BITS (each row's term truncated). */
+#define OEA_KEPT_FX_BITS 24
+
+/*
+ * Running sums (ABI 3) that a call ADDS to when oea_problem.totals is
+ * non-NULL: caller-owned memory (device memory on the CUDA path), zeroed by
+ * the caller when it wants to start over; nothing is overwritten. Spec rule
+ * 10 defines every field. The CUDA path adds with device atomics (integer:
+ * the sums do not depend on the order of the adds), so any number of
+ * launches, on any streams, may share one; the host path adds with plain
+ * stores, so concurrent host calls must not share one.
+ */
+typedef struct oea_totals {
+	uint64_t calls;          /* calls that returned OEA_OK */
+	uint64_t gated;          /* of those, calls the min_valid_rows gate skipped */
+	/* The next five: sums of oea_stats' fields over the calls not gated. */
+	uint64_t t_before;
+	uint64_t t_after;
+	uint64_t valid_rows;
+	uint64_t invalid_rows;
+	uint64_t nonfinite_rows;
+	/* Re-routed rows: processed rows of calls that rewrote rows (k0 < R,
+	 * not gated). The kept figures are theirs. */
+	uint64_t rerouted_rows;
+	uint64_t changed_slots;  /* sum of the rows' changed slots */
+	uint64_t kept_fx;        /* sum of min(kept, 65536) * 2^24, truncated per row */
+	uint64_t kept_undefined; /* re-routed rows whose kept is undefined */
+	uint64_t kept_hist[OEA_KEPT_BUCKETS]; /* rows with a defined kept, per bucket */
+} oea_totals;
 
 /*
  * One MoE layer, one step. Shapes: logits [n][E] (row stride in elements,
@@ -173,10 +195,15 @@ typedef struct oea_problem {
 	/* ---- ABI 2 (absent from an ABI 1 caller's struct: read as 0) ---- */
 	int32_t min_valid_rows;   /* <= 0: no gate; else fewer processed rows = no rewrite */
 	int32_t reserved_abi2;    /* must be 0 (OEA_ERR_INVALID_ARGUMENT otherwise) */
+
+	/* ---- ABI 3 (absent from an ABI 1 or 2 caller's struct: read as NULL) ---- */
+	oea_totals *totals;       /* sums to add to (8-byte aligned), or NULL */
 } oea_problem;
 
 /* sizeof(oea_problem) of ABI 1: the smallest struct_size accepted. */
 #define OEA_PROBLEM_SIZE_V1 offsetof(oea_problem, min_valid_rows)
+/* sizeof(oea_problem) of ABI 2 (136 bytes). */
+#define OEA_PROBLEM_SIZE_V2 offsetof(oea_problem, totals)
 
 /* The ABI version this library was built with (OEA_ABI_VERSION). */
 OEA_API int oea_abi_version(void);
@@ -210,8 +237,8 @@ OEA_API int oea_route_host(const oea_problem *p);
  * OEA_ERR_CUDA when there is no usable device or the launch itself failed
  * (the launch's own status; the runtime's last error is cleared then).
  * Kernel-side faults surface, as for any kernel, at the caller's next
- * synchronisation. With n == 0 (or k0 >= R, or min_valid_rows > n) and
- * stats == NULL nothing is launched.
+ * synchronisation. With n == 0 (or k0 >= R, or min_valid_rows > n), stats ==
+ * NULL and totals == NULL nothing is launched.
  */
 OEA_API int oea_route_cuda(const oea_problem *p, void *stream);
 

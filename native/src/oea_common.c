@@ -10,7 +10,7 @@
 #include "oea_internal.h"
 
 #ifndef OEA_VERSION_STRING
-#define OEA_VERSION_STRING "2.1.0"
+#define OEA_VERSION_STRING "3.0.0"
 #endif
 
 /* Strides beyond this would overflow size arithmetic for n <= OEA_MAX_ROWS. */
@@ -50,7 +50,7 @@ const char *oea_status_message(int status)
 		       "weights strides >= top_k (in elements, at most 2^40)";
 	case OEA_ERR_ALIGNMENT:
 		return "misaligned pointer: every array must be aligned to its element size "
-		       "(stats and num_valid_rows to 4 bytes)";
+		       "(stats and num_valid_rows to 4 bytes, totals to 8)";
 	case OEA_ERR_SCORING:
 		return "unknown scoring function: use OEA_SCORING_SOFTMAX or OEA_SCORING_SIGMOID";
 	case OEA_ERR_GROUPS:
@@ -123,7 +123,8 @@ static int oea_problem_check_full(const oea_problem *p)
 	    oea_misaligned(p->weights, sizeof(float)) ||
 	    oea_misaligned(p->correction_bias, sizeof(float)) ||
 	    oea_misaligned(p->num_valid_rows, sizeof(int32_t)) ||
-	    oea_misaligned(p->stats, sizeof(uint32_t)))
+	    oea_misaligned(p->stats, sizeof(uint32_t)) ||
+	    oea_misaligned(p->totals, sizeof(uint64_t)))
 		return OEA_ERR_ALIGNMENT;
 	return OEA_OK;
 }
@@ -139,8 +140,11 @@ int oea_problem_load(const oea_problem *p, oea_problem *q)
 		return OEA_ERR_STRUCT_SIZE;
 	/* Never read past what the caller says it has. Any size below ABI 2's
 	 * is an ABI 1 struct (it ends before min_valid_rows, which keeps its
-	 * zero: no gate); a larger one is a newer caller's, read up to ours. */
-	have = p->struct_size < sizeof *q ? OEA_PROBLEM_SIZE_V1 : sizeof *q;
+	 * zero: no gate); any size below ABI 3's an ABI 2 struct (totals stays
+	 * NULL: no sums); a larger one is a newer caller's, read up to ours. */
+	have = p->struct_size < OEA_PROBLEM_SIZE_V2 ? OEA_PROBLEM_SIZE_V1
+	       : p->struct_size < sizeof *q         ? OEA_PROBLEM_SIZE_V2
+						    : sizeof *q;
 	memcpy(q, p, have);
 	q->struct_size = sizeof *q;
 	return oea_problem_check_full(q);

@@ -284,6 +284,44 @@ static uint32_t oea_cpu_hits(const float *kr, int w, uint32_t bits, float thr)
 }
 
 /*
+ * The kept weight and changed slots of a re-routed row (spec rules 9-10),
+ * added to the call's sums. id/score: the c selected experts in output order
+ * (oea_row_finish sorted them); orig: the R original routed ids in column
+ * order. An original expert's score is sr[e] when phase 2 computed the whole
+ * row's (sr non-NULL), else oea_score of its logit lf[e]: the same bits.
+ * Most rows of a large batch change nothing and stop at the count.
+ */
+static void oea_cpu_kept(const oea_problem *p, int c, const int32_t *id, const float *score,
+			 int R, const int32_t *orig, const float *sr, const float *lf, float m,
+			 float s, oea_totals *acc)
+{
+	uint32_t sel[OEA_MASK_WORDS] = {0};
+	float num = 0.0f, den = 0.0f, kept;
+	int a, changed = R;
+
+	for (a = 0; a < c; a++)
+		oea_set_bit(sel, id[a]);
+	for (a = 0; a < R; a++)
+		changed -= oea_bit(sel, orig[a]);
+	acc->rerouted_rows++;
+	acc->changed_slots += (uint64_t)changed;
+	if (changed == 0) {
+		kept = 1.0f; /* rule 9: no sum taken */
+	} else {
+		for (a = 0; a < c; a++)
+			num = num + score[a];
+		for (a = 0; a < R; a++)
+			den = den + (sr ? sr[orig[a]] : oea_score(lf[orig[a]], p->scoring, m, s));
+		if (!oea_kept(num, den, &kept)) {
+			acc->kept_undefined++;
+			return;
+		}
+	}
+	acc->kept_fx += oea_kept_fx(kept);
+	acc->kept_hist[oea_kept_bucket(kept)]++;
+}
+
+/*
  * Phase 2 of one row and its output. The candidates are U \ P_i within the
  * row's groups; the best `want` of them are kept by insertion (the kernel
  * uses a repeated warp argmax: the same set, the order being total). In a
@@ -299,7 +337,7 @@ static uint32_t oea_cpu_hits(const float *kr, int w, uint32_t bits, float thr)
  *    at all with softmax and no bias, where the key is the logit.
  */
 static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows,
-			   const uint32_t *u, const float *bias, int R)
+			   const uint32_t *u, const float *bias, int R, oea_totals *acc)
 {
 	const void *lrow = oea_row_ptr(p->logits, p->logits_dtype, p->logits_row_stride, i);
 	void *irow = (void *)oea_row_ptr(p->ids, p->ids_dtype, p->ids_row_stride, i);
@@ -307,7 +345,7 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 	_Alignas(16) float lf[OEA_MAX_EXPERTS + 32];
 	_Alignas(16) float kbuf[OEA_MAX_EXPERTS + 32], sr[OEA_MAX_EXPERTS + 32];
 	const float *kr = lf; /* the keys of the row's experts */
-	int32_t id[OEA_MAX_TOPK];
+	int32_t id[OEA_MAX_TOPK], orig[OEA_MAX_TOPK];
 	float key[OEA_MAX_TOPK], score[OEA_MAX_TOPK];
 	uint32_t cand[OEA_MASK_WORDS];
 	uint32_t pmask[OEA_MASK_WORDS] = {0}, allow[OEA_MASK_WORDS] = {0};
@@ -384,10 +422,40 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 		for (a = 0; a < c; a += 4)
 			oea_v4f_store(score + a, oea_score4(oea_v4f_load(key + a), p->scoring, m, s));
 	}
+	/* The original ids, for the kept weight: the row is rewritten next. */
+	if (acc)
+		for (a = 0; a < R; a++)
+			orig[a] = (int32_t)oea_id_load(irow, p->ids_dtype, a);
 	/* id[0] is the best phase-1 expert (phase 1 is in key order); the
 	 * fillers need the whole batch's U (spec version 3, rule 5). */
 	oea_row_finish(c, id, key, score, R, p->renormalize, col0, score[0], u, E, irow,
 		       p->ids_dtype, wrow);
+	if (acc)
+		oea_cpu_kept(p, c, id, score, R, orig, logit_key ? NULL : sr, lf, m, s, acc);
+}
+
+/* Adds a successful call's figures to the caller's totals (rule 10): calls
+ * and gated always, the stats' sums when not gated, the kept figures of the
+ * re-routed rows (acc). Plain adds: a host caller owns its totals. */
+static void oea_cpu_add_totals(oea_totals *t, const oea_stats *st, const oea_totals *acc)
+{
+	int b;
+
+	t->calls++;
+	t->gated += st->gated;
+	if (!st->gated) {
+		t->t_before += st->t_before;
+		t->t_after += st->t_after;
+		t->valid_rows += st->valid_rows;
+		t->invalid_rows += st->invalid_rows;
+		t->nonfinite_rows += st->nonfinite_rows;
+	}
+	t->rerouted_rows += acc->rerouted_rows;
+	t->changed_slots += acc->changed_slots;
+	t->kept_fx += acc->kept_fx;
+	t->kept_undefined += acc->kept_undefined;
+	for (b = 0; b < OEA_KEPT_BUCKETS; b++)
+		t->kept_hist[b] += acc->kept_hist[b];
 }
 
 static int route_host(const oea_problem *caller)
@@ -399,6 +467,7 @@ static int route_host(const oea_problem *caller)
 	uint32_t u[OEA_MASK_WORDS] = {0}, tb[OEA_MASK_WORDS] = {0};
 	_Alignas(16) float lf[OEA_MAX_EXPERTS + 4];
 	oea_stats st;
+	oea_totals acc; /* this call's part of the totals (rule 10) */
 	int error, R, nvr, i, a, e, gated, bias_bad = 0;
 
 	error = oea_problem_load(caller, &q);
@@ -406,6 +475,7 @@ static int route_host(const oea_problem *caller)
 		goto done;
 
 	memset(&st, 0, sizeof st);
+	memset(&acc, 0, sizeof acc);
 	R = p->top_k - p->num_shared;
 	nvr = p->n;
 	if (p->num_valid_rows) {
@@ -477,11 +547,14 @@ static int route_host(const oea_problem *caller)
 		}
 		for (i = 0; i < p->n; i++)
 			if (rows.state[i] == OEA_ROW_VALID)
-				oea_cpu_phase2(p, i, &rows, u, p->correction_bias ? bias : NULL, R);
+				oea_cpu_phase2(p, i, &rows, u, p->correction_bias ? bias : NULL, R,
+					       p->totals ? &acc : NULL);
 	}
 
 	if (p->stats)
 		memcpy(p->stats, &st, sizeof st);
+	if (p->totals)
+		oea_cpu_add_totals(p->totals, &st, &acc);
 done:
 	return error;
 }

@@ -52,6 +52,7 @@ struct oea_kargs {
 	float *weights;
 	const int32_t *num_valid_rows;
 	oea_stats *stats;
+	oea_totals *totals;
 	int64_t lstride, istride, wstride; /* in elements */
 	int n, E, R, k0, renorm, ids64, min_valid;
 	/* group(e) = (e * gmagic) >> 32 = e / (experts per group), exact for
@@ -67,11 +68,24 @@ struct oea_warp_smem {
 	float sc[OEA_MAX_TOPK];
 };
 
+/* The fields of oea_totals a block sums in shared memory before adding them
+ * to the caller's (one global atomic per field and block, not per row):
+ * nonfinite_rows (the 7th field) to the end of kept_hist. */
+#define OEA_TOT_FIRST 6
+#define OEA_TOT_SLOTS (sizeof(oea_totals) / 8 - OEA_TOT_FIRST)
+#define OEA_TOT_NONFINITE 0
+#define OEA_TOT_REROUTED 1
+#define OEA_TOT_CHANGED 2
+#define OEA_TOT_FX 3
+#define OEA_TOT_UNDEFINED 4
+#define OEA_TOT_HIST 5
+
 struct oea_smem {
 	uint32_t u[OEA_MASK_WORDS];  /* loaded set U */
 	uint32_t tb[OEA_MASK_WORDS]; /* experts of the original routing (stats) */
 	unsigned valid, invalid;
 	int nvr;
+	unsigned long long tot[OEA_TOT_SLOTS]; /* this block's part of the totals */
 	oea_warp_smem w[OEA_WARPS];
 };
 
@@ -411,7 +425,7 @@ template <int NPL> __device__ __forceinline__ float oea_lane_logit(const float *
 
 template <int LT, int MODE, int NPL>
 __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, int i, int lane,
-					     int warp, bool stats, bool rewrite)
+					     int warp, bool stats, bool rewrite, bool totals)
 {
 	oea_warp_smem &ws = sm.w[warp];
 	/* The row's logits and original weights do not depend on its ids: their
@@ -436,8 +450,12 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 			if (lane + 32 * j < a.E)
 				bad |= !oea_isfinite(lv[j]) ||
 				       (a.bias && !oea_isfinite(__ldg(a.bias + lane + 32 * j)));
-		if (__any_sync(OEA_FULL, bad) && lane == 0)
-			atomicAdd(&a.stats->nonfinite_rows, 1u);
+		if (__any_sync(OEA_FULL, bad) && lane == 0) {
+			if (a.stats)
+				atomicAdd(&a.stats->nonfinite_rows, 1u);
+			if (totals)
+				atomicAdd(&sm.tot[OEA_TOT_NONFINITE], 1ull);
+		}
 	}
 	if (!rewrite)
 		return;
@@ -590,6 +608,41 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 		wrow[col] = lane >= cnt ? 0.0f : oea_isnan(w) ? oea_f_from_bits(0x7fc00000u) : w;
 		oea_st_id(a, i, col, lane < cnt ? e : fe);
 	}
+
+	/* The kept weight and changed slots (spec rules 9-10; oea_cpu_kept on
+	 * the CPU): lane c < R still holds original column c's id and logit, and
+	 * pmask is the selection S. The sums are sequential on every lane, in
+	 * output order (selected scores, ws.sc) and column order (original
+	 * scores, each computed on its lane). */
+	if (totals) {
+		const bool inS = lane < a.R && (ws.pmask[id >> 5] >> (id & 31) & 1u);
+		const int changed = a.R - __popc(__ballot_sync(OEA_FULL, inS));
+		float kept = 1.0f;
+		bool defined = true;
+		if (changed > 0) { /* warp-uniform */
+			float osc = 0.0f;
+			if (lane < a.R)
+				osc = softmax ? oea_ddiv(oea_dexp(lid - m), s) : oea_dsigmoid(lid);
+			float num = 0.0f, den = 0.0f;
+#pragma unroll 1
+			for (int x = 0; x < cnt; x++)
+				num = num + ws.sc[x];
+#pragma unroll 1
+			for (int c = 0; c < a.R; c++)
+				den = den + __shfl_sync(OEA_FULL, osc, c);
+			defined = oea_kept(num, den, &kept);
+		}
+		if (lane == 0) {
+			atomicAdd(&sm.tot[OEA_TOT_REROUTED], 1ull);
+			atomicAdd(&sm.tot[OEA_TOT_CHANGED], (unsigned long long)changed);
+			if (defined) {
+				atomicAdd(&sm.tot[OEA_TOT_FX], (unsigned long long)oea_kept_fx(kept));
+				atomicAdd(&sm.tot[OEA_TOT_HIST + oea_kept_bucket(kept)], 1ull);
+			} else {
+				atomicAdd(&sm.tot[OEA_TOT_UNDEFINED], 1ull);
+			}
+		}
+	}
 	__syncwarp(); /* the next row reuses this warp's shared scratch */
 }
 
@@ -600,12 +653,15 @@ __global__ void __launch_bounds__(OEA_THREADS, 1) oea_kernel(oea_kargs a)
 {
 	__shared__ oea_smem sm;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const bool stats = a.stats != nullptr;
+	/* Counting (validity, T, non-finite rows) serves stats and totals. */
+	const bool stats = a.stats != nullptr || a.totals != nullptr;
 
 	if (tid < OEA_MASK_WORDS) {
 		sm.u[tid] = 0;
 		sm.tb[tid] = 0;
 	}
+	if (tid < (int)OEA_TOT_SLOTS)
+		sm.tot[tid] = 0;
 	if (tid == 0) {
 		sm.valid = sm.invalid = 0;
 		/* One read per block; the caller must not change the count while
@@ -630,7 +686,7 @@ __global__ void __launch_bounds__(OEA_THREADS, 1) oea_kernel(oea_kargs a)
 		for (int base = 0; base < nvr; base += OEA_WARPS * per * OEA_UNR)
 			oea_u_segments<LT, MODE>(a, sm, base, OEA_WARPS * per, first, nvr, lane, W, bstats);
 	}
-	if (bstats && tid == 0)
+	if (bstats && tid == 0 && a.stats)
 		a.stats->nonfinite_rows = 0; /* summed by every block after the barrier */
 	__syncthreads();
 
@@ -648,24 +704,49 @@ __global__ void __launch_bounds__(OEA_THREADS, 1) oea_kernel(oea_kargs a)
 			tb += __popc(sm.tb[w]);
 			ta += __popc(sm.u[w]);
 		}
-		a.stats->t_before = tb;
 		/* The rewritten rows' distinct ids: U, plus the R - |U|
 		 * fillers outside U that every row takes when |U| < R (spec
 		 * version 3); no processed row: nothing was rewritten. */
-		a.stats->t_after = rewrite && valid > 0 ? (ta < (unsigned)a.R ? (unsigned)a.R : ta) : tb;
-		a.stats->valid_rows = valid;
-		a.stats->invalid_rows = sm.invalid;
-		a.stats->gated = gated;
-		a.stats->reserved[0] = 0;
-		a.stats->reserved[1] = 0;
+		ta = rewrite && valid > 0 ? (ta < (unsigned)a.R ? (unsigned)a.R : ta) : tb;
+		if (a.stats) {
+			a.stats->t_before = tb;
+			a.stats->t_after = ta;
+			a.stats->valid_rows = valid;
+			a.stats->invalid_rows = sm.invalid;
+			a.stats->gated = gated;
+			a.stats->reserved[0] = 0;
+			a.stats->reserved[1] = 0;
+		}
+		if (a.totals) {
+			/* Rule 10: the call and its stats once (block 0); the
+			 * per-row figures come from every block below. */
+			oea_totals *t = a.totals;
+			atomicAdd((unsigned long long *)&t->calls, 1ull);
+			if (gated) {
+				atomicAdd((unsigned long long *)&t->gated, 1ull);
+			} else {
+				atomicAdd((unsigned long long *)&t->t_before, (unsigned long long)tb);
+				atomicAdd((unsigned long long *)&t->t_after, (unsigned long long)ta);
+				atomicAdd((unsigned long long *)&t->valid_rows, (unsigned long long)valid);
+				atomicAdd((unsigned long long *)&t->invalid_rows, (unsigned long long)sm.invalid);
+			}
+		}
 	}
 	if (!rewrite && !stats)
 		return;
 
 	/* Step 2: a warp per row. */
+	const bool totals = a.totals != nullptr && !gated;
 	const int gw = blockIdx.x * OEA_WARPS + warp, nw = gridDim.x * OEA_WARPS;
 	for (int i = gw; i < nvr; i += nw)
-		oea_row_out<LT, MODE, NPL>(a, sm, i, lane, warp, stats, rewrite);
+		oea_row_out<LT, MODE, NPL>(a, sm, i, lane, warp, stats, rewrite, totals);
+
+	/* This block's part of the totals, one atomic per nonzero field. */
+	if (totals) {
+		__syncthreads();
+		if (tid < (int)OEA_TOT_SLOTS && sm.tot[tid])
+			atomicAdd((unsigned long long *)a.totals + OEA_TOT_FIRST + tid, sm.tot[tid]);
+	}
 }
 
 /* ---- host side ------------------------------------------------------------ */
@@ -733,7 +814,8 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 	}
 	/* Nothing to write: no rows, k0 >= R (every row stays as it is), or a
 	 * gate that no call of n rows can pass. */
-	if ((q.n == 0 || q.k0 >= q.top_k - q.num_shared || q.min_valid_rows > q.n) && !q.stats)
+	if ((q.n == 0 || q.k0 >= q.top_k - q.num_shared || q.min_valid_rows > q.n) && !q.stats &&
+	    !q.totals)
 		goto done;
 
 	a.logits = q.logits;
@@ -742,6 +824,7 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 	a.weights = (float *)q.weights;
 	a.num_valid_rows = q.num_valid_rows;
 	a.stats = q.stats;
+	a.totals = q.totals;
 	a.lstride = q.logits_row_stride;
 	a.istride = q.ids_row_stride;
 	a.wstride = q.weights_row_stride;

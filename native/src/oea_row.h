@@ -487,4 +487,42 @@ OEA_HD void oea_row_finish(int c, int32_t *id, float *key, float *score, int R,
 	}
 }
 
+/* ---- the kept weight (spec version 4, rule 9) -------------------------- */
+
+/*
+ * The kept weight of a re-routed row that changed a slot: num = the
+ * selected experts' scores summed in output order (fillers excluded), den =
+ * the original routed experts' scores summed in column order. Defined (1)
+ * when den is finite and positive, num finite, and the quotient finite;
+ * else 0 (the row counts in totals.kept_undefined). A row without a changed
+ * slot has kept = 1 by rule 9 and never comes here.
+ */
+OEA_HD int oea_kept(float num, float den, float *kept)
+{
+	if (!(den > 0.0f) || !oea_isfinite(den) || !oea_isfinite(num))
+		return 0;
+	*kept = num / den;
+	return oea_isfinite(*kept);
+}
+
+/*
+ * The histogram bucket of a defined kept (rule 10): the number of the edges
+ * 0.25 0.5 0.6 0.7 0.75 0.8 0.85 0.9 0.93 0.95 0.97 0.98 0.99 1 (as floats)
+ * that are <= kept, plus one when kept > 1. Bucket 14 is exactly 1, bucket
+ * 15 above 1. Comparisons only: the same bucket on both paths.
+ */
+OEA_HD int oea_kept_bucket(float k)
+{
+	return (k >= 0.25f) + (k >= 0.5f) + (k >= 0.6f) + (k >= 0.7f) + (k >= 0.75f) +
+	       (k >= 0.8f) + (k >= 0.85f) + (k >= 0.9f) + (k >= 0.93f) + (k >= 0.95f) +
+	       (k >= 0.97f) + (k >= 0.98f) + (k >= 0.99f) + (k >= 1.0f) + (k > 1.0f);
+}
+
+/* A defined kept's term of totals.kept_fx: min(kept, 65536) * 2^24 (exact:
+ * a power-of-two scale of a float below 2^16), truncated to an integer. */
+OEA_HD uint64_t oea_kept_fx(float k)
+{
+	return (uint64_t)((k < 65536.0f ? k : 65536.0f) * 16777216.0f);
+}
+
 #endif /* OEA_ROW_H */

@@ -6,7 +6,8 @@
  *   oea_cuda_test [--cases N] [--seed S] [--sweep] [--streams N]
  *
  * Every comparison is byte for byte over whole buffers (stride gaps, shared
- * columns, padding rows included) and the stats. It runs:
+ * columns, padding rows included), the stats and the totals (ABI 3: T sums,
+ * kept weight, changed slots, histogram; every launch adds to them). It runs:
  *   0. the very first call of the process inside a global-mode capture;
  *   1. N random cases of tests/oea_testcase.h (the CPU tests' generator): a
  *      plain launch; every 8th also as an ABI 1 caller (short struct);
@@ -43,11 +44,13 @@ struct dev_case {
 	float *bias;
 	int32_t *nvr;
 	oea_stats *stats;
+	oea_totals *totals;
 };
 
 struct host_out {
 	unsigned char *ids, *w;
 	oea_stats st;
+	oea_totals tot; /* one call's, from zero */
 	int rc;
 };
 
@@ -60,7 +63,9 @@ static void host_ref(const tcase *tc, int32_t *nvr_override, host_out *o)
 	memcpy(o->ids, tc->ids0, tc->ids_bytes);
 	memcpy(o->w, tc->w0, tc->w_bytes);
 	memset(&o->st, 0, sizeof o->st);
+	memset(&o->tot, 0, sizeof o->tot);
 	p = tcase_problem(tc, o->ids, o->w, &o->st);
+	p.totals = &o->tot;
 	if (nvr_override)
 		p.num_valid_rows = nvr_override;
 	o->rc = oea_route_host(&p);
@@ -73,6 +78,7 @@ static void dev_upload(const tcase *tc, dev_case *d)
 	CK(cudaMalloc(&d->w, tc->w_bytes));
 	CK(cudaMalloc((void **)&d->nvr, sizeof(int32_t)));
 	CK(cudaMalloc((void **)&d->stats, sizeof(oea_stats)));
+	CK(cudaMalloc((void **)&d->totals, sizeof(oea_totals)));
 	d->bias = NULL;
 	if (tc->bias) {
 		CK(cudaMalloc((void **)&d->bias, sizeof(float) * (size_t)tc->p.num_experts));
@@ -88,6 +94,7 @@ static void dev_reset(const tcase *tc, dev_case *d)
 	CK(cudaMemcpy(d->ids, tc->ids0, tc->ids_bytes, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(d->w, tc->w0, tc->w_bytes, cudaMemcpyHostToDevice));
 	CK(cudaMemset(d->stats, 0xab, sizeof(oea_stats)));
+	CK(cudaMemset(d->totals, 0, sizeof(oea_totals)));
 }
 
 static void dev_free(dev_case *d)
@@ -97,6 +104,7 @@ static void dev_free(dev_case *d)
 	cudaFree(d->w);
 	cudaFree(d->nvr);
 	cudaFree(d->stats);
+	cudaFree(d->totals);
 	cudaFree(d->bias);
 }
 
@@ -109,24 +117,31 @@ static oea_problem dev_problem(const tcase *tc, const dev_case *d)
 	p.correction_bias = d->bias;
 	p.num_valid_rows = tc->p.num_valid_rows ? d->nvr : NULL;
 	p.stats = d->stats;
+	p.totals = d->totals;
 	return p;
 }
 
-/* Compares the device buffers with the host result; prints the first
- * difference. */
-static int dev_matches(const tcase *tc, const dev_case *d, const host_out *h, const char *what,
-		       unsigned long seed)
+/* Compares the device buffers with the host result (the device totals with
+ * `times` launches' worth of the host call's); prints the first difference. */
+static int dev_matches_n(const tcase *tc, const dev_case *d, const host_out *h, const char *what,
+			 unsigned long seed, unsigned times)
 {
 	unsigned char *ids = (unsigned char *)malloc(tc->ids_bytes);
 	unsigned char *w = (unsigned char *)malloc(tc->w_bytes);
 	oea_stats st;
+	oea_totals tot, want = h->tot;
+	uint64_t *fw = (uint64_t *)&want;
+	size_t f;
 	int ok;
 
+	for (f = 0; f < sizeof want / sizeof *fw; f++)
+		fw[f] *= times;
 	CK(cudaMemcpy(ids, d->ids, tc->ids_bytes, cudaMemcpyDeviceToHost));
 	CK(cudaMemcpy(w, d->w, tc->w_bytes, cudaMemcpyDeviceToHost));
 	CK(cudaMemcpy(&st, d->stats, sizeof st, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(&tot, d->totals, sizeof tot, cudaMemcpyDeviceToHost));
 	ok = memcmp(ids, h->ids, tc->ids_bytes) == 0 && memcmp(w, h->w, tc->w_bytes) == 0 &&
-	     memcmp(&st, &h->st, sizeof st) == 0;
+	     memcmp(&st, &h->st, sizeof st) == 0 && memcmp(&tot, &want, sizeof tot) == 0;
 	if (!ok) {
 		size_t k;
 		const oea_problem *p = &tc->p;
@@ -154,10 +169,23 @@ static int dev_matches(const tcase *tc, const dev_case *d, const host_out *h, co
 			st.t_before, st.t_after, st.valid_rows, st.invalid_rows, st.nonfinite_rows,
 			st.gated, h->st.t_before, h->st.t_after, h->st.valid_rows, h->st.invalid_rows,
 			h->st.nonfinite_rows, h->st.gated);
+		fprintf(stderr, "  totals gpu calls %llu rerouted %llu changed %llu fx %llu undef %llu, "
+			"cpu calls %llu rerouted %llu changed %llu fx %llu undef %llu\n",
+			(unsigned long long)tot.calls, (unsigned long long)tot.rerouted_rows,
+			(unsigned long long)tot.changed_slots, (unsigned long long)tot.kept_fx,
+			(unsigned long long)tot.kept_undefined, (unsigned long long)want.calls,
+			(unsigned long long)want.rerouted_rows, (unsigned long long)want.changed_slots,
+			(unsigned long long)want.kept_fx, (unsigned long long)want.kept_undefined);
 	}
 	free(ids);
 	free(w);
 	return ok;
+}
+
+static int dev_matches(const tcase *tc, const dev_case *d, const host_out *h, const char *what,
+		       unsigned long seed)
+{
+	return dev_matches_n(tc, d, h, what, seed, 1);
 }
 
 /*
@@ -390,6 +418,7 @@ int main(int argc, char **argv)
 			host_out h1;
 			t1.p.min_valid_rows = 0;
 			host_ref(&t1, NULL, &h1);
+			memset(&h1.tot, 0, sizeof h1.tot); /* no totals field: untouched */
 			p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V1;
 			p.min_valid_rows = 0x7fffffff;
 			p.reserved_abi2 = 77;
@@ -419,10 +448,15 @@ int main(int argc, char **argv)
 			}
 			CK(cudaGraphInstantiate(&ge, g, 0));
 			for (rep = 0; rep < 3 && !bad; rep++) {
+				/* The totals are zeroed once: each replay adds. */
+				oea_totals keep;
+				CK(cudaMemcpy(&keep, d.totals, sizeof keep, cudaMemcpyDeviceToHost));
 				dev_reset(&tc, &d);
+				if (rep > 0)
+					CK(cudaMemcpy(d.totals, &keep, sizeof keep, cudaMemcpyHostToDevice));
 				CK(cudaGraphLaunch(ge, stream));
 				CK(cudaStreamSynchronize(stream));
-				bad += !dev_matches(&tc, &d, &h, "graph replay", s);
+				bad += !dev_matches_n(&tc, &d, &h, "graph replay", s, (unsigned)rep + 1);
 			}
 			if (tc.p.num_valid_rows && tc.p.n > 0 && !bad) {
 				/* Same graph, another batch size: read at replay. */

@@ -190,6 +190,40 @@ static void orc_routed(const oea_problem *p, const void *ids, int i, int R, cons
 	qsort(ent, (size_t)R, sizeof *ent, orc_cmp);
 }
 
+/* The kept-weight buckets' lower edges (rule 10), written as a table. */
+static const float orc_edges[14] = {0.25f, 0.5f, 0.6f,  0.7f,  0.75f, 0.8f,  0.85f,
+				    0.9f,  0.93f, 0.95f, 0.97f, 0.98f, 0.99f, 1.0f};
+
+/* Adds one re-routed row's kept figures (rules 9-10) to t: orig are its R
+ * original ids in column order, sel its ns selected entries in output order. */
+static void orc_kept(oea_totals *t, const int *orig, int R, const orc_ent *sel, int ns,
+		     const float *score)
+{
+	int changed = R, c, k, b = 0;
+	float num = 0.0f, den = 0.0f, kept = 1.0f;
+
+	for (c = 0; c < R; c++)
+		for (k = 0; k < ns; k++)
+			changed -= sel[k].id == orig[c];
+	t->rerouted_rows++;
+	t->changed_slots += (uint64_t)changed;
+	if (changed) {
+		for (k = 0; k < ns; k++)
+			num += sel[k].score;
+		for (c = 0; c < R; c++)
+			den += score[orig[c]];
+		kept = num / den;
+		if (!(den > 0.0f) || !isfinite(num) || !isfinite(den) || !isfinite(kept)) {
+			t->kept_undefined++;
+			return;
+		}
+	}
+	t->kept_fx += (uint64_t)ldexp((double)fminf(kept, 65536.0f), 24);
+	while (b < 14 && kept >= orc_edges[b])
+		b++;
+	t->kept_hist[b + (kept > 1.0f)]++;
+}
+
 /* Brute force: the whole call on p's buffers (ids and weights rewritten). */
 static int orc_route(const oea_problem *p)
 {
@@ -200,9 +234,11 @@ static int orc_route(const oea_problem *p)
 	float *score = malloc(sizeof(float) * (size_t)E), *key = malloc(sizeof(float) * (size_t)E);
 	orc_ent *cand = malloc(sizeof(orc_ent) * (size_t)E);
 	oea_stats st;
+	oea_totals tot; /* this call's re-routed rows */
 	int error = 0;
 
 	memset(&st, 0, sizeof st);
+	memset(&tot, 0, sizeof tot);
 	if (p->num_valid_rows)
 		nvr = *p->num_valid_rows < 0 ? 0 : *p->num_valid_rows > n ? n : *p->num_valid_rows;
 	for (i = 0; i < n; i++) {
@@ -227,7 +263,7 @@ static int orc_route(const oea_problem *p)
 		st.t_before += inb[e];
 	st.t_after = st.t_before;
 	/* The gate of ABI 2, read only when the caller's struct has the field. */
-	if (p->struct_size >= sizeof(oea_problem) && p->min_valid_rows > 0 &&
+	if (p->struct_size >= OEA_PROBLEM_SIZE_V2 && p->min_valid_rows > 0 &&
 	    st.valid_rows < (uint32_t)p->min_valid_rows)
 		st.gated = 1;
 	if (p->k0 < R && !st.gated) {
@@ -244,7 +280,7 @@ static int orc_route(const oea_problem *p)
 		for (i = 0; i < n; i++) {
 			orc_ent sel[OEA_MAX_TOPK];
 			unsigned char ing[OEA_MAX_EXPERTS];
-			int fill[OEA_MAX_TOPK], nfill = 0;
+			int fill[OEA_MAX_TOPK], nfill = 0, orig[OEA_MAX_TOPK];
 			int nc = 0, ns, gs = p->num_expert_group ? E / p->num_expert_group : 0;
 			float num = 0.0f, den = 0.0f, f;
 			float *w = (float *)p->weights + (size_t)i * (size_t)p->weights_row_stride;
@@ -295,6 +331,9 @@ static int orc_route(const oea_problem *p)
 				if (!inrow && (k < E ? inu[e] : !inu[e]))
 					fill[nfill++] = e;
 			}
+			for (c = 0; c < R; c++)
+				orig[c] = (int)orc_id(p, p->ids, i, c);
+			orc_kept(&tot, orig, R, sel, ns, score);
 			for (c = 0; c < R; c++) {
 				orc_set_id(p, p->ids, i, c, c < ns ? sel[c].id : fill[c - ns]);
 				w[c] = c < ns ? sel[c].score * f : 0.0f;
@@ -316,6 +355,25 @@ static int orc_route(const oea_problem *p)
 	}
 	if (p->stats)
 		*p->stats = st;
+	/* Totals (ABI 3): added, the stats' sums only for a call not gated. */
+	if (p->struct_size >= sizeof(oea_problem) && p->totals) {
+		oea_totals *t = p->totals;
+		t->calls += 1;
+		t->gated += st.gated;
+		if (!st.gated) {
+			t->t_before += st.t_before;
+			t->t_after += st.t_after;
+			t->valid_rows += st.valid_rows;
+			t->invalid_rows += st.invalid_rows;
+			t->nonfinite_rows += st.nonfinite_rows;
+		}
+		t->rerouted_rows += tot.rerouted_rows;
+		t->changed_slots += tot.changed_slots;
+		t->kept_fx += tot.kept_fx;
+		t->kept_undefined += tot.kept_undefined;
+		for (k = 0; k < OEA_KEPT_BUCKETS; k++)
+			t->kept_hist[k] += tot.kept_hist[k];
+	}
 done:
 	free(kind);
 	free(inu);
@@ -331,8 +389,19 @@ done:
 typedef struct run_out {
 	unsigned char *ids, *w;
 	oea_stats st;
+	oea_totals tot;
 	int rc;
 } run_out;
+
+/* Totals as a caller may hand them: earlier sums, which a call adds to. */
+static void totals_seed(oea_totals *t)
+{
+	uint64_t *f = (uint64_t *)t;
+	size_t k;
+
+	for (k = 0; k < sizeof *t / sizeof *f; k++)
+		f[k] = 1000u * k + 7u;
+}
 
 static void run_free(run_out *o)
 {
@@ -353,7 +422,10 @@ static void run_case(const tcase *tc, int (*fn)(const oea_problem *), int with_s
 	memcpy(o->ids, tc->ids0, tc->ids_bytes);
 	memcpy(o->w, tc->w0, tc->w_bytes);
 	memset(&o->st, 0xab, sizeof o->st);
+	totals_seed(&o->tot);
 	p = tcase_problem(tc, o->ids, o->w, with_stats ? &o->st : NULL);
+	if (with_stats && p.struct_size >= sizeof p)
+		p.totals = &o->tot;
 	o->rc = fn(&p);
 }
 
@@ -376,9 +448,11 @@ static int compare_case(const tcase *tc, unsigned long seed)
 
 	run_case(tc, oea_route_host, 1, &a);
 	run_case(tc, orc_route, 1, &b);
+	/* Totals: the same sums, and untouched (the seed) after an error. */
 	ok = a.rc == b.rc && memcmp(a.ids, b.ids, tc->ids_bytes) == 0 &&
 	     memcmp(a.w, b.w, tc->w_bytes) == 0 &&
-	     (a.rc != OEA_OK || memcmp(&a.st, &b.st, sizeof(uint32_t) * 5) == 0);
+	     (a.rc != OEA_OK || memcmp(&a.st, &b.st, sizeof(uint32_t) * 5) == 0) &&
+	     memcmp(&a.tot, &b.tot, sizeof a.tot) == 0;
 	if (!ok) {
 		describe(tc, seed);
 		print_error("rc %d vs oracle %d; ids %s, weights %s; stats lib T %u->%u v%u i%u nf%u "
@@ -388,6 +462,14 @@ static int compare_case(const tcase *tc, unsigned long seed)
 			    a.st.t_after, a.st.valid_rows, a.st.invalid_rows, a.st.nonfinite_rows,
 			    b.st.t_before, b.st.t_after, b.st.valid_rows, b.st.invalid_rows,
 			    b.st.nonfinite_rows);
+		print_error("totals lib rows %llu changed %llu fx %llu undef %llu, oracle rows %llu "
+			    "changed %llu fx %llu undef %llu\n",
+			    (unsigned long long)a.tot.rerouted_rows,
+			    (unsigned long long)a.tot.changed_slots, (unsigned long long)a.tot.kept_fx,
+			    (unsigned long long)a.tot.kept_undefined,
+			    (unsigned long long)b.tot.rerouted_rows,
+			    (unsigned long long)b.tot.changed_slots, (unsigned long long)b.tot.kept_fx,
+			    (unsigned long long)b.tot.kept_undefined);
 	}
 	run_free(&a);
 	run_free(&b);
@@ -717,6 +799,48 @@ static int64_t case_id(const tcase *tc, const unsigned char *ids, int i, int c)
 	return orc_id(&tc->p, ids, i, c);
 }
 
+/*
+ * What one call added to the seeded totals (rules 9-10): the call, the
+ * stats' sums unless gated, and kept figures that agree with each other:
+ * every re-routed row in one bucket or undefined, at most R - k0 changed
+ * slots a row (P_i stays), every unchanged row in bucket 14 (kept exactly
+ * 1), and kept_fx within the buckets' edges.
+ */
+static void check_totals(const run_out *a, int gated, int rerouted, int max_changed)
+{
+	static const double lo[OEA_KEPT_BUCKETS] = {0,    0.25f, 0.5f,  0.6f,  0.7f,  0.75f,
+						    0.8f, 0.85f, 0.9f,  0.93f, 0.95f, 0.97f,
+						    0.98f, 0.99f, 1.0f, 1.0f};
+	oea_totals seed, d;
+	const uint64_t *fs = (const uint64_t *)&seed, *fa = (const uint64_t *)&a->tot;
+	uint64_t *fd = (uint64_t *)&d, in_buckets = 0;
+	double fx_lo = 0, fx_hi = 0;
+	size_t f;
+	int b;
+
+	totals_seed(&seed);
+	for (f = 0; f < sizeof d / sizeof *fd; f++)
+		fd[f] = fa[f] - fs[f];
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.gated, gated);
+	assert_int_equal(d.t_before, gated ? 0 : a->st.t_before);
+	assert_int_equal(d.t_after, gated ? 0 : a->st.t_after);
+	assert_int_equal(d.valid_rows, gated ? 0 : a->st.valid_rows);
+	assert_int_equal(d.invalid_rows, gated ? 0 : a->st.invalid_rows);
+	assert_int_equal(d.nonfinite_rows, gated ? 0 : a->st.nonfinite_rows);
+	assert_int_equal(d.rerouted_rows, rerouted);
+	for (b = 0; b < OEA_KEPT_BUCKETS; b++) {
+		in_buckets += d.kept_hist[b];
+		fx_lo += (double)d.kept_hist[b] * floor(lo[b] * 16777216.0);
+		fx_hi += (double)d.kept_hist[b] * (b + 1 < 15 ? lo[b + 1] : b == 14 ? 1.0 : 65536.0) *
+			 16777216.0;
+	}
+	assert_int_equal(in_buckets + d.kept_undefined, d.rerouted_rows);
+	assert_true(d.changed_slots <= (uint64_t)rerouted * (uint64_t)max_changed);
+	assert_true(d.kept_hist[14] + d.changed_slots >= d.rerouted_rows);
+	assert_true((double)d.kept_fx >= fx_lo && (double)d.kept_fx <= fx_hi);
+}
+
 static void check_properties(const tcase *tc, unsigned long seed)
 {
 	const oea_problem *p = &tc->p;
@@ -774,6 +898,7 @@ static void check_properties(const tcase *tc, unsigned long seed)
 		assert_int_equal(a.st.t_after, nproc == 0 ? 0 : tu < R ? R : tu);
 	else
 		assert_int_equal(a.st.t_after, tb);
+	check_totals(&a, gated, p->k0 < R && !gated ? nproc : 0, R - p->k0);
 
 	for (i = 0; i < n + 1; i++) {
 		const unsigned char *irow0 = tc->ids0 + (size_t)i * (size_t)p->ids_row_stride * isz;
@@ -873,6 +998,127 @@ static void check_properties(const tcase *tc, unsigned long seed)
 	free(key);
 }
 
+/*
+ * Rule 9 by hand: sigmoid with a correction bias, E = 4, R = 2, k0 = 1.
+ * Row 0 routes {0, 1}, its top 2 by key (bias 0 0 -1 -1); row 1 routes
+ * {2, 3}. U = {0, 2}: row 0 takes 2, whose score is higher than that of the
+ * expert 1 it drops but whose key is lower, so it keeps more than all of its
+ * weight (kept > 1, bucket 15); row 1 takes 0 for 3 (kept ~0.97, bucket 11).
+ */
+static void test_kept_by_hand(void **state)
+{
+	float logits[2][4] = {{2.0f, 0.0f, 3.0f, -3.0f}, {-4.0f, -8.0f, 3.0f, -3.0f}};
+	float bias[4] = {0.0f, 0.0f, -1.0f, -1.0f}, w[2][2] = {{0.6f, 0.4f}, {0.7f, 0.3f}};
+	int32_t ids[2][2] = {{0, 1}, {2, 3}};
+	oea_problem p;
+	oea_stats st;
+	oea_totals t;
+	float sg[2][4], k0v, k1v;
+	int i, e;
+
+	(void)state;
+	for (i = 0; i < 2; i++)
+		for (e = 0; e < 4; e++)
+			sg[i][e] = 1.0f / (1.0f + oea_exp(-logits[i][e]));
+	/* Output order is key order: row 0 {0, 2}, row 1 {0, 2} (key 0.018 > -0.047). */
+	k0v = (sg[0][0] + sg[0][2]) / (sg[0][0] + sg[0][1]);
+	k1v = (sg[1][0] + sg[1][2]) / (sg[1][2] + sg[1][3]);
+	assert_true(k0v > 1.3f && k0v < 1.35f);
+	assert_true(k1v >= 0.97f && k1v < 0.98f);
+	memset(&p, 0, sizeof p);
+	memset(&t, 0, sizeof t);
+	p.struct_size = sizeof p;
+	p.n = 2, p.num_experts = 4, p.top_k = 2, p.k0 = 1, p.renormalize = 1;
+	p.scoring = OEA_SCORING_SIGMOID;
+	p.logits_dtype = OEA_DTYPE_F32, p.logits_row_stride = 4, p.logits = logits;
+	p.correction_bias = bias;
+	p.ids_dtype = OEA_DTYPE_I32, p.ids_row_stride = 2, p.ids = ids;
+	p.weights_dtype = OEA_DTYPE_F32, p.weights_row_stride = 2, p.weights = w;
+	p.stats = &st, p.totals = &t;
+	assert_int_equal(oea_route_host(&p), OEA_OK);
+	assert_int_equal(ids[0][0], 0);
+	assert_int_equal(ids[0][1], 2);
+	assert_int_equal(ids[1][0], 0);
+	assert_int_equal(ids[1][1], 2);
+	assert_int_equal(t.calls, 1);
+	assert_int_equal(t.t_before, 4);
+	assert_int_equal(t.t_after, 2);
+	assert_int_equal(t.rerouted_rows, 2);
+	assert_int_equal(t.changed_slots, 2);
+	assert_int_equal(t.kept_undefined, 0);
+	assert_int_equal(t.kept_hist[15], 1);
+	assert_int_equal(t.kept_hist[11], 1);
+	assert_int_equal(t.kept_fx, (uint64_t)ldexp(k0v, 24) + (uint64_t)ldexp(k1v, 24));
+
+	/* Again into the same totals: everything doubles (added, not written). */
+	ids[0][0] = 0, ids[0][1] = 1, ids[1][0] = 2, ids[1][1] = 3;
+	assert_int_equal(oea_route_host(&p), OEA_OK);
+	assert_int_equal(t.calls, 2);
+	assert_int_equal(t.rerouted_rows, 4);
+	assert_int_equal(t.kept_hist[15], 2);
+	/* k0 >= R: counted as a call with its T, no row re-routed. */
+	p.k0 = 2;
+	assert_int_equal(oea_route_host(&p), OEA_OK);
+	assert_int_equal(t.calls, 3);
+	assert_int_equal(t.rerouted_rows, 4);
+	assert_int_equal(t.t_before, 4 + 4 + 2);
+	/* The gate: counted as gated, nothing else. */
+	p.k0 = 1, p.min_valid_rows = 3;
+	assert_int_equal(oea_route_host(&p), OEA_OK);
+	assert_int_equal(t.calls, 4);
+	assert_int_equal(t.gated, 1);
+	assert_int_equal(t.t_before, 10);
+	assert_int_equal(t.rerouted_rows, 4);
+}
+
+/*
+ * When the framework routed each row to its top R by key and there is no
+ * correction bias, every new expert ranks at or below the one it replaces
+ * and the score is non-decreasing in the key, so kept <= 1 (never bucket
+ * 15). Random cases with the bias removed and the ids made the top R.
+ */
+static void test_kept_bounds(void **state)
+{
+	int ncases = test_cases(400), k, n_changed = 0;
+
+	(void)state;
+	for (k = 0; k < ncases; k++) {
+		unsigned long seed = 0x6e970000u + (unsigned long)k;
+		tc_rng r = {seed};
+		tcase tc;
+		run_out a;
+		oea_problem *p = &tc.p;
+		int i, c, R;
+
+		assert_int_equal(tcase_random(&tc, &r, 60000), 0);
+		R = p->top_k - p->num_shared;
+		p->correction_bias = NULL;
+		p->flags = 0;
+		for (i = 0; i < p->n; i++) {
+			float score[OEA_MAX_EXPERTS], key[OEA_MAX_EXPERTS];
+			orc_ent all[OEA_MAX_EXPERTS];
+			int e;
+			if (orc_row_kind(p, tc.ids0, i, R) == 1)
+				continue; /* padding stays padding */
+			orc_scores(p, i, score, key);
+			for (e = 0; e < p->num_experts; e++)
+				all[e] = (orc_ent){key[e], score[e], e, 0};
+			qsort(all, (size_t)p->num_experts, sizeof *all, orc_cmp);
+			for (c = 0; c < R; c++)
+				orc_set_id(p, tc.ids0, i, c, all[c].id);
+		}
+		run_case(&tc, oea_route_host, 1, &a);
+		assert_int_equal(a.rc, OEA_OK);
+		if (a.tot.kept_hist[15] != 1000u * 26 + 7u)
+			describe(&tc, seed);
+		assert_int_equal(a.tot.kept_hist[15], 1000u * 26 + 7u); /* the seed: none added */
+		n_changed += a.tot.changed_slots != 1000u * 8 + 7u;
+		run_free(&a);
+		tcase_free(&tc);
+	}
+	assert_true(n_changed > ncases / 10); /* the cases did re-route */
+}
+
 static void test_properties_random(void **state)
 {
 	int ncases = test_cases(1500), k;
@@ -896,6 +1142,7 @@ typedef struct err_env {
 	float bias[8];
 	int32_t nvr;
 	oea_stats st;
+	oea_totals tot;
 	oea_problem p;
 } err_env;
 
@@ -928,6 +1175,7 @@ static void err_setup(err_env *env)
 	env->p.weights = env->w;
 	env->p.num_valid_rows = &env->nvr;
 	env->p.stats = &env->st;
+	env->p.totals = &env->tot;
 }
 
 /* The call fails with `code`, the message names `word`, nothing is written. */
@@ -937,12 +1185,16 @@ static void expect_error(err_env *env, int code, const char *word)
 	float w0[4 * 4];
 	const char *msg;
 
+	oea_totals zero;
+
+	memset(&zero, 0, sizeof zero);
 	memcpy(ids0, env->ids, sizeof ids0);
 	memcpy(w0, env->w, sizeof w0);
 	assert_int_equal(oea_problem_check(&env->p), code == OEA_ERR_NONFINITE ? OEA_OK : code);
 	assert_int_equal(oea_route_host(&env->p), code);
 	assert_memory_equal(ids0, env->ids, sizeof ids0);
 	assert_memory_equal(w0, env->w, sizeof w0);
+	assert_memory_equal(&zero, &env->tot, sizeof zero); /* a failed call adds nothing */
 	msg = oea_status_message(code);
 	assert_non_null(msg);
 	if (!strstr(msg, word)) {
@@ -1000,6 +1252,8 @@ static void test_errors(void **state)
 			 expect_error(&env, OEA_ERR_ALIGNMENT, "num_valid_rows");
 	err_setup(&env), env.p.stats = (oea_stats *)((char *)&env.st + 1),
 			 expect_error(&env, OEA_ERR_ALIGNMENT, "stats");
+	err_setup(&env), env.p.totals = (oea_totals *)((char *)&env.tot + 4),
+			 expect_error(&env, OEA_ERR_ALIGNMENT, "totals");
 	err_setup(&env), env.p.scoring = 2, expect_error(&env, OEA_ERR_SCORING, "SIGMOID");
 	err_setup(&env), env.p.scoring = -1, expect_error(&env, OEA_ERR_SCORING, "scoring");
 	err_setup(&env), env.p.num_expert_group = 3, env.p.topk_group = 1,
@@ -1154,11 +1408,46 @@ static void test_abi1_struct(void **state)
 	}
 }
 
+/*
+ * An ABI 2 caller's struct ends before totals: whatever lies after it must
+ * not be read or written (here a pointer that would fault), the gate of ABI 2
+ * still holds, and ids, weights and stats are those of a current caller.
+ */
+static void test_abi2_struct(void **state)
+{
+	int ncases = test_cases(300), k;
+
+	(void)state;
+	for (k = 0; k < ncases; k++) {
+		tc_rng r = {0xab200000u + (uint64_t)k};
+		tcase tc;
+		run_out a, b;
+		oea_totals seed;
+
+		assert_int_equal(tcase_random(&tc, &r, 60000), 0);
+		run_case(&tc, oea_route_host, 1, &a);
+		tc.p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V2;
+		tc.p.totals = (oea_totals *)(uintptr_t)8; /* never dereferenced */
+		assert_int_equal(oea_problem_check(&tc.p), OEA_OK);
+		run_case(&tc, oea_route_host, 1, &b);
+		assert_int_equal(a.rc, b.rc);
+		assert_memory_equal(a.ids, b.ids, tc.ids_bytes);
+		assert_memory_equal(a.w, b.w, tc.w_bytes);
+		if (a.rc == OEA_OK)
+			assert_memory_equal(&a.st, &b.st, sizeof a.st);
+		totals_seed(&seed);
+		assert_memory_equal(&b.tot, &seed, sizeof seed);
+		run_free(&a);
+		run_free(&b);
+		tcase_free(&tc);
+	}
+}
+
 static void test_versions(void **state)
 {
 	(void)state;
 	assert_int_equal(oea_abi_version(), OEA_ABI_VERSION);
-	assert_string_equal(oea_version(), "2.1.0");
+	assert_string_equal(oea_version(), "3.0.0");
 	assert_true(oea_has_cuda() == 0 || oea_has_cuda() == 1);
 }
 
@@ -1362,12 +1651,15 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest properties[] = {
 		cmocka_unit_test(test_properties_random),
+		cmocka_unit_test(test_kept_by_hand),
+		cmocka_unit_test(test_kept_bounds),
 	};
 	const struct CMUnitTest errors[] = {
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_gate),
 		cmocka_unit_test(test_abi1_struct),
+		cmocka_unit_test(test_abi2_struct),
 	};
 	const struct CMUnitTest numerics[] = {
 		cmocka_unit_test(test_exp),
