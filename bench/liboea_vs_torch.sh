@@ -3,7 +3,11 @@
 # vectorised torch OEA of native/bench/oea_torch.py, on the CPU, torch on one
 # thread, in one run (A B A B per repetition: ratios, not absolute times, are
 # what a shared machine can report).
-#   bench/liboea_vs_torch.sh [BUILD_DIR] [REPS]
+#   bench/liboea_vs_torch.sh [BUILD_DIR] [REPS] [BEFORE_LIB]
+# liboea runs with totals (ABI 3: the kept weight and T sums, what the binding
+# pays). BEFORE_LIB, an ABI 2 liboea.so (an older build), is timed in the same
+# loop and printed beside (A B C per repetition): before/after on a shared
+# machine.
 # Grid and goal (issue 16): B in {1, 16, 128, 256} x E in {128, 256}, K = 8,
 # k0 = 4; liboea >= 20x torch in every cell (ratio of the medians).
 #
@@ -26,4 +30,4 @@ if [ ! -x "$py" ] || ! "$py" -c 'import torch' 2>/dev/null; then
 fi
 # One thread for torch's intra-op pool and for the BLAS/OpenMP libraries it loads.
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-exec "$py" "$root/native/bench/oea_torch.py" --bench-cpu --threads 1 --reps "$reps" --lib "$lib"
+exec "$py" "$root/native/bench/oea_torch.py" --bench-cpu --threads 1 --reps "$reps" --lib "$lib" ${3:+--lib-before "$3"}

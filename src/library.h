@@ -8,7 +8,7 @@
 #ifndef OEAP_LIBRARY_H
 #define OEAP_LIBRARY_H
 
-/* 1 when `library` is a relative path with a slash (lib/liboea.so.2): a form
+/* 1 when `library` is a relative path with a slash (lib/liboea.so.3): a form
  * the binding refuses, since it would name another file in another working
  * directory. An absolute path and a bare file name are 0. */
 int oeap_library_relative(const char *library);

@@ -166,15 +166,24 @@ class OeaProblem(ctypes.Structure):
                 ("weights_row_stride", ctypes.c_int64), ("ids", ctypes.c_void_p),
                 ("weights", ctypes.c_void_p), ("num_valid_rows", ctypes.c_void_p),
                 ("stats", ctypes.c_void_p), ("min_valid_rows", ctypes.c_int32),
-                ("reserved_abi2", ctypes.c_int32)]
+                ("reserved_abi2", ctypes.c_int32), ("totals", ctypes.c_void_p)]
 
-ABI_VERSION = 2
+
+class OeaTotals(ctypes.Structure):
+    """oea_totals (ABI 3): running sums a call adds to (spec rule 10)."""
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "calls", "gated", "t_before", "t_after", "valid_rows", "invalid_rows", "nonfinite_rows",
+        "rerouted_rows", "changed_slots", "kept_fx", "kept_undefined")] + [
+        ("kept_hist", ctypes.c_uint64 * 16)]
+
+
+ABI_VERSION = 3
 
 
 DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.int32: 3, torch.int64: 4}
 
 
-def load_lib(path=None):
+def load_lib(path=None, abi=ABI_VERSION):
     here = os.path.dirname(os.path.abspath(__file__))
     cands = [path] if path else ([os.environ["OEA_LIB"]] if os.environ.get("OEA_LIB") else [])
     cands += sorted(glob.glob(os.path.join(here, "..", "..", "build*", "**", "liboea.so"),
@@ -186,7 +195,7 @@ def load_lib(path=None):
         except OSError:
             continue
         lib.oea_abi_version.restype = ctypes.c_int
-        if lib.oea_abi_version() != ABI_VERSION:
+        if lib.oea_abi_version() != abi:
             continue
         lib.oea_route_host.argtypes = [ctypes.POINTER(OeaProblem)]
         lib.oea_route_cuda.argtypes = [ctypes.POINTER(OeaProblem), ctypes.c_void_p]
@@ -198,7 +207,8 @@ def load_lib(path=None):
 
 
 def make_problem(logits, ids, weights, k0, num_shared=0, scoring="softmax", bias=None,
-                 num_expert_group=0, renormalize=True, num_valid_rows=None, stats=None):
+                 num_expert_group=0, renormalize=True, num_valid_rows=None, stats=None,
+                 totals=None):
     p = OeaProblem()
     p.struct_size = ctypes.sizeof(OeaProblem)
     p.n, p.num_experts = logits.shape
@@ -217,6 +227,7 @@ def make_problem(logits, ids, weights, k0, num_shared=0, scoring="softmax", bias
     p.ids, p.weights = ids.data_ptr(), weights.data_ptr()
     p.num_valid_rows = num_valid_rows.data_ptr() if num_valid_rows is not None else None
     p.stats = ctypes.addressof(stats) if isinstance(stats, OeaStats) else stats
+    p.totals = ctypes.addressof(totals) if isinstance(totals, OeaTotals) else totals
     return p
 
 
@@ -331,16 +342,21 @@ def bench(lib, device, launches, reps):
     return 0
 
 
-def bench_cpu_goal(lib, reps, threads):
-    """The issue-16 grid: torch OEA vs oea_route_host on the CPU, side by side."""
+def bench_cpu_goal(lib, reps, threads, before=None):
+    """The issue-16 grid: torch OEA vs oea_route_host on the CPU, side by side.
+    liboea runs with totals (the kept weight included: what the binding pays).
+    With `before` (an ABI 2 liboea, which has no totals), it is timed in the
+    same loop (A B C per repetition) and its median is printed beside."""
     K, k0, goal = 8, 4, 20.0
     torch.set_num_threads(threads)
     print("## liboea oea_route_host vs vectorised torch OEA, CPU, torch %s on %d thread(s), "
           "K=%d, k0=%d, fp32 softmax, %d reps (A B A B), us per call\n"
           % (torch.__version__, torch.get_num_threads(), K, k0, reps))
+    extra = " before median | after / before |" if before else ""
     print("| E | B | torch min | torch median | liboea min | liboea median "
-          "| ratio (medians) | ratio (minima) | goal >= %gx |" % goal)
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| ratio (medians) | ratio (minima) | goal >= %gx |%s" % (goal, extra))
+    print("|---|---|---|---|---|---|---|---|---|%s" % ("---|---|" if before else ""))
+    totals = OeaTotals()
     g = torch.Generator().manual_seed(7)
     misses = 0
     for E in (128, 256):
@@ -357,25 +373,38 @@ def bench_cpu_goal(lib, reps, threads):
                 print("oea_torch.py: torch and liboea disagree at E=%d B=%d" % (E, n),
                       file=sys.stderr)
                 return 1
-            ts, tl = [], []
+            ts, tl, tb = [], [], []
             copies = [(ids.clone(), weights.clone()) for _ in range(reps)]
-            probs = [make_problem(logits, a, b, k0) for a, b in copies]
+            probs = [make_problem(logits, a, b, k0, totals=totals) for a, b in copies]
+            copies_b = [(ids.clone(), weights.clone()) for _ in range(reps)]
+            probs_b = [make_problem(logits, a, b, k0) for a, b in copies_b]
             for r in range(reps + 2):
                 t0 = time.perf_counter()
                 oea_route_torch(logits, ids, weights, k0)
                 t1 = time.perf_counter()
-                lib.oea_route_host(ctypes.byref(probs[r % reps]))
+                # Before and after swap places every repetition: the first
+                # call after torch finds colder caches.
+                if before and r % 2:
+                    before.oea_route_host(ctypes.byref(probs_b[r % reps]))
                 t2 = time.perf_counter()
+                lib.oea_route_host(ctypes.byref(probs[r % reps]))
+                t3 = time.perf_counter()
+                if before and not r % 2:
+                    before.oea_route_host(ctypes.byref(probs_b[r % reps]))
+                t4 = time.perf_counter()
                 if r >= 2:  # the first two warm caches and allocators
                     ts.append(t1 - t0)
-                    tl.append(t2 - t1)
+                    tl.append(t3 - t2)
+                    tb.append(t4 - t3 if r % 2 == 0 else t2 - t1)
             rm = _median(ts) / _median(tl)
             rn = min(ts) / min(tl)
             ok = rm >= goal
             misses += not ok
-            print("| %d | %d | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %s |" % (
+            print("| %d | %d | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %s |%s" % (
                 E, n, min(ts) * 1e6, _median(ts) * 1e6, min(tl) * 1e6, _median(tl) * 1e6,
-                rm, rn, "PASS" if ok else "MISS"))
+                rm, rn, "PASS" if ok else "MISS",
+                " %.2f | %.3f |" % (_median(tb) * 1e6, _median(tl) / _median(tb))
+                if before else ""))
             sys.stdout.flush()
     print("\noea_torch.py --bench-cpu: %s (goal: liboea >= %gx torch OEA, ratio of medians, "
           "in every cell)" % ("PASS" if not misses else "MISS in %d of 8 cells" % misses, goal))
@@ -460,6 +489,7 @@ def main():
     ap.add_argument("--bench-cpu", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--lib")
+    ap.add_argument("--lib-before", help="--bench-cpu: an ABI 2 liboea timed beside --lib")
     ap.add_argument("--cases", type=int, default=300)
     ap.add_argument("--device", default=None)
     ap.add_argument("--launches", type=int, default=20)
@@ -477,7 +507,8 @@ def main():
     if a.bench:
         rc |= bench(lib, device, a.launches, a.reps)
     if a.bench_cpu:
-        rc |= bench_cpu_goal(lib, a.reps, a.threads)
+        before = load_lib(a.lib_before, abi=2)[0] if a.lib_before else None
+        rc |= bench_cpu_goal(lib, a.reps, a.threads, before)
     return rc
 
 

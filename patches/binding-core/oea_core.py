@@ -183,11 +183,16 @@ _SCORING = {"softmax": 0, "sigmoid": 1}
 
 OeaStats = None
 OeaProblem = None
+OeaTotals = None
 
 
 def _declare_structs():
-    """ctypes mirrors of oea_stats and oea_problem (ABI 2), field for field."""
-    global OeaStats, OeaProblem
+    """ctypes mirrors of oea_stats, oea_totals and oea_problem (ABI 3), field for
+    field. oea_totals holds the running sums a call adds to when the problem's
+    totals points at them (docs/oea-semantics.md, rules 9-10: T sums, the kept
+    weight and changed slots of re-routed rows, the kept histogram); this module
+    does not pass them yet (totals stays NULL)."""
+    global OeaStats, OeaProblem, OeaTotals
     import ctypes
 
     u32, i32, i64, ptr = ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
@@ -196,6 +201,12 @@ def _declare_structs():
         _fields_ = [("t_before", u32), ("t_after", u32), ("valid_rows", u32),
                     ("invalid_rows", u32), ("nonfinite_rows", u32), ("gated", u32),
                     ("reserved", u32 * 2)]
+
+    class _Totals(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_uint64) for name in (
+            "calls", "gated", "t_before", "t_after", "valid_rows", "invalid_rows",
+            "nonfinite_rows", "rerouted_rows", "changed_slots", "kept_fx",
+            "kept_undefined")] + [("kept_hist", ctypes.c_uint64 * 16)]
 
     class _Problem(ctypes.Structure):
         _fields_ = [
@@ -206,12 +217,13 @@ def _declare_structs():
             ("correction_bias", ptr), ("ids_dtype", i32), ("weights_dtype", i32),
             ("ids_row_stride", i64), ("weights_row_stride", i64), ("ids", ptr),
             ("weights", ptr), ("num_valid_rows", ptr), ("stats", ptr),
-            ("min_valid_rows", i32), ("reserved_abi2", i32),
+            ("min_valid_rows", i32), ("reserved_abi2", i32), ("totals", ptr),
         ]
 
     _Stats.__name__ = _Stats.__qualname__ = "OeaStats"
+    _Totals.__name__ = _Totals.__qualname__ = "OeaTotals"
     _Problem.__name__ = _Problem.__qualname__ = "OeaProblem"
-    OeaStats, OeaProblem = _Stats, _Problem
+    OeaStats, OeaProblem, OeaTotals = _Stats, _Problem, _Totals
 
 
 def library_path_problem(path):

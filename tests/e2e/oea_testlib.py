@@ -56,7 +56,7 @@ def parse_struct(header, name):
         if not decl:
             continue
         fm = re.match(r"^(?:const )?([A-Za-z_][A-Za-z0-9_]*)\s*(\*?)\s*([A-Za-z_]\w*)"
-                      r"(?:\[(\d+)\])?$", decl)
+                      r"(?:\[(\w+)\])?$", decl)
         check(fm, "cannot read field %r of %s" % (decl, name))
         ctype_name, star, field, count = fm.groups()
         if star:
@@ -64,6 +64,10 @@ def parse_struct(header, name):
         else:
             check(ctype_name in C_TYPES, "unknown type %s in %s" % (ctype_name, name))
             ctype = C_TYPES[ctype_name]
+        if count and not count.isdigit():  # a length named by a #define (OEA_KEPT_BUCKETS)
+            dm = re.search(r"#define %s (\d+)" % count, header)
+            check(dm, "array length %s of %s.%s not defined in %s" % (count, name, field, HEADER))
+            count = dm.group(1)
         if count:
             ctype = ctype * int(count)
         fields.append((field, ctype))

@@ -89,7 +89,7 @@ def template():
             .replace("{{bool_false}}", repr(tuple(b["bool_false"].split()))))
 
 
-def render(library, abi=2, patch="sglang-oea", version=2):
+def render(library, abi=3, patch="sglang-oea", version=2):
     text = template()
     symbols, size, probe = library_contract()
     text = (text.replace("{{library}}", repr(library)).replace("{{abi}}", str(abi))
@@ -281,11 +281,12 @@ def main():
         compile(text, path, "exec")
         return "%d lines" % text.count("\n")
 
-    @case("ctypes layout == oea.h (oea_problem, oea_stats)")
+    @case("ctypes layout == oea.h (oea_problem, oea_stats, oea_totals)")
     def t_layout():
         mod = load(path, "oea_layout", {})
         mod._declare_structs()
-        for cname, cls in (("oea_problem", mod.OeaProblem), ("oea_stats", mod.OeaStats)):
+        for cname, cls in (("oea_problem", mod.OeaProblem), ("oea_stats", mod.OeaStats),
+                           ("oea_totals", mod.OeaTotals)):
             fields = parse_struct(header, cname)
             offsets, size = expected_layout(fields)
             check([f for f, _ in fields] == [f for f, _ in cls._fields_],

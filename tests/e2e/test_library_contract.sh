@@ -55,13 +55,13 @@ print(json.dumps([m.ENABLED, m._lib is not None]))
 
 # The test libraries: real shared objects, nothing else in them.
 cat >"$WORK/only_abi.c" <<'EOF'
-int oea_abi_version(void) { return 2; }
+int oea_abi_version(void) { return 3; }
 EOF
 cat >"$WORK/refuses.c" <<'EOF'
 #include <stdint.h>
-/* every entry point, ABI 2, but an argument block of another size is refused */
-int oea_abi_version(void) { return 2; }
-const char *oea_version(void) { return "2.1.0-test"; }
+/* every entry point, ABI 3, but an argument block of another size is refused */
+int oea_abi_version(void) { return 3; }
+const char *oea_version(void) { return "3.0.0-test"; }
 int oea_has_cuda(void) { return 0; }
 const char *oea_status_message(int s) { return s == 2 ? "struct_size unknown to this test library" : "other"; }
 int oea_problem_check(const void *p) { return *(const uint32_t *)p == 200 ? 0 : 2; }
@@ -98,12 +98,12 @@ has "one warning naming it" "LOG WARNING oeapatch: SGLANG_OEA_K0=3, but liboea a
 
 echo "== a library whose oea_problem_check refuses the binding's argument block"
 expect "verify fails" 1 env SGLANG_OEA_LIBRARY="$REFUSES" "$OEAPATCH" verify -C "$C"
-has "names the refusal" "refuses the binding's argument block (oea_problem of 136 bytes, ABI 2)"
+has "names the refusal" "refuses the binding's argument block (oea_problem of 144 bytes, ABI 3)"
 has "with the library's own message" "oea_problem_check returns 2 (struct_size unknown to this test library)"
 expect "status fails" 1 env SGLANG_OEA_LIBRARY="$REFUSES" "$OEAPATCH" status -C "$C"
 has "status names it" "refuses the binding's argument block"
 expect "the written module refuses it (strict)" 1 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY="$REFUSES"
-has "ImportError naming the refusal" "refuses this binding's argument block (oea_problem of 136 bytes, ABI 2)"
+has "ImportError naming the refusal" "refuses this binding's argument block (oea_problem of 144 bytes, ABI 3)"
 
 echo "== the recorded library replaced after a green apply"
 C2=$WORK/swap
@@ -199,7 +199,7 @@ __attribute__((constructor)) static void mark(void)
 	if (fd >= 0)
 		close(fd);
 }
-int oea_abi_version(void) { return 2; }
+int oea_abi_version(void) { return 3; }
 EOF
 	"$CC" -shared -fPIC -o "$WORK/libs/libmark.so" "$WORK/mark.c" || { echo "FAIL building libmark"; exit 1; }
 	# apply binds a trusted copy; then its folder becomes nobody's and 0777,

@@ -69,13 +69,13 @@ def render(library):
         with open(path, encoding="utf-8") as f:
             part = f.read()
         text += part if part.endswith("\n") else part + "\n"
-    for key, value in (("library", repr(library)), ("abi", "2"), ("patch", "vllm-oea"),
+    for key, value in (("library", repr(library)), ("abi", "3"), ("patch", "vllm-oea"),
                        ("version", "1"), ("env_prefix", prefix), ("framework", "vLLM"),
                        ("bool_true", repr(true)), ("bool_false", repr(false)),
                        ("library_symbols", repr(("oea_abi_version", "oea_status_message",
                                                  "oea_has_cuda", "oea_problem_check",
                                                  "oea_route_host", "oea_route_cuda"))),
-                       ("problem_size", "136"),
+                       ("problem_size", "144"),
                        ("problem_probe", repr({"num_experts": 1, "top_k": 1, "k0": 1,
                                                "logits_row_stride": 1, "ids_dtype": 3,
                                                "ids_row_stride": 1, "weights_row_stride": 1}))):

@@ -96,9 +96,11 @@ static const void *pick_ptr(uint8_t sel)
 static int limits_hold(const oea_problem *p)
 {
 	int lsz = p->logits_dtype == OEA_DTYPE_F32 ? 4 : 2, isz = p->ids_dtype == OEA_DTYPE_I64 ? 8 : 4;
-	/* A struct shorter than ABI 2's is read as ABI 1's (no reserved_abi2). */
+	/* A struct shorter than ABI 2's is read as ABI 1's (no reserved_abi2);
+	 * one shorter than ABI 3's as ABI 2's (no totals). */
 	return p->struct_size >= OEA_PROBLEM_SIZE_V1 &&
-	       (p->struct_size < sizeof(oea_problem) || p->reserved_abi2 == 0) &&
+	       (p->struct_size < OEA_PROBLEM_SIZE_V2 || p->reserved_abi2 == 0) &&
+	       (p->struct_size < sizeof(oea_problem) || (uintptr_t)p->totals % 8 == 0) &&
 	       (p->flags & ~OEA_FLAG_REJECT_NONFINITE) == 0 &&
 	       (p->renormalize == 0 || p->renormalize == 1) && p->n >= 0 && p->n <= OEA_MAX_ROWS &&
 	       p->num_experts >= 1 && p->num_experts <= OEA_MAX_EXPERTS && p->top_k >= 1 &&
@@ -150,9 +152,13 @@ static void fuzz_raw(input *in)
 	p.stats = (oea_stats *)pick_ptr(u8(in));
 	p.min_valid_rows = (int32_t)u32(in);
 	p.reserved_abi2 = (u8(in) & 3) == 3 ? (int32_t)u32(in) : 0;
-	/* An ABI 1 caller's size now and then: its struct ends before the new fields. */
-	if ((u8(in) & 7) == 7)
+	p.totals = (oea_totals *)pick_ptr(u8(in));
+	/* An ABI 1 or 2 caller's size now and then: its struct ends before the new fields. */
+	uint8_t older = u8(in);
+	if ((older & 7) == 7)
 		p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V1 + (u8(in) & 7);
+	else if ((older & 7) == 6)
+		p.struct_size = (uint32_t)OEA_PROBLEM_SIZE_V2 + (u8(in) & 7);
 	/* A small struct_size often, so the in-range paths are reached too. */
 	if (u8(in) & 1)
 		p.struct_size = sizeof(oea_problem);
@@ -263,6 +269,7 @@ static void fuzz_route(input *in)
 	/* The ABI 2 gate: off, or around the number of rows (negative = off). */
 	p.min_valid_rows = (opt & 128) ? (int32_t)(int8_t)u8(in) % 12 : 0;
 	oea_stats stats;
+	oea_totals totals;
 	float *bias = NULL;
 
 	int n = p.n > 0 && p.n <= OEA_MAX_ROWS ? p.n : 0;
@@ -331,6 +338,8 @@ static void fuzz_route(input *in)
 	p.num_valid_rows = (opt & 32) ? &nvr : NULL;
 	memset(&stats, 0xa5, sizeof(stats));
 	p.stats = (opt & 64) ? &stats : NULL;
+	memset(&totals, 0, sizeof(totals));
+	p.totals = (opt & 8) ? &totals : NULL;
 
 	int st_check = oea_problem_check(&p);
 	int st = oea_route_host(&p);
@@ -340,6 +349,7 @@ static void fuzz_route(input *in)
 	if (st != OEA_OK) {
 		CHECK(memcmp(ids, ids0, ibytes) == 0 && memcmp(w, w0, wbytes) == 0, "refused call (%d) wrote", st);
 		CHECK(!p.stats || stats.t_before == 0xa5a5a5a5u, "refused call (%d) wrote stats", st);
+		CHECK(totals.calls == 0 && totals.rerouted_rows == 0, "refused call (%d) added to totals", st);
 		goto done;
 	}
 
@@ -455,6 +465,24 @@ static void fuzz_route(input *in)
 		CHECK(stats.nonfinite_rows <= stats.valid_rows, "nonfinite_rows > valid_rows");
 		CHECK(stats.gated == (uint32_t)gated, "stats gated %u, expected %d", stats.gated, gated);
 		CHECK(stats.reserved[0] == 0 && stats.reserved[1] == 0, "reserved not zeroed");
+	}
+	if (p.totals) {
+		/* Rule 10: one call; the re-routed rows each in one kept bucket or
+		 * undefined, at most R - k0 changed slots a row, unchanged rows at
+		 * exactly 1 (bucket 14). */
+		uint64_t rerouted = p.k0 < R && !gated ? valid : 0, in_buckets = 0;
+		for (int b = 0; b < OEA_KEPT_BUCKETS; b++)
+			in_buckets += totals.kept_hist[b];
+		CHECK(totals.calls == 1 && totals.gated == (uint64_t)gated, "totals calls/gated %llu/%llu",
+		      (unsigned long long)totals.calls, (unsigned long long)totals.gated);
+		CHECK(totals.valid_rows == (gated ? 0 : valid), "totals valid_rows %llu",
+		      (unsigned long long)totals.valid_rows);
+		CHECK(totals.rerouted_rows == rerouted, "totals rerouted_rows %llu, expected %llu",
+		      (unsigned long long)totals.rerouted_rows, (unsigned long long)rerouted);
+		CHECK(in_buckets + totals.kept_undefined == rerouted, "kept buckets + undefined != rows");
+		CHECK(totals.changed_slots <= rerouted * (uint64_t)(R > p.k0 ? R - p.k0 : 0),
+		      "changed slots %llu beyond R - k0 a row", (unsigned long long)totals.changed_slots);
+		CHECK(totals.kept_hist[14] + totals.changed_slots >= rerouted, "an unchanged row not at kept 1");
 	}
 done:
 	free(logits);

@@ -345,7 +345,7 @@ static void test_render_contract(void **state)
 		assert_true(at && at < eol);
 	}
 	assert_int_equal(n, 6);
-	/* The binding's block is ABI 2's oea_problem, as the header lays it out. */
+	/* The binding's block is ABI 3's oea_problem, as the header lays it out. */
 	assert_int_equal(def->problem_size, (int)sizeof(oea_problem));
 	char want[64];
 	snprintf(want, sizeof(want), "\nPROBLEM_SIZE = %d\n", def->problem_size);

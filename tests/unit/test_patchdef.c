@@ -317,7 +317,7 @@ static void test_library_section(void **state)
 	while (def->library_symbols[n])
 		n++;
 	assert_int_equal(n, 6);
-	assert_int_equal(def->problem_size, 136);
+	assert_int_equal(def->problem_size, 144);
 	assert_true(def->nprobe >= 3);
 	assert_string_equal(def->problem_probe[0].name, "num_experts");
 	assert_int_equal(def->problem_probe[0].value, 1);
@@ -327,7 +327,7 @@ static void test_library_section(void **state)
 static void test_library_bad_size(void **state)
 {
 	fixture *f = *state;
-	long line = edit_ini(f, "problem_size = 136", "problem_size = 4");
+	long line = edit_ini(f, "problem_size = 144", "problem_size = 4");
 	oeap_error err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "[library] problem_size: must be the binding's sizeof(oea_problem)",
 	                        line);
@@ -352,7 +352,7 @@ static void test_library_bad_symbol(void **state)
 static void test_library_probe_without_size(void **state)
 {
 	fixture *f = *state;
-	edit_ini(f, "problem_size = 136", "; problem_size = 136");
+	edit_ini(f, "problem_size = 144", "; problem_size = 144");
 	oeap_error err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "[library] problem_probe needs problem_size", -1);
 }
@@ -360,7 +360,7 @@ static void test_library_probe_without_size(void **state)
 static void test_unknown_key(void **state)
 {
 	fixture *f = *state;
-	long line = edit_ini(f, "abi = 2\n", "abi = 2\ncolour = blue\n") + 1;
+	long line = edit_ini(f, "abi = 3\n", "abi = 3\ncolour = blue\n") + 1;
 	oeap_error err = load_refused(f);
 	char where[64];
 	snprintf(where, sizeof(where), "patch.ini:%ld", line);
