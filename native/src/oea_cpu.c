@@ -288,7 +288,8 @@ static uint32_t oea_cpu_hits(const float *kr, int w, uint32_t bits, float thr)
  * added to the call's sums. id/score: the c selected experts in output order
  * (oea_row_finish sorted them); orig: the R original routed ids in column
  * order. An original expert's score is sr[e] when phase 2 computed the whole
- * row's (sr non-NULL), else oea_score of its logit lf[e]: the same bits.
+ * row's (sr non-NULL), else oea_score4 of its logit lf[e] (each lane the bits
+ * of oea_score, as the kernel's per-lane score).
  * Most rows of a large batch change nothing and stop at the count.
  */
 static void oea_cpu_kept(const oea_problem *p, int c, const int32_t *id, const float *score,
@@ -296,6 +297,7 @@ static void oea_cpu_kept(const oea_problem *p, int c, const int32_t *id, const f
 			 float s, oea_totals *acc)
 {
 	uint32_t sel[OEA_MASK_WORDS] = {0};
+	_Alignas(16) float osc[OEA_MAX_TOPK];
 	float num = 0.0f, den = 0.0f, kept;
 	int a, changed = R;
 
@@ -310,8 +312,16 @@ static void oea_cpu_kept(const oea_problem *p, int c, const int32_t *id, const f
 	} else {
 		for (a = 0; a < c; a++)
 			num = num + score[a];
+		/* The originals' scores, four at a time when phase 2 had none. */
 		for (a = 0; a < R; a++)
-			den = den + (sr ? sr[orig[a]] : oea_score(lf[orig[a]], p->scoring, m, s));
+			osc[a] = sr ? sr[orig[a]] : lf[orig[a]];
+		for (a = R; a & 3; a++)
+			osc[a] = 0.0f;
+		if (!sr)
+			for (a = 0; a < R; a += 4)
+				oea_v4f_store(osc + a, oea_score4(oea_v4f_load(osc + a), p->scoring, m, s));
+		for (a = 0; a < R; a++)
+			den = den + osc[a];
 		if (!oea_kept(num, den, &kept)) {
 			acc->kept_undefined++;
 			return;

@@ -153,7 +153,7 @@ static void test_real_definition(void **state)
 	assert_string_equal(def->name, "sglang-oea");
 	assert_int_equal(def->version, 2);
 	assert_string_equal(def->target, "python/sglang/srt/layers/moe/topk.py");
-	assert_int_equal(def->abi, 2);
+	assert_int_equal(def->abi, 3);
 	assert_string_equal(def->first_revision, "2024-12-24");
 	assert_string_equal(def->binding_module, "_oeapatch_sglang_oea");
 	assert_string_equal(def->library_env, "SGLANG_OEA_LIBRARY");
