@@ -284,51 +284,64 @@ static uint32_t oea_cpu_hits(const float *kr, int w, uint32_t bits, float thr)
 }
 
 /*
- * The kept weight and changed slots of a re-routed row (spec rules 9-10),
- * added to the call's sums. id/score: the c selected experts in output order
- * (oea_row_finish sorted them); orig: the R original routed ids in column
- * order. An original expert's score is sr[e] when phase 2 computed the whole
- * row's (sr non-NULL), else oea_score4 of its logit lf[e] (each lane the bits
- * of oea_score, as the kernel's per-lane score).
- * Most rows of a large batch change nothing and stop at the count.
+ * The kept weight of a re-routed row (spec rule 9), its first half, before
+ * the row is rewritten: the changed slots (R - |O ∩ S|: P_i is in both, so
+ * only the chosen candidates id[k0..c) are looked up in O, the row's
+ * original ids as a bit mask) and, when a slot changed, den = the original
+ * experts' scores summed in column order. An original's score is sr[e] when
+ * phase 2 computed the row's (sr non-NULL), else oea_score4 of its logit
+ * (each lane the bits of oea_score, as the kernel's per-lane score). Most
+ * rows of a large batch change nothing and stop at the count.
  */
-static void oea_cpu_kept(const oea_problem *p, int c, const int32_t *id, const float *score,
-			 int R, const int32_t *orig, const float *sr, const float *lf, float m,
-			 float s, oea_totals *acc)
+static int oea_cpu_changed(const oea_problem *p, const void *irow, int R, int c,
+			   const int32_t *id, const uint32_t *omask, const float *sr,
+			   const float *lf, float m, float s, float *den)
 {
-	uint32_t sel[OEA_MASK_WORDS] = {0};
 	_Alignas(16) float osc[OEA_MAX_TOPK];
-	float num = 0.0f, den = 0.0f, kept;
-	int a, changed = R;
+	int a, changed = R - p->k0;
 
-	for (a = 0; a < c; a++)
-		oea_set_bit(sel, id[a]);
+	for (a = p->k0; a < c; a++)
+		changed -= oea_bit(omask, id[a]);
+	if (changed == 0)
+		return 0;
+	for (a = 0; a < R; a++) {
+		int e = (int)oea_id_load(irow, p->ids_dtype, a);
+		osc[a] = sr ? sr[e] : lf[e];
+	}
+	for (a = R; a & 3; a++)
+		osc[a] = 0.0f;
+	if (!sr)
+		for (a = 0; a < R; a += 4)
+			oea_v4f_store(osc + a, oea_score4(oea_v4f_load(osc + a), p->scoring, m, s));
+	*den = 0.0f;
 	for (a = 0; a < R; a++)
-		changed -= oea_bit(sel, orig[a]);
-	acc->rerouted_rows++;
-	acc->changed_slots += (uint64_t)changed;
-	if (changed == 0) {
-		kept = 1.0f; /* rule 9: no sum taken */
-	} else {
+		*den = *den + osc[a];
+	return changed;
+}
+
+/*
+ * Its second half, after oea_row_finish sorted the selection: num = the
+ * selected scores in output order, kept = num / den, and the row's figures
+ * added to the caller's totals (rule 10; phase 2 runs only after every check
+ * that can fail the call, so a failed call still adds nothing).
+ */
+static void oea_cpu_kept(oea_totals *t, int changed, int c, const float *score, float den)
+{
+	float num = 0.0f, kept = 1.0f;
+	int a;
+
+	t->rerouted_rows++;
+	t->changed_slots += (uint64_t)changed;
+	if (changed) {
 		for (a = 0; a < c; a++)
 			num = num + score[a];
-		/* The originals' scores, four at a time when phase 2 had none. */
-		for (a = 0; a < R; a++)
-			osc[a] = sr ? sr[orig[a]] : lf[orig[a]];
-		for (a = R; a & 3; a++)
-			osc[a] = 0.0f;
-		if (!sr)
-			for (a = 0; a < R; a += 4)
-				oea_v4f_store(osc + a, oea_score4(oea_v4f_load(osc + a), p->scoring, m, s));
-		for (a = 0; a < R; a++)
-			den = den + osc[a];
 		if (!oea_kept(num, den, &kept)) {
-			acc->kept_undefined++;
+			t->kept_undefined++;
 			return;
 		}
 	}
-	acc->kept_fx += oea_kept_fx(kept);
-	acc->kept_hist[oea_kept_bucket(kept)]++;
+	t->kept_fx += oea_kept_fx(kept);
+	t->kept_hist[oea_kept_bucket(kept)]++;
 }
 
 /*
@@ -347,7 +360,7 @@ static void oea_cpu_kept(const oea_problem *p, int c, const int32_t *id, const f
  *    at all with softmax and no bias, where the key is the logit.
  */
 static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows,
-			   const uint32_t *u, const float *bias, int R, oea_totals *acc)
+			   const uint32_t *u, const float *bias, int R, oea_totals *totals)
 {
 	const void *lrow = oea_row_ptr(p->logits, p->logits_dtype, p->logits_row_stride, i);
 	void *irow = (void *)oea_row_ptr(p->ids, p->ids_dtype, p->ids_row_stride, i);
@@ -355,16 +368,18 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 	_Alignas(16) float lf[OEA_MAX_EXPERTS + 32];
 	_Alignas(16) float kbuf[OEA_MAX_EXPERTS + 32], sr[OEA_MAX_EXPERTS + 32];
 	const float *kr = lf; /* the keys of the row's experts */
-	int32_t id[OEA_MAX_TOPK], orig[OEA_MAX_TOPK];
+	int32_t id[OEA_MAX_TOPK];
 	float key[OEA_MAX_TOPK], score[OEA_MAX_TOPK];
 	uint32_t cand[OEA_MASK_WORDS];
 	uint32_t pmask[OEA_MASK_WORDS] = {0}, allow[OEA_MASK_WORDS] = {0};
+	uint32_t omask[OEA_MASK_WORDS]; /* the row's original ids (totals only) */
+	float den = 0.0f;
 	float m = rows->m[i], s = rows->s[i];
 	int E = p->num_experts, words = (E + 31) / 32;
 	int gsize = p->num_expert_group > 0 ? E / p->num_expert_group : 0;
 	/* Softmax without a bias ranks by the logit: no score until selected. */
 	int logit_key = !p->correction_bias && p->scoring == OEA_SCORING_SOFTMAX;
-	int k0 = p->k0, want = R - k0, c = k0, col0 = (int)(rows->p1[i] & 15u), a, w, e;
+	int k0 = p->k0, want = R - k0, c = k0, col0 = (int)(rows->p1[i] & 15u), a, w, e, changed = 0;
 
 	oea_cpu_load_row(lrow, p->logits_dtype, E, lf);
 	for (e = (E + 3) & ~3; e < 32 * words; e++)
@@ -398,8 +413,12 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 		cand[w] = u[w] & ~pmask[w] & (gsize ? allow[w] : ~0u);
 
 	/* The row's own routed candidates first (each taken out of the scan). */
+	if (totals)
+		memset(omask, 0, sizeof(uint32_t) * (size_t)words);
 	for (a = 0; a < R; a++) {
 		e = (int)oea_id_load(irow, p->ids_dtype, a);
+		if (totals)
+			oea_set_bit(omask, e);
 		if (!oea_bit(cand, e))
 			continue;
 		cand[e >> 5] &= ~(1u << (e & 31));
@@ -432,25 +451,24 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 		for (a = 0; a < c; a += 4)
 			oea_v4f_store(score + a, oea_score4(oea_v4f_load(key + a), p->scoring, m, s));
 	}
-	/* The original ids, for the kept weight: the row is rewritten next. */
-	if (acc)
-		for (a = 0; a < R; a++)
-			orig[a] = (int32_t)oea_id_load(irow, p->ids_dtype, a);
+	/* The kept weight's first half reads the original ids: before the row
+	 * is rewritten. */
+	if (totals)
+		changed = oea_cpu_changed(p, irow, R, c, id, omask, logit_key ? NULL : sr, lf, m, s,
+					  &den);
 	/* id[0] is the best phase-1 expert (phase 1 is in key order); the
 	 * fillers need the whole batch's U (spec version 3, rule 5). */
 	oea_row_finish(c, id, key, score, R, p->renormalize, col0, score[0], u, E, irow,
 		       p->ids_dtype, wrow);
-	if (acc)
-		oea_cpu_kept(p, c, id, score, R, orig, logit_key ? NULL : sr, lf, m, s, acc);
+	if (totals)
+		oea_cpu_kept(totals, changed, c, score, den);
 }
 
-/* Adds a successful call's figures to the caller's totals (rule 10): calls
- * and gated always, the stats' sums when not gated, the kept figures of the
- * re-routed rows (acc). Plain adds: a host caller owns its totals. */
-static void oea_cpu_add_totals(oea_totals *t, const oea_stats *st, const oea_totals *acc)
+/* Adds a successful call's own figures to the caller's totals (rule 10):
+ * calls and gated always, the stats' sums when not gated (phase 2 added the
+ * re-routed rows'). Plain adds: a host caller owns its totals. */
+static void oea_cpu_add_totals(oea_totals *t, const oea_stats *st)
 {
-	int b;
-
 	t->calls++;
 	t->gated += st->gated;
 	if (!st->gated) {
@@ -460,12 +478,6 @@ static void oea_cpu_add_totals(oea_totals *t, const oea_stats *st, const oea_tot
 		t->invalid_rows += st->invalid_rows;
 		t->nonfinite_rows += st->nonfinite_rows;
 	}
-	t->rerouted_rows += acc->rerouted_rows;
-	t->changed_slots += acc->changed_slots;
-	t->kept_fx += acc->kept_fx;
-	t->kept_undefined += acc->kept_undefined;
-	for (b = 0; b < OEA_KEPT_BUCKETS; b++)
-		t->kept_hist[b] += acc->kept_hist[b];
 }
 
 static int route_host(const oea_problem *caller)
@@ -477,7 +489,6 @@ static int route_host(const oea_problem *caller)
 	uint32_t u[OEA_MASK_WORDS] = {0}, tb[OEA_MASK_WORDS] = {0};
 	_Alignas(16) float lf[OEA_MAX_EXPERTS + 4];
 	oea_stats st;
-	oea_totals acc; /* this call's part of the totals (rule 10) */
 	int error, R, nvr, i, a, e, gated, bias_bad = 0;
 
 	error = oea_problem_load(caller, &q);
@@ -485,7 +496,6 @@ static int route_host(const oea_problem *caller)
 		goto done;
 
 	memset(&st, 0, sizeof st);
-	memset(&acc, 0, sizeof acc);
 	R = p->top_k - p->num_shared;
 	nvr = p->n;
 	if (p->num_valid_rows) {
@@ -558,13 +568,13 @@ static int route_host(const oea_problem *caller)
 		for (i = 0; i < p->n; i++)
 			if (rows.state[i] == OEA_ROW_VALID)
 				oea_cpu_phase2(p, i, &rows, u, p->correction_bias ? bias : NULL, R,
-					       p->totals ? &acc : NULL);
+					       p->totals);
 	}
 
 	if (p->stats)
 		memcpy(p->stats, &st, sizeof st);
 	if (p->totals)
-		oea_cpu_add_totals(p->totals, &st, &acc);
+		oea_cpu_add_totals(p->totals, &st);
 done:
 	return error;
 }
