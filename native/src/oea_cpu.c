@@ -335,7 +335,7 @@ static void oea_cpu_kept(oea_totals *t, int changed, int c, const float *score, 
 	if (changed) {
 		for (a = 0; a < c; a++)
 			num = num + score[a];
-		if (!oea_kept(num, den, &kept)) {
+		if (!oea_kept_divisible(num, den) || !oea_isfinite(kept = num / den)) {
 			t->kept_undefined++;
 			return;
 		}

@@ -630,7 +630,11 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 #pragma unroll 1
 			for (int c = 0; c < a.R; c++)
 				den = den + __shfl_sync(OEA_FULL, osc, c);
-			defined = oea_kept(num, den, &kept);
+			defined = oea_kept_divisible(num, den);
+			if (defined) {
+				kept = oea_ddiv(num, den);
+				defined = oea_isfinite(kept);
+			}
 		}
 		if (lane == 0) {
 			atomicAdd(&sm.tot[OEA_TOT_REROUTED], 1ull);

@@ -490,19 +490,18 @@ OEA_HD void oea_row_finish(int c, int32_t *id, float *key, float *score, int R,
 /* ---- the kept weight (spec version 4, rule 9) -------------------------- */
 
 /*
- * The kept weight of a re-routed row that changed a slot: num = the
- * selected experts' scores summed in output order (fillers excluded), den =
- * the original routed experts' scores summed in column order. Defined (1)
- * when den is finite and positive, num finite, and the quotient finite;
- * else 0 (the row counts in totals.kept_undefined). A row without a changed
- * slot has kept = 1 by rule 9 and never comes here.
+ * The kept weight of a re-routed row that changed a slot is num / den: num =
+ * the selected experts' scores summed in output order (fillers excluded),
+ * den = the original routed experts' scores summed in column order. It is
+ * defined when den is finite and positive, num finite (this test) and the
+ * quotient finite (oea_isfinite after the division, which each path does
+ * its own way: the kernel calls its out-of-line IEEE division); else the
+ * row counts in totals.kept_undefined. A row without a changed slot has
+ * kept = 1 by rule 9 and never comes here.
  */
-OEA_HD int oea_kept(float num, float den, float *kept)
+OEA_HD int oea_kept_divisible(float num, float den)
 {
-	if (!(den > 0.0f) || !oea_isfinite(den) || !oea_isfinite(num))
-		return 0;
-	*kept = num / den;
-	return oea_isfinite(*kept);
+	return den > 0.0f && oea_isfinite(den) && oea_isfinite(num);
 }
 
 /*

@@ -442,9 +442,9 @@ def main():
             if not hasattr(torch.library, "custom_op"):
                 return "skipped: torch %s has no custom op" % torch.__version__
             check(m._op is not None, "no custom op registered")
-            check(hasattr(torch.ops.oeapatch, "vllm_oea_route_abi2"),
-                  "torch.ops.oeapatch has no vllm_oea_route_abi2")
-            check(not hasattr(torch.ops.oeapatch, "oea_route_abi2"),
+            check(hasattr(torch.ops.oeapatch, "vllm_oea_route_abi3"),
+                  "torch.ops.oeapatch has no vllm_oea_route_abi3")
+            check(not hasattr(torch.ops.oeapatch, "oea_route_abi3"),
                   "an op named for no definition is registered")
 
         op()
