@@ -7,6 +7,8 @@
 #   missing entry points / the refusal, apply --library refuses them with
 #   nothing written, and the written module refuses them at import (strict:
 #   ImportError; not strict: one warning, OEA off);
+# - one whose ABI is the binding's + 1 (all else accepted): the same refusals,
+#   naming both ABI numbers (equality is the rule, not "at least");
 # - a bare file name (liboea.so.2) that the loader's search path finds
 #   (LD_LIBRARY_PATH): verify holds and names the file found, the module loads
 #   it, apply --library records the file found;
@@ -104,6 +106,27 @@ expect "status fails" 1 env SGLANG_OEA_LIBRARY="$REFUSES" "$OEAPATCH" status -C 
 has "status names it" "refuses the binding's argument block"
 expect "the written module refuses it (strict)" 1 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY="$REFUSES"
 has "ImportError naming the refusal" "refuses this binding's argument block (oea_problem of 136 bytes, ABI 2)"
+
+echo "== a library whose ABI is newer than the binding's (the binding's ABI + 1)"
+# Every entry point, every argument block accepted: only the ABI number says
+# the contract changed, and equality, not "at least", is the rule.
+abi=$(sed -n 's/^abi *= *\([0-9][0-9]*\) *$/\1/p' "$SRC/patches/sglang-oea/patch.ini")
+newer=$((abi + 1))
+sed -e "s/return 2; }/return $newer; }/" -e 's/return \*(const uint32_t \*)p == 200 ? 0 : 2;/(void)p; return 0;/' \
+	"$WORK/refuses.c" >"$WORK/newer.c"
+NEWER=$WORK/libs/libnewer.so
+"$CC" -shared -fPIC -o "$NEWER" "$WORK/newer.c" || { echo "FAIL building libnewer"; exit 1; }
+expect "verify fails" 1 env SGLANG_OEA_LIBRARY="$NEWER" "$OEAPATCH" verify -C "$C"
+has "naming both ABIs" "$NEWER reports ABI $newer, the binding expects ABI $abi"
+expect "status fails" 1 env SGLANG_OEA_LIBRARY="$NEWER" "$OEAPATCH" status -C "$C"
+has "status names both ABIs" "reports ABI $newer, the binding expects ABI $abi"
+expect "the written module refuses it (strict)" 1 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY="$NEWER"
+has "ImportError naming both ABIs" "ABI version $newer, but this binding was written for ABI $abi"
+C9=$WORK/newer
+fresh "$C9"
+expect "apply --library refuses it" 2 "$OEAPATCH" apply -C "$C9" --library "$NEWER"
+has "naming both ABIs" "reports ABI $newer, the binding expects ABI $abi"
+check "nothing written" test ! -e "$C9/$B"
 
 echo "== the recorded library replaced after a green apply"
 C2=$WORK/swap
