@@ -231,6 +231,23 @@ def check_release(r):
         "%s: OEA off: the loader runs the plugin, one debug line and nothing else%s"
         % (n, "" if rc == 0 and len(lines) == 1 else ": rc %d, %r" % (rc, lines or out[-800:])))
 
+    # K0 spelled as a 0 the binding reads as off: off for the plugin too.
+    moe = os.path.dirname(r.target)
+    binding = glob.glob(os.path.join(moe, "_oeapatch_*.py"))
+    for spelled in ("+0", "-0", " 00 "):
+        var = r.cfg["prefix"] + "K0"
+        rc, k0 = run([r.py, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                      "m = __import__(sys.argv[2]); print(m.parse_settings({sys.argv[3]: sys.argv[4]})"
+                      "['k0'])", moe, os.path.basename(binding[0])[:-3], var, spelled],
+                     env=r.env())
+        rc, out = r.start(**{var: spelled})
+        lines = plugin_lines(out)
+        say(k0.strip() == "0" and rc == 0 and "LOADED" in out and len(lines) == 1
+            and "OEA is off" in lines[0],
+            "%s: %s=%r, which the binding reads as %s: off for the plugin too%s"
+            % (n, var, spelled, k0.strip()[-200:], "" if rc == 0 and len(lines) == 1
+               else ": rc %d, %r" % (rc, lines or out[-800:])))
+
     # Patched, on: the line, and the gauge 1.
     prom = tempfile.mkdtemp(dir=r.work, prefix="prom-")
     rc, out = r.start(**r.k0(PROMETHEUS_MULTIPROC_DIR=prom))
@@ -304,6 +321,44 @@ def check_release(r):
     say(said and rc == 0 and "OEA in place" in out,
         "%s: that command, run as said, makes the next start pass%s"
         % (n, "" if rc == 0 else ": rc %d: %s" % (rc, out[-1500:])))
+
+
+# The routing module imported before the plugin runs, calling a binding
+# module that is not the file apply wrote: a copy of it elsewhere, imported
+# as a module of its own and put in the live module's place (its alias).
+PRE_OTHER_BINDING = r'''
+import importlib, importlib.util
+target = importlib.import_module(%(target)r)
+spec = importlib.util.spec_from_file_location("elsewhere_" + %(module)r, %(copy)r)
+binding = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(binding)
+setattr(target, %(alias)r, binding)
+'''
+
+
+def check_live_binding(r):
+    """A live routing module whose binding is not the file apply wrote: the
+    process stops, naming both files."""
+    n = r.name
+    moe = os.path.dirname(r.target)
+    written = glob.glob(os.path.join(moe, "_oeapatch_*.py"))[0]
+    module = os.path.basename(written)[:-3]
+    copy = os.path.join(r.work, "elsewhere", module + ".py")
+    os.makedirs(os.path.dirname(copy), exist_ok=True)
+    shutil.copyfile(written, copy)
+    target = r.cfg["target"][:-3].replace("/", ".")
+    with open(os.path.join(ROOT, "patches", r.cfg["patch"].split("/")[0], "templates",
+                           "import.py")) as f:
+        alias = re.search(r"\bas\s+(\w+)", f.read()).group(1)
+    pre = PRE_OTHER_BINDING % {"module": module, "copy": copy, "target": target, "alias": alias}
+    stubs = {"PYTHONPATH": STUBS} if r.cfg["framework"] == "sglang" else {}
+    rc, out = r.start(pre=pre, **r.k0(**stubs))
+    words = "the binding this process imported is %s, not %s (written by apply)" % (copy, written)
+    ok = rc != 0 and words in out and "Stopped by the oeapatch plugin" in out
+    rc, out2 = r.start(pre=pre.replace("setattr(", "(lambda *a: None)("), **r.k0(**stubs))
+    ok = ok and rc == 0 and "OEA in place" in out2
+    say(ok, "%s: the routing module imported with another binding module: named, stopped%s"
+        % (n, "" if ok else ": rc %d: %s" % (rc, out[-1500:])))
 
 
 def shadow_case(r, what, words, prom):
@@ -493,9 +548,8 @@ def check_replacements(r):
                 ok = ran and named and level(named[0]) == "WARNING"
             else:
                 ok = rc != 0 and named and "Stopped by the oeapatch plugin" in out
-            if kind == "importer":
-                ok = ok and "%s.%s (imported from" % (importer, name) in out and \
-                    "%s.%s, as this process runs it" % (owner.rpartition(".")[2], name) in out
+            if kind == "importer":  # one replacement, named where it is defined
+                ok = ok and "%s.%s, as this process runs it" % (owner, name) in out
             elif kind == "importer-only":
                 ok = ok and "%s.%s (imported from" % (importer, name) in out
             ok = ok and listed[:1] == [first] and not credited_to_framework
@@ -542,6 +596,7 @@ def main():
                 continue
             try:
                 check_release(r)
+                check_live_binding(r)
                 check_conflicts(r)
                 check_status(r)
             finally:
