@@ -28,8 +28,17 @@ tests/vllm/make_env.sh):
         shadowing the patched file: the process stops (strict, the default),
         naming the cause; with STRICT=false it logs the error, goes on, and
         the gauge is 0;
+      K0 spelled +0, -0, " 00 ": off, as the binding reads it;
+      not applied: the process stops naming the `oeapatch apply` command
+        (verify's "fix"), and that command, run as said, makes the next
+        start pass;
+      the routing module imported with another binding module: stopped;
       another plugin (a distribution written here, registered like any
-        other) hooking or replacing the call site's function: named;
+        other) hooking or replacing the call site's function: named; a
+        replacement by a function, a callable object, a functools.wraps
+        wrapper (a warning), and in SGLang where the function is defined and
+        in a module that imported it, loaded before oeapatch's plugin and
+        after it, is named with that distribution, never the framework's;
       vLLM: a router class of the model that overrides the call site's
         method, found at the model's first forward;
       `oeapatch status` names the plugin, and a restriction list
