@@ -173,9 +173,26 @@ void oeap_cli_json_target(const oeap_cli *cli, json_t *j)
 		                              cli->python_path_set ? oeap_json_str(cli->python_path_value) : json_null()));
 }
 
+/* Whether the folder `dir` is the definition `name` this oeapatch installed
+ * (its share/oeapatch/patches), which `--patch NAME` finds again. */
+static int bundled(const char *dir, const char *name)
+{
+	char *folder = oeap_patchdef_bundle_dir(), *mine = NULL, *given = realpath(dir, NULL);
+	char path[PATH_MAX * 2];
+	int same = 0;
+	if (folder && given && !(getenv("OEAPATCH_PATCH_DIR") && *getenv("OEAPATCH_PATCH_DIR"))) {
+		snprintf(path, sizeof(path), "%s/%s", folder, name);
+		same = (mine = realpath(path, NULL)) && !strcmp(mine, given);
+	}
+	free(folder);
+	free(mine);
+	free(given);
+	return same;
+}
+
 const char *oeap_cli_apply_hint(const oeap_cli *cli)
 {
-	static char hint[PATH_MAX * 3 + 64];
+	static char hint[PATH_MAX * 4 + 64];
 	char word[PATH_MAX * 2], python[PATH_MAX * 2], cwd[PATH_MAX];
 	/* A relative interpreter path is made absolute but not resolved: a
 	 * venv's bin/python is a symlink whose target knows nothing of the venv. */
@@ -186,6 +203,13 @@ const char *oeap_cli_apply_hint(const oeap_cli *cli)
 		oeap_shell_word(word, sizeof(word), cli->python ? cli->python : cli->root ? cli->root : cli->dir);
 	}
 	const char *patch = cli->patch ? cli->patch : "sglang-oea";
+	char named[PATH_MAX * 2];
+	if (strchr(patch, '/') && cli->def && bundled(patch, cli->def->name))
+		patch = cli->def->name; /* the wheel's plugin passes the folder it carries */
+	else if (strchr(patch, '/')) {
+		oeap_shell_word(named, sizeof(named), patch);
+		patch = named;
+	}
 	snprintf(hint, sizeof(hint), "oeapatch apply %s %s%s%s", cli->python ? "--python" : "-C", word,
 	         strcmp(patch, "sglang-oea") ? " --patch " : "", strcmp(patch, "sglang-oea") ? patch : "");
 	return hint;

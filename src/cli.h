@@ -38,8 +38,10 @@ json_t *oeap_cli_json_head(const oeap_cli *cli, int exit_code);
 
 /*
  * The command that (re-)applies the patch to the same target this command
- * acted on ("oeapatch apply -C ROOT", or with --python), for messages such
- * as the one after a `pip install -U` dropped the patch. Static storage.
+ * acted on ("oeapatch apply -C ROOT", or with --python), for messages (such
+ * as the one after a `pip install -U` dropped the patch; verify's JSON "fix",
+ * which the wheel's plugin says when it stops a process). A definition given
+ * as a folder this oeapatch installed is named by its name. Static storage.
  */
 const char *oeap_cli_apply_hint(const oeap_cli *cli);
 

@@ -946,7 +946,8 @@ def main():
         return logits, ids.to(torch.int32).contiguous(), weights.float().contiguous()
 
     @case("packed top-k (0.5.23): valid rows re-packed as (id << 16) | bf16 bits of "
-          "OEA's output, padding rows kept; a pack of another shape is skipped (packed)")
+          "OEA's output, padding rows kept (a tensor or an int count); a pack of another "
+          "shape is skipped (packed)")
     def t_packed():
         tm = load(path, "oea_packed", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1"})
 
@@ -968,6 +969,16 @@ def main():
         check(not torch.equal(i, ids), "nothing re-routed")
         check(torch.equal(packed[:12], pack(i[:12], w[:12])), "stale pack")
         check(torch.equal(packed[12:], before[12:]), "padding rows of the pack changed")
+        # the valid-row count as a Python int (a caller that passes an int):
+        # the same rows rewritten, the padding rows as the kernel wrote them
+        packed4 = before.clone()
+        w4, i4 = decode(tm.route, router_logits=logits, topk_weights=weights.clone(),
+                        topk_ids=ids.clone(), topk_config=cfg, num_token_non_padded=12,
+                        packed_topk=packed4)
+        check(not torch.equal(i4, ids), "nothing re-routed (an int count)")
+        check(torch.equal(packed4[:12], pack(i4[:12], w4[:12])), "stale pack (an int count)")
+        check(torch.equal(packed4[12:], before[12:]),
+              "padding rows of the pack changed (an int count)")
         # an extend batch: nothing changes, the pack included
         packed2 = before.clone()
         w2, i2 = in_forward("EXTEND", tm.route, router_logits=logits,

@@ -2,7 +2,9 @@
 # test_detect.sh - a definition whose target moved between files (target
 # alternatives), the `unmatched` hint of an anchor, and which framework a
 # folder holds when --patch is not given (detection among the bundled
-# definitions).
+# definitions; with --python, two frameworks importable and neither holding
+# its target are refused, naming both, where one alone is that definition's
+# "not found").
 #
 # The second definition is tests/fixtures/defs/method-oea (framework "Demo",
 # a call site in Router.select_experts; newer "releases" keep it in
@@ -250,6 +252,18 @@ if "$PY" -m venv --without-pip "$V" >/dev/null 2>&1; then
 	expect "--python: both asked for in their own right: refused" 2 "$X" --python "$WORK/python" apply
 	has "--python: says how to pick again" "--patch method-oea or --patch sglang-oea picks one"
 	rm -rf "$SP/sglang-0.4.4.dist-info" "$SP/demo-1.0.dist-info"
+	# Importable but holding no target (a release too old or too new): one such
+	# package is the definition (its message names the file it lacks); two
+	# are no choice to make, and neither is taken.
+	mv "$SP/demo/layer.py" "$WORK/demo-layer.py"
+	rm "$SP/sglang/srt/layers/moe/topk.py"
+	expect "--python: both import, neither holds a target: refused" 2 "$X" --python "$WORK/python" status
+	has "--python: names both definitions looked for" "imports no framework oeapatch has a definition for (looked for Demo (method-oea"
+	has "--python: SGLang too" "SGLang (sglang-oea: "
+	rm -rf "$SP/demo"
+	expect "--python: only SGLang imports, without its target" 2 "$X" --python "$WORK/python" status
+	has "--python: that definition, naming where it looked" "that $SP/sglang has no such file"
+	mkdir -p "$SP/demo" && : >"$SP/demo/__init__.py" && mv "$WORK/demo-layer.py" "$SP/demo/layer.py"
 	rm -rf "$SP/sglang" "$SP/demo"
 	expect "--python: neither package" 2 "$X" --python "$WORK/python" status
 	has "--python: names what it looked for" "imports no framework oeapatch has a definition for (looked for Demo (method-oea"

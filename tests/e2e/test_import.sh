@@ -11,7 +11,9 @@
 #     .abi3.so, .so) or beside the binding module wins: verify FAILs
 #     import:target / import:binding, with --python and with -C;
 #  4. a package folder topk/ (or _oeapatch_sglang_oea/) with an __init__
-#     wins: verify and status FAIL; a folder without __init__ does not;
+#     wins: verify and status FAIL; a folder without __init__ does not; a
+#     package level without __init__ (moe/) loses to a module beside it
+#     (layers/moe.py): verify FAILs, by the interpreter and the C rules;
 #  5. root compiled under umask 000 (__pycache__ 0777, pycs 0666); another
 #     user (nobody) swaps in a timestamp pyc matching the source's stamp that
 #     holds the string _oeapatch_sglang_oea: the loader runs it; verify FAILs
@@ -176,6 +178,22 @@ has "import:binding names it" "imports $moe/_oeapatch_sglang_oea/__init__.py (a 
 expect "verify -C" 1 "$OEAPATCH" verify -C "$site"
 expect "status -C" 1 "$OEAPATCH" status -C "$site"
 rm -r "$moe/_oeapatch_sglang_oea"
+# A package level without __init__ is a namespace portion: a module of the
+# same name beside it (layers/moe.py) wins, and topk.py is never imported.
+mv "$moe/__init__.py" "$work/moe-init.py"
+check "without moe/__init__.py, the moe folder is still what the path finder takes" \
+	test "$(finds "$site/sglang/srt/layers" moe)" = ""
+expect "verify -C with moe/ a namespace portion and nothing beside it" 0 "$OEAPATCH" verify -C "$site"
+: >"$site/sglang/srt/layers/moe.py"
+check "the path finder picks layers/moe.py over the folder without __init__" \
+	test "$(finds "$site/sglang/srt/layers" moe)" = "$site/sglang/srt/layers/moe.py"
+expect "verify --python with layers/moe.py beside it" 1 server verify
+has "the interpreter names the module that wins" "FAIL import:target"
+expect "verify -C with layers/moe.py beside it" 1 "$OEAPATCH" verify -C "$site"
+has "the C rules name the level and the module" "$site/sglang/srt/layers/moe has no __init__, so the module $site/sglang/srt/layers/moe.py beside it wins"
+rm "$site/sglang/srt/layers/moe.py"
+mv "$work/moe-init.py" "$moe/__init__.py"
+expect "verify -C with moe/__init__.py back" 0 "$OEAPATCH" verify -C "$site"
 
 echo "== 5. a __pycache__ others can write (umask 000), a pyc planted by another user"
 (umask 000 && "$py" -c 'import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)' "$t")

@@ -7,9 +7,15 @@
 #   missing entry points / the refusal, apply --library refuses them with
 #   nothing written, and the written module refuses them at import (strict:
 #   ImportError; not strict: one warning, OEA off);
+# - one whose ABI is the binding's + 1 (all else accepted): the same refusals,
+#   naming both ABI numbers (equality is the rule, not "at least");
 # - a bare file name (liboea.so.2) that the loader's search path finds
 #   (LD_LIBRARY_PATH): verify holds and names the file found, the module loads
 #   it, apply --library records the file found;
+# - a bare name found only through the loader cache (a private cache that
+#   lists a folder of the test, seen at /etc/ld.so.cache in a private mount
+#   namespace): verify names the cache, the module loads that file, apply
+#   records it; skipped, saying why, where no mount namespace can be made;
 # - a relative path with a slash (ld/liboea.so.2), even from the directory
 #   where it resolves: verify fails (settings and library), the module
 #   refuses it at import; apply --library records it as an absolute path.
@@ -105,6 +111,27 @@ has "status names it" "refuses the binding's argument block"
 expect "the written module refuses it (strict)" 1 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY="$REFUSES"
 has "ImportError naming the refusal" "refuses this binding's argument block (oea_problem of 144 bytes, ABI 3)"
 
+echo "== a library whose ABI is newer than the binding's (the binding's ABI + 1)"
+# Every entry point, every argument block accepted: only the ABI number says
+# the contract changed, and equality, not "at least", is the rule.
+abi=$(sed -n 's/^abi *= *\([0-9][0-9]*\) *$/\1/p' "$SRC/patches/sglang-oea/patch.ini")
+newer=$((abi + 1))
+sed -e "s/return 2; }/return $newer; }/" -e 's/return \*(const uint32_t \*)p == 200 ? 0 : 2;/(void)p; return 0;/' \
+	"$WORK/refuses.c" >"$WORK/newer.c"
+NEWER=$WORK/libs/libnewer.so
+"$CC" -shared -fPIC -o "$NEWER" "$WORK/newer.c" || { echo "FAIL building libnewer"; exit 1; }
+expect "verify fails" 1 env SGLANG_OEA_LIBRARY="$NEWER" "$OEAPATCH" verify -C "$C"
+has "naming both ABIs" "$NEWER reports ABI $newer, the binding expects ABI $abi"
+expect "status fails" 1 env SGLANG_OEA_LIBRARY="$NEWER" "$OEAPATCH" status -C "$C"
+has "status names both ABIs" "reports ABI $newer, the binding expects ABI $abi"
+expect "the written module refuses it (strict)" 1 imp "$C" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY="$NEWER"
+has "ImportError naming both ABIs" "ABI version $newer, but this binding was written for ABI $abi"
+C9=$WORK/newer
+fresh "$C9"
+expect "apply --library refuses it" 2 "$OEAPATCH" apply -C "$C9" --library "$NEWER"
+has "naming both ABIs" "reports ABI $newer, the binding expects ABI $abi"
+check "nothing written" test ! -e "$C9/$B"
+
 echo "== the recorded library replaced after a green apply"
 C2=$WORK/swap
 fresh "$C2"
@@ -155,6 +182,39 @@ fresh "$C5"
 expect "a bare name nobody finds: refused" 2 "$OEAPATCH" apply -C "$C5" --library liboea.so.2
 has "says where it looked" "the loader's search path (LD_LIBRARY_PATH, the loader cache, the system directories) does not find it"
 check "nothing written" test ! -e "$C5/$B"
+
+echo "== a bare name found only through the loader cache (a folder of /etc/ld.so.conf.d)"
+# A private cache: ldconfig writes one that lists a folder of this test, and a
+# private mount namespace (unshare -m) shows it at /etc/ld.so.cache to the
+# commands of this section alone; nothing of the machine's loader set-up is
+# changed, and nothing is left to undo.
+mkdir -p "$WORK/cached" && cp "$LIB" "$WORK/cached/liboea.so.2"
+printf '%s\n' "$WORK/cached" >"$WORK/ld.so.conf"
+# cached CMD...: CMD with the private cache at /etc/ld.so.cache
+cached() { unshare -m sh -c 'mount --bind "$0" /etc/ld.so.cache && exec "$@"' "$WORK/ld.so.cache" "$@"; }
+if ! ldconfig -X -f "$WORK/ld.so.conf" -C "$WORK/ld.so.cache" 2>"$WORK/ldconfig.log"; then
+	skip "a bare name found only through the loader cache" "ldconfig could not write a private cache: $(cat "$WORK/ldconfig.log")"
+elif ! cached true 2>"$WORK/unshare.log"; then
+	skip "a bare name found only through the loader cache" "no private mount namespace here (unshare -m): $(cat "$WORK/unshare.log")"
+else
+	listed=$(cached ldconfig -p)
+	check "the private cache lists the test's folder" grep -qF "$WORK/cached/liboea.so.2" <<<"$listed"
+	check "the machine's cache does not" test -z "$(ldconfig -p | grep -F "$WORK/cached/")"
+	expect "verify finds it through the cache" 0 cached env SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
+	has "naming the cache and the file" "liboea.so.2 (found by the loader cache (/etc/ld.so.cache): $WORK/cached/liboea.so.2) loads"
+	expect "the module finds it the same way" 0 cached "$(command -v env)" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY=liboea.so.2 \
+		"$PY" -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+import _oeapatch_sglang_oea as m
+print(m.ENABLED, m._lib is not None, m._lib._name)' "$C/$(dirname "$B")"
+	has "enabled and loaded from the cache's file" "True True $WORK/cached/liboea.so.2"
+	C6=$WORK/from-cache
+	fresh "$C6"
+	expect "apply --library with that bare name" 0 cached "$OEAPATCH" apply -C "$C6" --library liboea.so.2
+	check "records the cache's file" grep -qF "RECORDED_LIBRARY = '$WORK/cached/liboea.so.2'" "$C6/$B"
+	expect "without the cache nothing finds it: verify fails" 1 env SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
+fi
 
 echo "== a bare name is searched with the server's LD_LIBRARY_PATH (--env-file), not the shell's"
 mkdir -p "$WORK/empty"

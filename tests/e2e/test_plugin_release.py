@@ -28,8 +28,17 @@ tests/vllm/make_env.sh):
         shadowing the patched file: the process stops (strict, the default),
         naming the cause; with STRICT=false it logs the error, goes on, and
         the gauge is 0;
+      K0 spelled +0, -0, " 00 ": off, as the binding reads it;
+      not applied: the process stops naming the `oeapatch apply` command
+        (verify's "fix"), and that command, run as said, makes the next
+        start pass;
+      the routing module imported with another binding module: stopped;
       another plugin (a distribution written here, registered like any
-        other) hooking or replacing the call site's function: named;
+        other) hooking or replacing the call site's function: named; a
+        replacement by a function, a callable object, a functools.wraps
+        wrapper (a warning), and in SGLang where the function is defined and
+        in a module that imported it, loaded before oeapatch's plugin and
+        after it, is named with that distribution, never the framework's;
       vLLM: a router class of the model that overrides the call site's
         method, found at the model's first forward;
       `oeapatch status` names the plugin, and a restriction list
@@ -46,6 +55,7 @@ import glob
 import os
 import py_compile
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -85,6 +95,7 @@ DRIVER = r"""
 import logging, sys
 logging.basicConfig(level=logging.DEBUG, stream=sys.stdout,
                     format="LOG %(levelname)s %(name)s %(message)s")
+{pre}
 {load}
 print("LOADED", flush=True)
 {after}
@@ -183,9 +194,10 @@ class Release:
     def oeapatch(self, *args, **env):
         return run([self.cli, "-C", self.site] + list(args), env=self.env(**env))
 
-    def start(self, after="", **env):
-        """A process that runs the framework's loader (rc, stdout and stderr)."""
-        code = DRIVER.format(load=self.cfg["load"], after=after)
+    def start(self, after="", pre="", **env):
+        """A process that runs the framework's loader (rc, stdout and stderr):
+        `pre` runs before it, `after` once it has run."""
+        code = DRIVER.format(load=self.cfg["load"], after=after, pre=pre)
         rc, out, _ = self.server.run(["-c", code], self.env(**env), timeout=600, cwd="/",
                                      merge=True)
         return rc, out
@@ -227,6 +239,23 @@ def check_release(r):
         and "OEA is off" in lines[0],
         "%s: OEA off: the loader runs the plugin, one debug line and nothing else%s"
         % (n, "" if rc == 0 and len(lines) == 1 else ": rc %d, %r" % (rc, lines or out[-800:])))
+
+    # K0 spelled as a 0 the binding reads as off: off for the plugin too.
+    moe = os.path.dirname(r.target)
+    binding = glob.glob(os.path.join(moe, "_oeapatch_*.py"))
+    for spelled in ("+0", "-0", " 00 "):
+        var = r.cfg["prefix"] + "K0"
+        rc, k0 = run([r.py, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                      "m = __import__(sys.argv[2]); print(m.parse_settings({sys.argv[3]: sys.argv[4]})"
+                      "['k0'])", moe, os.path.basename(binding[0])[:-3], var, spelled],
+                     env=r.env())
+        rc, out = r.start(**{var: spelled})
+        lines = plugin_lines(out)
+        say(k0.strip() == "0" and rc == 0 and "LOADED" in out and len(lines) == 1
+            and "OEA is off" in lines[0],
+            "%s: %s=%r, which the binding reads as %s: off for the plugin too%s"
+            % (n, var, spelled, k0.strip()[-200:], "" if rc == 0 and len(lines) == 1
+               else ": rc %d, %r" % (rc, lines or out[-800:])))
 
     # Patched, on: the line, and the gauge 1.
     prom = tempfile.mkdtemp(dir=r.work, prefix="prom-")
@@ -285,6 +314,61 @@ def check_release(r):
     rc, out = r.start(**r.k0())
     say(rc == 0 and "OEA in place" in out, "%s: with the shadows gone, the check passes again" % n)
 
+    # Not applied: the refusal says the command that fixes it (verify's
+    # "fix", the same words), and that command, run as said, does.
+    rc, _ = r.oeapatch("revert")
+    rc, out = r.start(**r.k0())
+    said = re.search(r"run `(oeapatch apply [^`]*)`, then start again", out)
+    want = "oeapatch apply -C %s%s" % (shlex.quote(r.site), "" if r.cfg["framework"] == "sglang"
+                                       else " --patch vllm-oea")
+    say(rc != 0 and "not patched" in out and said and said.group(1) == want,
+        "%s: not applied, OEA on: the refusal names the command that fixes it (%s)%s"
+        % (n, want, "" if said and said.group(1) == want else ": rc %d: %s" % (rc, out[-1500:])))
+    rc, out = run([r.cli] + shlex.split(said.group(1))[1:] if said else [r.cli, "-C", r.site, "apply"],
+                  env=r.env())
+    rc, out = r.start(**r.k0())
+    say(said and rc == 0 and "OEA in place" in out,
+        "%s: that command, run as said, makes the next start pass%s"
+        % (n, "" if rc == 0 else ": rc %d: %s" % (rc, out[-1500:])))
+
+
+# The routing module imported before the plugin runs, calling a binding
+# module that is not the file apply wrote: a copy of it elsewhere, imported
+# as a module of its own and put in the live module's place (its alias).
+PRE_OTHER_BINDING = r'''
+import importlib, importlib.util
+target = importlib.import_module(%(target)r)
+spec = importlib.util.spec_from_file_location("elsewhere_" + %(module)r, %(copy)r)
+binding = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(binding)
+setattr(target, %(alias)r, binding)
+'''
+
+
+def check_live_binding(r):
+    """A live routing module whose binding is not the file apply wrote: the
+    process stops, naming both files."""
+    n = r.name
+    moe = os.path.dirname(r.target)
+    written = glob.glob(os.path.join(moe, "_oeapatch_*.py"))[0]
+    module = os.path.basename(written)[:-3]
+    copy = os.path.join(r.work, "elsewhere", module + ".py")
+    os.makedirs(os.path.dirname(copy), exist_ok=True)
+    shutil.copyfile(written, copy)
+    target = r.cfg["target"][:-3].replace("/", ".")
+    with open(os.path.join(ROOT, "patches", r.cfg["patch"].split("/")[0], "templates",
+                           "import.py")) as f:
+        alias = re.search(r"\bas\s+(\w+)", f.read()).group(1)
+    pre = PRE_OTHER_BINDING % {"module": module, "copy": copy, "target": target, "alias": alias}
+    stubs = {"PYTHONPATH": STUBS} if r.cfg["framework"] == "sglang" else {}
+    rc, out = r.start(pre=pre, **r.k0(**stubs))
+    words = "the binding this process imported is %s, not %s (written by apply)" % (copy, written)
+    ok = rc != 0 and words in out and "Stopped by the oeapatch plugin" in out
+    rc, out2 = r.start(pre=pre.replace("setattr(", "(lambda *a: None)("), **r.k0(**stubs))
+    ok = ok and rc == 0 and "OEA in place" in out2
+    say(ok, "%s: the routing module imported with another binding module: named, stopped%s"
+        % (n, "" if ok else ": rc %d: %s" % (rc, out[-1500:])))
+
 
 def shadow_case(r, what, words, prom):
     n, p = r.name, r.cfg["prefix"]
@@ -313,13 +397,69 @@ def register():
                           HookType.%s)
 '''
 
-OTHER_VLLM = r'''
-def register():
-    from vllm.model_executor.layers.fused_moe.router import base_router
+# Another plugin replacing what OEA depends on, each way a plugin can: a
+# plain function, a functools.wraps wrapper that calls the original (and
+# could change the ids it returns), a callable object, and (SGLang, where the
+# call site is a module function) the name both where it is defined and in a
+# module that imported it, or only there. Each is named with its
+# distribution, whether the plugin runs before oeapatch's or after it.
+OTHER_REPLACE = r'''
+import functools
+import importlib
 
-    def select_experts(self, *args, **kwargs):
-        raise RuntimeError("otherplug's router")
-    base_router.BaseRouter.select_experts = select_experts
+KIND, OWNER, NAME, IMPORTER = %(kind)r, %(owner)r, %(name)r, %(importer)r
+
+
+class Router:
+    """A callable object in the function's place."""
+    def __init__(self, original):
+        self.original = original
+
+    def __call__(self, *args, **kwargs):
+        return self.original(*args, **kwargs)
+
+
+def register():
+    module, _, cls = OWNER.partition(":")
+    owner = importlib.import_module(module)
+    owner = getattr(owner, cls) if cls else owner
+    original = getattr(owner, NAME)
+
+    def replacement(*args, **kwargs):
+        return original(*args, **kwargs)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        out = original(*args, **kwargs)
+        return out  # where such a plugin changes the ids
+
+    new = {"plain": replacement, "wraps": wrapper, "object": Router(original),
+           "importer": replacement, "importer-only": replacement}[KIND]
+    if KIND != "importer-only":
+        setattr(owner, NAME, new)
+    if KIND.startswith("importer"):
+        setattr(importlib.import_module(IMPORTER), NAME, new)
+'''
+
+# What each kind is named as ("wraps": a warning, the process goes on).
+REPLACED = {
+    "plain": "was replaced by otherplug.register.<locals>.replacement (distribution otherplug)",
+    "wraps": "is wrapped by otherplug.register.<locals>.wrapper (distribution otherplug)",
+    "object": "was replaced by otherplug.Router (distribution otherplug)",
+    "importer": "was replaced by otherplug.register.<locals>.replacement (distribution otherplug)",
+    "importer-only": "was replaced by otherplug.register.<locals>.replacement (distribution otherplug)",
+}
+# The framework's own: where the function is, a module that imports it.
+REPLACE_AT = {
+    "sglang": ("sglang.srt.layers.moe.topk", "select_experts",
+               "sglang.srt.hardware_backend.npu.moe.topk"),
+    "vllm": ("vllm.model_executor.layers.fused_moe.router.base_router:BaseRouter",
+             "select_experts", None),
+}
+FORWARD = r'''
+import torch
+torch.nn.Linear(1, 1)(torch.zeros(1))
+print("FORWARD RAN", flush=True)
 '''
 
 VLLM_MODEL = r'''
@@ -379,15 +519,54 @@ def check_conflicts(r):
                 % (n, kind, " and stops the process" if stops else " (a warning)",
                    "" if ok else ": rc %d: %s" % (rc, out[-1500:])))
     else:
-        other = write_other(r, OTHER_VLLM, "vllm.general_plugins")
-        rc, out = r.start(**r.k0(PYTHONPATH=other))
-        ok = rc != 0 and "replaced by otherplug" in out and "distribution otherplug" in out
-        say(ok, "%s: another plugin replacing BaseRouter.select_experts is named and stops "
-            "the process%s" % (n, "" if ok else ": rc %d: %s" % (rc, out[-1500:])))
         rc, out = r.start(after=VLLM_MODEL, **r.k0())
         ok = (rc == 0 and "FORWARD STOPPED NotInPlaceError" in out and "OtherRouter" in out)
         say(ok, "%s: a model router class overriding select_experts is found at the first "
             "forward%s" % (n, "" if ok else ": rc %d: %s" % (rc, out[-1500:])))
+    check_replacements(r)
+
+
+def check_replacements(r):
+    """Another plugin, a real distribution with an entry point, replaces the
+    call site's function each way (OTHER_REPLACE), loaded before oeapatch's
+    plugin (on PYTHONPATH) and after it (a sys.path entry behind the venv's
+    site-packages): the loader's own list of plugins says the order."""
+    n, fw = r.name, r.cfg["framework"]
+    owner, name, importer = REPLACE_AT[fw]
+    group = "sglang.srt.plugins" if fw == "sglang" else "vllm.general_plugins"
+    kinds = ["plain", "wraps", "object"] + (["importer", "importer-only"] if importer else [])
+    stubs = [STUBS] if fw == "sglang" else []
+    for kind in kinds:
+        other = write_other(r, OTHER_REPLACE % {"kind": kind, "owner": owner, "name": name,
+                                                "importer": importer}, group)
+        for order in ("before", "after"):
+            if order == "before":
+                path, pre = [other] + stubs, ""
+            else:
+                path, pre = stubs, "sys.path.append(%r)" % other
+            # vLLM looks again at the model's first forward only: one forward.
+            rc, out = r.start(pre=pre, after=FORWARD if fw == "vllm" else "",
+                              **r.k0(PYTHONPATH=os.pathsep.join(path) or None))
+            listed = re.findall(r"- (other|oeapatch) -> ", out)
+            first = "other" if order == "before" else "oeapatch"
+            named = [ln for ln in plugin_lines(out) if REPLACED[kind] in ln]
+            credited_to_framework = [ln for ln in plugin_lines(out)
+                                     if "(distribution %s)" % fw in ln]
+            if kind == "wraps":
+                ran = rc == 0 and ("FORWARD RAN" in out if fw == "vllm" else "LOADED" in out)
+                ok = ran and named and level(named[0]) == "WARNING"
+            else:
+                ok = rc != 0 and named and "Stopped by the oeapatch plugin" in out
+            if kind == "importer":  # one replacement, named where it is defined
+                ok = ok and "%s.%s, as this process runs it" % (owner, name) in out
+            elif kind == "importer-only":
+                ok = ok and "%s.%s (imported from" % (importer, name) in out
+            ok = ok and listed[:1] == [first] and not credited_to_framework
+            say(ok, "%s: another plugin (%s oeapatch's) replacing %s.%s, %s: named with its "
+                "distribution%s%s" % (n, order, owner.replace(":", "."), name, kind,
+                                      ", a warning" if kind == "wraps" else ", stopped",
+                                      "" if ok else ": rc %d, order %s: %s"
+                                      % (rc, listed, out[-2500:])))
 
 
 def check_status(r):
@@ -426,6 +605,7 @@ def main():
                 continue
             try:
                 check_release(r)
+                check_live_binding(r)
                 check_conflicts(r)
                 check_status(r)
             finally:

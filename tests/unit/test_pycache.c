@@ -138,6 +138,8 @@ static void test_timestamp(void **state)
 	assert_int_equal(found(f, 0, 0), 0); /* the same, when the source is the original */
 	write_pyc(f->pyc, 0, stamp(f) + 1, "\xe3...original code...");
 	assert_int_equal(found(f, 0, 1), 0); /* another mtime: Python recompiles */
+	write_pyc(f->pyc, 0, stamp(f) + ((uint64_t)1 << 32), "\xe3...original code...");
+	assert_int_equal(found(f, 0, 1), 0); /* the same mtime, another size: Python recompiles */
 }
 
 static void test_what_python_discards(void **state)

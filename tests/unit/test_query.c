@@ -665,6 +665,12 @@ static const char *const SUBSET_INLINE[] = {
 	"(if_statement condition: (identifier) @cond consequence: (block) @then alternative: (elif_clause) @elif)",
 	"(decorated_definition (decorator) @d definition: (function_definition) @f)",
 	"(class_definition body: (block (function_definition name: (identifier) @m)))",
+	/* a field picks one child of several that fit the node type: `a = b`
+	 * has an identifier on either side, `g(key=y)` on either side of `=` */
+	"(assignment right: (identifier) @r)",
+	"(assignment left: (identifier) @l)",
+	"((assignment left: (identifier) @l right: (identifier) @r) @a)",
+	"(keyword_argument value: (identifier) @v)",
 };
 
 static const char DIFF_SOURCE[] =
@@ -682,6 +688,8 @@ static const char DIFF_SOURCE[] =
 	"        topk_weights, topk_ids = (  # a comment inside\n"
 	"            h())\n"
 	"    x = [a, # c\n b]\n"
+	"    y = a\n"
+	"    z = g(key=y)\n"
 	"    return call(a, b, c, a)\n"
 	"@dec\n"
 	"def f(x):\n"

@@ -611,6 +611,7 @@ def phase_on_issue24(ref, binding, oracle):
 
     runner_never_routed(binding)
     runner_capture(binding, oracle, ref)
+    full_capture(binding, oracle, ref)
 
 
 def runner_never_routed(binding):
@@ -756,6 +757,71 @@ def runner_capture(binding, oracle, ref):
             torch.cuda.is_available, torch.cuda.is_current_stream_capturing = probe
         return "%d descriptors (%s); the context's batch descriptor: %r" % (
             len(cases), ", ".join(fields), desc_seen[0])
+    _()
+
+
+def full_capture(binding, oracle, ref):
+    """A FULL CUDA graph captured under the release's own forward context
+    (runners that capture under mode FULL with a BatchDescriptor: 0.10 on): a
+    FULL graph replays every batch of its key, so only a graph keyed as
+    uniform decode may be re-routed. A graph keyed as mixed is often captured
+    with a batch of decodes only (a dummy run) and then replays prefills: left
+    alone (cuda_graph), whatever the batch it is captured with. No graph is
+    captured on a CPU: torch.cuda's capture probe answers as inside
+    torch.cuda.graph() (as in runner_capture)."""
+    @case("K0=3, FULL CUDA-graph capture with the release's BatchDescriptor: the uniform "
+          "decode graph re-routed; a graph keyed as mixed left alone (cuda_graph), captured "
+          "with a decode batch or a mixed one")
+    def _():
+        try:
+            from vllm.config import CUDAGraphMode
+            from vllm.forward_context import BatchDescriptor, set_forward_context  # noqa: F401
+        except ImportError:
+            return "this release has no FULL CUDA graphs keyed by a BatchDescriptor (before 0.10)"
+        cfg, paths = setup()
+        grouped = dict(paths)["grouped"]
+        first = next(iter(inspect.signature(set_forward_context).parameters))
+        _, _, mixed_reqs, _, _ = BATCHES[2]
+
+        def capture(key, batch):
+            """The grouped router under a FULL capture whose graph is keyed by
+            the descriptor of a `key` batch, run with `batch`."""
+            kind, n, reqs, prefills, prefill_tokens = batch
+            kw = forward_context_kwargs(set_forward_context, key, n,
+                                        reqs if key == kind else mixed_reqs)
+            kw["cudagraph_runtime_mode"] = CUDAGraphMode.FULL
+            h, logits = inputs(kind)
+            with set_forward_context(**{first: attn_metadata(kind, n, reqs, prefills,
+                                                             prefill_tokens)},
+                                     vllm_config=cfg, **kw):
+                return grouped(h, logits)[:2], kw.get("batch_descriptor")
+
+        rw, ri = ref[("decode", "grouped")]
+        _, logits = inputs("decode")
+        ew, ei, _ = oracle.route(logits, ri, rw.float(), k0=K0, num_shared=0,
+                                 scoring="softmax", renormalize=True, groups=GROUPS,
+                                 topk_group=TOPK_GROUP)
+        probe = torch.cuda.is_available, torch.cuda.is_current_stream_capturing
+        torch.cuda.is_available = torch.cuda.is_current_stream_capturing = lambda: True
+        seen = []
+        try:
+            (w, i), desc = capture("decode", BATCHES[0])
+            seen.append(desc)
+            check(same(i, ei.to(i.dtype)) and torch.equal(w.float(), ew),
+                  "%r: the uniform decode graph is not liboea's reference (skipped: %s)"
+                  % (desc, binding.host_counts()["skipped"]))
+            for batch in (BATCHES[0], BATCHES[2]):
+                before = binding.host_counts()["skipped"]["cuda_graph"]
+                (w, i), desc = capture("mixed", batch)
+                seen.append(desc)
+                rw, ri = ref[(batch[0], "grouped")]
+                check(same(w, rw) and same(i, ri), "%r with a %s batch: re-routed"
+                      % (desc, batch[0]))
+                check(binding.host_counts()["skipped"]["cuda_graph"] == before + ROWS,
+                      "%r with a %s batch: not counted as cuda_graph" % (desc, batch[0]))
+        finally:
+            torch.cuda.is_available, torch.cuda.is_current_stream_capturing = probe
+        return "descriptors %s" % ", ".join(repr(d) for d in seen)
     _()
 
 

@@ -51,6 +51,8 @@ import subprocess
 import sys
 import time
 
+from .owners import framework_code, importers, owner_text
+
 __all__ = ["sglang", "vllm", "check", "NotInPlace", "NotInPlaceError"]
 
 _BLANKS = " \t\n\r\v\f"
@@ -287,26 +289,6 @@ def _lookup(module, qualname):
     return obj
 
 
-def owner_text(obj):
-    """Who defined `obj`: its module, and the distribution that installs it."""
-    module = getattr(obj, "__module__", None) or "?"
-    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-    dist = _distribution_of(module)
-    return "%s.%s%s" % (module, name, " (distribution %s)" % dist if dist else "")
-
-
-def _distribution_of(module):
-    try:
-        from importlib.metadata import packages_distributions
-    except ImportError:  # Python < 3.10
-        return None
-    try:
-        dists = packages_distributions().get(module.split(".")[0])
-    except Exception:  # noqa: BLE001 - metadata of other packages: a name is a courtesy
-        return None
-    return ", ".join(sorted(set(dists))) if dists else None
-
-
 def examine(d, environ=None):
     """Steps 1 and 2 for definition `d` in this process: a dict with
     target (module name), file, root, problems (list), warnings (list),
@@ -458,6 +440,8 @@ def _examine_live(d, live, out):
             for w in wrappers:
                 out["warnings"].append("%s is wrapped by %s: it can undo or mis-order OEA's "
                                        "re-routing" % (text, owner_text(w)))
+        if len(site) == 1:
+            _examine_importers(d, live, site[0], out)
     binding = getattr(live, d.alias, None)
     want = os.path.join(os.path.dirname(out["file"]), d.module + ".py")
     if binding is None:
@@ -467,12 +451,30 @@ def _examine_live(d, live, out):
                         % (getattr(binding, "__file__", None), want))
 
 
+def _examine_importers(d, live, name, out):
+    """A module-level call site is also reached through the modules that
+    imported it by name: a replacement there skips OEA in their callers."""
+    top = live.__name__.split(".")[0]
+    current, _ = _unwrap(vars(live).get(name))
+    for module, obj in importers(live, name):
+        text = "%s.%s (imported from %s)" % (module.__name__, name, live.__name__)
+        fn, wrappers = _unwrap(obj)
+        if fn is not current:
+            problem = _not_original(d, top, live, True, fn)
+            if problem:
+                out["problems"].append("%s, as this process runs it, %s" % (text, problem))
+            continue
+        for w in wrappers:
+            out["warnings"].append("%s is wrapped by %s: it can undo or mis-order OEA's "
+                                   "re-routing" % (text, owner_text(w)))
+
+
 def _not_original(d, top, owner, is_site, fn):
     """Why `fn`, found on `owner` (a class, or the module) where OEA needs the
     framework's own function, is not it: None when it is."""
     allowed = (_framework_modules(owner, top) if isinstance(owner, type)
                else {owner.__name__})
-    if getattr(fn, "__module__", None) not in allowed:
+    if not framework_code(fn, allowed):
         return "was replaced by %s" % owner_text(fn)
     if is_site and not _carries(fn, d.names):
         return ("does not call the binding: the module was imported before the patch was "
@@ -605,16 +607,21 @@ def _export(framework, d, verified, environ, log):
     return True
 
 
-def _refuse(framework, d, problems, environ, log, strict_on):
+def _refuse(framework, d, problems, environ, log, strict_on, fix=None):
+    """Stop (strict) or log. `fix`: the command verify's JSON names for a
+    target it finds not applied ("fix"), its own words, said as they are."""
     text = ("oeapatch: %sK0 asks for OEA, but this process (pid %d) would run without it: %s"
             % (d.prefix, os.getpid(), "; ".join(problems)))
+    how = ("run `%s`, then start again; " % fix) if fix else ""
     if strict_on:
-        log.error("%s. Stopping (%sSTRICT is on; false would start without OEA).", text, d.prefix)
+        log.error("%s. Stopping (%sSTRICT is on; false would start without OEA).%s", text,
+                  d.prefix, (" To fix: %s." % how.rstrip("; ")) if fix else "")
         raise _FRAMEWORKS[framework]["refusal"](
-            "%s. Stopped by the oeapatch plugin (%sSTRICT is on; `oeapatch verify` and "
+            "%s. Stopped by the oeapatch plugin (%sSTRICT is on; %s`oeapatch verify` and "
             "docs/deployment.md of oeapatch, \"The per-process check\", say what to do)."
-            % (text, d.prefix))
-    log.error("%s. Starting without OEA (%sSTRICT=false).", text, d.prefix)
+            % (text, d.prefix, how))
+    log.error("%s. Starting without OEA (%sSTRICT=false).%s", text, d.prefix,
+              (" To fix: %s." % how.rstrip("; ")) if fix else "")
 
 
 def check(framework, environ=None):
@@ -650,7 +657,8 @@ def check(framework, environ=None):
         log.warning("oeapatch: %s", w)
     _export(framework, d, out["verified"], environ, log)
     if out["problems"]:
-        _refuse(framework, d, out["problems"], environ, log, strict_on)
+        _refuse(framework, d, out["problems"], environ, log, strict_on,
+                fix=(out.get("verify") or {}).get("fix"))
         return out
     line = _line(d, out, elapsed_ms)
     if not log.hasHandlers() or not log.isEnabledFor(logging.INFO):
@@ -702,15 +710,24 @@ def _conflicts_after_hooks(framework, d, out, environ, log, strict_on):
                 problems.append(text + ": the call site never runs")
             else:
                 log.warning("oeapatch: %s: it can undo or mis-order OEA's re-routing", text)
-    problems += [p for p in _live_again(d, out) if p not in problems]
-    _conflict_verdict(framework, d, problems, environ, log, strict_on)
+    again, warnings = _live_again(d, out)
+    problems += [p for p in again if p not in problems]
+    _conflict_verdict(framework, d, problems, warnings, environ, log, strict_on)
 
 
-def _conflict_verdict(framework, d, problems, environ, log, strict_on):
+def _conflict_verdict(framework, d, problems, warnings, environ, log, strict_on):
+    """A re-check's findings: each warning not logged before (a wrapper that
+    another plugin installed after this one's first look), then the
+    problems, a refusal."""
+    state = _state[framework]
+    for w in warnings:
+        if w not in state["warnings"]:
+            state["warnings"].append(w)
+            log.warning("oeapatch: %s", w)
     if not problems:
         return
-    _state[framework]["verified"] = False
-    _state[framework]["problems"] += problems
+    state["verified"] = False
+    state["problems"] += problems
     _export(framework, d, False, environ, log)
     _refuse(framework, d, problems, environ, log, strict_on)
 
@@ -750,21 +767,22 @@ def _watch_conflicts(framework, d, out, environ, log, strict_on):
         handle.pop().remove()
         for line in pending:
             log.info("%s", _here(line))
-        problems = _model_conflicts(d, out, module)
-        _conflict_verdict(framework, d, problems, environ, log, strict_on)
+        problems, warnings = _model_conflicts(d, out, module)
+        _conflict_verdict(framework, d, problems, warnings, environ, log, strict_on)
         return None
 
     handle.append(register(first_forward))
 
 
 def _live_again(d, out):
-    """The call site and what calls it in the live module, looked at again."""
+    """The call site and what calls it in the live module, looked at again:
+    (problems, warnings)."""
     live = sys.modules.get(out["target"])
     if live is None or not out.get("sites"):
-        return []
+        return [], []
     again = dict(out, problems=[], warnings=[])
     _examine_live(d, live, again)
-    return again["problems"]
+    return again["problems"], again["warnings"]
 
 
 def _model_conflicts(d, out, model):
@@ -772,10 +790,10 @@ def _model_conflicts(d, out, model):
     each object of the model (a module, or an attribute of one) that is an
     instance of the class holding the call site but whose own class runs
     another method in its place or in a caller's place."""
-    problems = _live_again(d, out)
+    problems, warnings = _live_again(d, out)
     live = sys.modules.get(out["target"])
     if live is None:
-        return problems
+        return problems, warnings
     top = out["target"].split(".")[0]
     for site in out.get("sites", ()):
         site = tuple(site.split("."))
@@ -798,4 +816,4 @@ def _model_conflicts(d, out, model):
                                         "in place of %s.%s" % (
                                             cls.__name__, owner_text(kind), name, problem,
                                             cls.__qualname__, name))
-    return problems
+    return problems, warnings
