@@ -390,6 +390,60 @@ def check_conflicts(r):
             "forward%s" % (n, "" if ok else ": rc %d: %s" % (rc, out[-1500:])))
 
 
+# The binding module `apply` wrote, imported by its path (no package
+# __init__ runs) after the loader: what the binding itself makes of the
+# same environment, beside what the plugin said.
+BINDING_PROBE = r"""
+import importlib.util
+spec = importlib.util.spec_from_file_location("oea_binding_probe", {path!r})
+m = importlib.util.module_from_spec(spec)
+try:
+    spec.loader.exec_module(m)
+except Exception as exc:
+    print("BINDING RAISES", type(exc).__name__, exc, flush=True)
+else:
+    print("BINDING K0=%d ENABLED=%s" % (m.K0, bool(m.ENABLED)), flush=True)
+"""
+
+
+def check_settings(r):
+    """Issue 36 point 1: the plugin's verdict, its gauge and the binding's
+    behaviour are one decision, for values the plugin once read otherwise
+    than the binding: a typo of a setting's name beside K0=3, K0=abc with
+    STRICT off, K0=+0."""
+    n, p = r.name, r.cfg["prefix"]
+    binding = glob.glob(os.path.join(os.path.dirname(r.target), "_oeapatch_*.py"))
+    after = BINDING_PROBE.format(path=binding[0] if binding else "missing")
+    prom = tempfile.mkdtemp(dir=r.work, prefix="prom-")
+    rc, out = r.start(after=after, **r.k0(**{p + "STAT": "1", "PROMETHEUS_MULTIPROC_DIR": prom}))
+    lines = plugin_lines(out)
+    errors = [ln for ln in lines if level(ln) == "ERROR"]
+    warned = [ln for ln in lines if level(ln).startswith("WARN") and p + "STAT" in ln]
+    say(rc == 0 and "OEA in place" in out and "k0=3" in out and not errors and warned
+        and "BINDING K0=3 ENABLED=True" in out and r.gauge(prom) == [(r.cfg["patch"], "1.0")],
+        "%s: K0=3 with the typo %sSTAT=1: the plugin warns, says OEA in place, gauge 1, and the "
+        "binding runs k0=3%s" % (n, p, "" if rc == 0 and not errors and warned else ": rc %d: %s"
+                                 % (rc, out[-1500:])))
+    rc, out = r.start(after=after, **{p + "K0": "abc", p + "STRICT": "false"})
+    stop = [ln for ln in plugin_lines(out) if "cannot start with these settings" in ln]
+    say(rc != 0 and "LOADED" not in out and stop and p + "K0='abc'" in stop[0]
+        and "Starting without OEA" not in out,
+        "%s: K0=abc, STRICT=false: the plugin stops the process, naming the value the binding "
+        "refuses%s" % (n, ": " + stop[0][:160] if stop else ": rc %d: %s" % (rc, out[-1500:])))
+    # the binding, without the plugin (the restriction leaves it out): the same value stops it
+    rc, out = r.start(after=after, **{p + "K0": "abc", p + "STRICT": "false",
+                                      r.cfg["restrict"]: "otherplug"})
+    say("BINDING RAISES SettingError" in out and p + "K0" in out,
+        "%s: K0=abc: the binding's import raises SettingError too%s"
+        % (n, "" if "BINDING RAISES SettingError" in out else ": " + out[-800:]))
+    rc, out = r.start(after=after, **{p + "K0": "+0"})
+    lines = plugin_lines(out)
+    say(rc == 0 and "BINDING K0=0 ENABLED=False" in out
+        and all(level(ln) == "DEBUG" and "OEA is off" in ln for ln in lines) and lines,
+        "%s: K0=+0: the plugin says off (debug) and the binding runs off%s"
+        % (n, "" if rc == 0 and lines else ": rc %d: %s" % (rc, out[-1500:])))
+
+
 def check_status(r):
     n, var = r.name, r.cfg["restrict"]
     rc, out = run([r.cli, "status"], env=r.env(**r.k0()), cwd=r.work)
@@ -427,6 +481,7 @@ def main():
             try:
                 check_release(r)
                 check_conflicts(r)
+                check_settings(r)
                 check_status(r)
             finally:
                 r.server.close()

@@ -111,9 +111,14 @@ class Definition:
         self.targets = ini.get("patch", "installed_target").split()
         self.module = ini.get("binding", "module")
         self.prefix = ini.get("binding", "env_prefix")
-        self.false = ini.get("binding", "bool_false", fallback="0 false").lower().split()
-        self.strict_default = ini.get("setting:%sSTRICT" % self.prefix, "default",
-                                      fallback="true").lower() not in self.false
+        # The variable that turns OEA on: only its name is read here. What a
+        # value means (on, off, refused) and what STRICT says are the
+        # binding's rules, which `oeapatch verify --json` applies and reports
+        # as settings.oea (see decision()): the plugin parses no value itself.
+        self.switch = next((sec[len("setting:"):] for sec in ini.sections()
+                            if sec.startswith("setting:")
+                            and ini.get(sec, "switch", fallback="no").strip().lower() == "yes"),
+                           None)
         imp = self._read(ini.get("region:import", "template"))
         call = self._read(ini.get("region:callsite", "template"))
         # `from . import {{module}} as ALIAS`, then `ALIAS.NAME`: the code of
@@ -139,27 +144,26 @@ def definition(framework):
                                    _FRAMEWORKS[framework]["definition"]))
 
 
-def _stripped(environ, name):
-    raw = environ.get(name)
-    return "" if raw is None else raw.strip(_BLANKS)
+def switch_set(d, environ):
+    """Whether the switch variable (K0) is in the environment at all. Unset,
+    the binding runs on its default, off (a switch's default turns the
+    binding off: docs/patch-definitions.md), and the plugin has nothing to
+    ask; set to any value, verify says what the binding makes of it."""
+    return d.switch is not None and environ.get(d.switch) is not None
 
 
-def requested(d, environ):
-    """Whether OEA is asked for: K0 set to anything but 0 (a value the binding
-    refuses is a request too; verify's settings check names it)."""
-    text = _stripped(environ, d.prefix + "K0")
-    if not text:
-        return False
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    return not (digits and all("0" <= c <= "9" for c in digits) and int(digits) == 0)
-
-
-def strict(d, environ):
-    """STRICT as the binding reads it; a value it refuses counts as on."""
-    text = _stripped(environ, d.prefix + "STRICT")
-    if not text:
-        return d.strict_default
-    return not (text.isascii() and text.lower() in d.false)
+def decision(out):
+    """What the binding does with this process's settings, as verify reports
+    it (settings.oea: "on", "off" or "stops", and settings.reason), and
+    settings.effective's strict: (oea, reason, strict). (None, None, True)
+    when verify gave no settings: the binding's rules could not be asked, and
+    STRICT's own default (on) is taken."""
+    settings = (out.get("verify") or {}).get("settings") or {}
+    oea = settings.get("oea")
+    if oea not in ("on", "off", "stops"):
+        return None, None, True
+    strict_on = (settings.get("effective") or {}).get("strict")
+    return oea, settings.get("reason"), strict_on is not False
 
 
 # ------------------------------------------- what this process will import
@@ -338,12 +342,26 @@ def examine(d, environ=None):
     shadow = _shadow(spec, expected)
     if shadow:
         problems.append(shadow + ": this process would not run the patched file")
+    else:
+        _examine_code(d, fullname, spec, live, folder, expected, out)
+    if out["root"] is None:
+        problems.append("%s is not under a folder named like %s: verify cannot be run on it"
+                        % (expected, rel_folder))
         return out
+    # Also where the import takes another file: verify's settings verdict is
+    # what says whether OEA is asked for at all (decision()).
+    _run_verify(d, out, environ)
+    return out
+
+
+def _examine_code(d, fullname, spec, live, folder, expected, out):
+    """Step 1 for the source file the import takes: its code has the call site."""
+    problems = out["problems"]
     try:
         code = spec.loader.get_code(fullname)
     except (ImportError, SyntaxError, OSError, ValueError, EOFError) as exc:
         problems.append("%s cannot be loaded as the import would load it: %s" % (expected, exc))
-        return out
+        return
     sites = call_sites(code, d.names) if code is not None else []
     if not sites:
         problems.append(_no_call_site(d, spec, expected))
@@ -354,12 +372,6 @@ def examine(d, environ=None):
         _examine_live(d, live, out)
     elif live is None and sites:
         _examine_binding_spec(d, fullname, spec, folder, out)
-    if out["root"] is None:
-        problems.append("%s is not under a folder named like %s: verify cannot be run on it"
-                        % (expected, rel_folder))
-        return out
-    _run_verify(d, out, environ)
-    return out
 
 
 def _no_call_site(d, spec, expected):
@@ -520,12 +532,22 @@ def _run_verify(d, out, environ):
             proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or "no output"))
         return
     out["verify"] = doc
+    # A settings check that fails on a name the binding ignores (a typo of a
+    # setting's name) fails verify, rightly, before a start; it does not
+    # change whether this process runs OEA, so here it is a warning.
+    refused = [p.get("variable") or "" for p in (doc.get("settings") or {}).get("problems", [])
+               if p.get("refused") and p.get("severity") == "error"]
     for c in doc.get("checks", []):
-        if not c.get("ok", True):
+        detail = c.get("detail") or ""
+        if not c.get("ok", True) and c.get("check") == "settings" and not any(
+                detail.startswith(v + "=") or detail.startswith(v + " (") for v in refused):
+            out["warnings"].append("verify: settings: %s (the binding ignores it: it does not "
+                                   "change whether this process runs OEA)" % detail)
+        elif not c.get("ok", True):
             out["problems"].append("verify: %s: %s" % (c.get("check"), c.get("detail")))
         elif c.get("warning"):
             out["warnings"].append("verify: %s: %s" % (c.get("check"), c.get("detail")))
-    if not doc.get("ok") and not any(p.startswith("verify: ") for p in out["problems"]):
+    if not doc.get("ok") and not any(p.startswith("verify: ") for p in out["problems"] + out["warnings"]):
         out["problems"].append("`oeapatch verify -C %s` failed: %s" % (
             out["root"], doc.get("error") or proc.stderr.decode("utf-8", "replace").strip()))
 
@@ -617,6 +639,17 @@ def _refuse(framework, d, problems, environ, log, strict_on):
     log.error("%s. Starting without OEA (%sSTRICT=false).", text, d.prefix)
 
 
+def _refuse_start(framework, d, reason, log):
+    """The binding refuses a value: its import raises SettingError, whatever
+    STRICT says, so the process cannot start. Said now, with the binding's
+    reason, rather than at the model's load."""
+    text = ("oeapatch: this process (pid %d) cannot start with these settings: %s"
+            % (os.getpid(), reason))
+    log.error("%s. Stopping now rather than at the model's load.", text)
+    raise _FRAMEWORKS[framework]["refusal"](
+        "%s. Stopped by the oeapatch plugin (`oeapatch verify` names every bad value)." % text)
+
+
 def check(framework, environ=None):
     """The plugin: the checks above in this process, once per framework."""
     environ = os.environ if environ is None else environ
@@ -631,19 +664,29 @@ def check(framework, environ=None):
         log.error("oeapatch: the plugin cannot read its patch definition: %s (a broken "
                   "install: pip install --force-reinstall oeapatch)", exc)
         return None
-    if not requested(d, environ):
-        log.debug("oeapatch: OEA is off in this process (%sK0 unset or 0): nothing to check",
-                  d.prefix)
+    if not switch_set(d, environ):
+        log.debug("oeapatch: OEA is off in this process (%s unset): nothing to check", d.switch)
         _state[framework] = {"requested": False}
         return _state[framework]
-    strict_on = strict(d, environ)
     try:
         out = examine(d, environ)
     except Exception as exc:  # noqa: BLE001 - an error of the check is a check not passed
         out = {"problems": ["the check itself failed: %s: %s" % (type(exc).__name__, exc)],
                "warnings": [], "target": None, "live": False}
+    # One decision: the binding's, on these settings, as verify applies its rules.
+    oea, reason, strict_on = decision(out)
+    out["oea"], out["reason"] = oea, reason
+    if oea == "off":
+        log.debug("oeapatch: OEA is off in this process (%s): nothing to check", reason)
+        _state[framework] = {"requested": False, "oea": oea, "reason": reason}
+        return _state[framework]
     elapsed_ms = (time.perf_counter() - start) * 1000.0
     out["requested"], out["elapsed_ms"] = True, elapsed_ms
+    if oea == "stops":
+        out["verified"] = False
+        _state[framework] = out
+        _export(framework, d, False, environ, log)
+        _refuse_start(framework, d, reason, log)
     out["verified"] = not out["problems"]
     _state[framework] = out
     for w in out["warnings"]:
