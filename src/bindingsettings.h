@@ -12,6 +12,7 @@
 #include "buf.h"
 #include "error.h"
 #include "patchdef.h"
+#include "settingdef.h"
 
 /*
  * Appends the table to `out` as a Python literal: a tuple with one dict per
