@@ -704,31 +704,62 @@ def _idle_stats_loop():
 # line's interval, from the same snapshot, named with the adapter's
 # METRICS_PREFIX; prometheus_client is imported only then. docs/runtime.md
 # lists the names.
-_metrics = None  # None: not looked at yet; False: metrics off; else the counters
+#
+# A default vLLM server sets no PROMETHEUS_MULTIPROC_DIR: oeapatch's plugin
+# then names a folder of its own in OEAPATCH_METRICS_DIR, whose files its
+# collector in the API server process serves on /metrics (the wheel's
+# oeapatch/metrics.py), and the counters' totals are written there as JSON,
+# one file per process, replaced whole.
+_metrics = None  # None: not looked at yet; False: metrics off; "files": that folder; else the counters
 _exported = {}  # (counter, labels) -> value exported so far
+_RANK, _DEVICE = ("rank",), ("rank", "device")
+_METRICS = (
+    ("python_calls", "Calls of the OEA call site that ran Python (eager batches; CUDA-graph "
+     "replays run none)", _RANK),
+    ("python_rows", "Rows of those calls", _RANK),
+    ("python_rows_launched", "Rows of those calls handed to liboea (the others are "
+     "rows_skipped)", _RANK),
+    ("rows_skipped", "Rows OEA left alone, by reason", ("rank", "reason")),
+    ("routed_calls", "liboea calls that re-routed (not gated), graph replays included", _DEVICE),
+    ("gated_calls", "liboea calls left alone by its {{env_prefix}}MIN_BATCH gate", _DEVICE),
+    ("routed_rows", "Valid rows of the re-routed calls", _DEVICE),
+    ("experts_before", "Sum over re-routed calls of the distinct experts before OEA "
+     "(T before)", _DEVICE),
+    ("experts_after", "Sum over re-routed calls of the distinct experts after OEA "
+     "(T after)", _DEVICE))
 
 
 def _metric_objects():
     from prometheus_client import Counter
 
-    rank, device = ("rank",), ("rank", "device")
     # registry=None: in multiprocess mode the values live in the directory's
     # files, which the framework's collector reads; registering in this process's
     # default registry would only add a name clash with a second import.
-    return {name: Counter(METRICS_PREFIX + name, text, labels, registry=None) for name, text, labels in (
-        ("python_calls", "Calls of the OEA call site that ran Python (eager batches; CUDA-graph "
-         "replays run none)", rank),
-        ("python_rows", "Rows of those calls", rank),
-        ("python_rows_launched", "Rows of those calls handed to liboea (the others are "
-         "rows_skipped)", rank),
-        ("rows_skipped", "Rows OEA left alone, by reason", ("rank", "reason")),
-        ("routed_calls", "liboea calls that re-routed (not gated), graph replays included", device),
-        ("gated_calls", "liboea calls left alone by its {{env_prefix}}MIN_BATCH gate", device),
-        ("routed_rows", "Valid rows of the re-routed calls", device),
-        ("experts_before", "Sum over re-routed calls of the distinct experts before OEA "
-         "(T before)", device),
-        ("experts_after", "Sum over re-routed calls of the distinct experts after OEA "
-         "(T after)", device))}
+    return {name: Counter(METRICS_PREFIX + name, text, labels, registry=None)
+            for name, text, labels in _METRICS}
+
+
+def _write_metrics_file(values):
+    """The totals as OEAPATCH_METRICS_DIR's file of this process (see above)."""
+    import json
+    import tempfile
+
+    folder = os.environ["OEAPATCH_METRICS_DIR"]
+    doc = {METRICS_PREFIX + name: {"help": text, "labels": list(labels), "samples": []}
+           for name, text, labels in _METRICS}
+    for name, labels, value in values:
+        doc[METRICS_PREFIX + name]["samples"].append([list(labels), value])
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        os.replace(tmp, os.path.join(folder, "counters-%d.json" % os.getpid()))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _rank_label():
@@ -740,14 +771,17 @@ def _rank_label():
 
 def export_metrics(snapshot=None):
     """Add what changed since the last export to the Prometheus counters, where
-    the framework's metrics are on (PROMETHEUS_MULTIPROC_DIR set); returns False where
-    they are off. Called at the stats interval; device sums are read here only
+    the framework's metrics are on (PROMETHEUS_MULTIPROC_DIR set), or write the
+    totals to OEAPATCH_METRICS_DIR's file (a default vLLM server, see above);
+    returns False where neither is there. Called at the stats interval; device sums are read here only
     through the snapshot the log line reads."""
     global _metrics
     if _metrics is None:
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            _metrics = False
+            _metrics = "files" if os.environ.get("OEAPATCH_METRICS_DIR") else False
+        if _metrics is False:
             return False
+    if _metrics is None:
         try:
             _metrics = _metric_objects()
         except ImportError as exc:
@@ -771,6 +805,9 @@ def export_metrics(snapshot=None):
                    ("experts_before", labels, row["t_before"]),
                    ("experts_after", labels, row["t_after"])]
     try:
+        if _metrics == "files":
+            _write_metrics_file(values)
+            return True
         for name, labels, value in values:
             before = _exported.get((name, labels))
             # Counters only grow: after reset_stats() the new count is all new. A
@@ -782,7 +819,8 @@ def export_metrics(snapshot=None):
             _exported[(name, labels)] = value
     except OSError as exc:  # the folder's files (gone, full disk): routing goes on
         logger.warning("oeapatch: exporting OEA counters to %s failed (%s); not exported "
-                       "any more", os.environ.get("PROMETHEUS_MULTIPROC_DIR"), exc)
+                       "any more", os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                       or os.environ.get("OEAPATCH_METRICS_DIR"), exc)
         _metrics = False
         return False
     return True

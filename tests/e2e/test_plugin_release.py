@@ -436,12 +436,62 @@ def check_settings(r):
     say("BINDING RAISES SettingError" in out and p + "K0" in out,
         "%s: K0=abc: the binding's import raises SettingError too%s"
         % (n, "" if "BINDING RAISES SettingError" in out else ": " + out[-800:]))
+    # point 5: a setting of the other framework, and a misspelt prefix, are said
+    other = "VLLM_OEA_K0" if p.startswith("SGLANG") else "SGLANG_OEA_K0"
+    typo = p.replace("_OEA_", "_OAE_") + "STATS"
+    rc, out = r.oeapatch("verify", **{other: "3", typo: "1"})
+    warned = [ln for ln in out.splitlines() if ln.startswith("WARN settings")]
+    say(rc == 0 and any(other in ln and "not of " + r.cfg["patch"] in ln for ln in warned)
+        and any(typo in ln and "a typo of " + p + "STATS" in ln for ln in warned),
+        "%s: verify warns about %s (another definition's) and %s (a typo)%s"
+        % (n, other, typo, "" if len(warned) == 2 else ": rc %d: %s" % (rc, out[-1200:])))
     rc, out = r.start(after=after, **{p + "K0": "+0"})
     lines = plugin_lines(out)
     say(rc == 0 and "BINDING K0=0 ENABLED=False" in out
         and all(level(ln) == "DEBUG" and "OEA is off" in ln for ln in lines) and lines,
         "%s: K0=+0: the plugin says off (debug) and the binding runs off%s"
         % (n, "" if rc == 0 and lines else ": rc %d: %s" % (rc, out[-1500:])))
+
+
+# After the loader: a child process, as vLLM's engine core is one, imports
+# the binding (K0 on) and exports its counters as at a stats interval (the
+# totals of its real, still empty, statistics); then this process prints
+# what its /metrics would serve: vLLM's own get_prometheus_registry(), as
+# attach_router() mounts it, rendered by prometheus_client as
+# make_asgi_app() renders it.
+METRICS_PROBE = r"""
+import os, subprocess, sys
+child = ("import importlib.util\n"
+         "spec = importlib.util.spec_from_file_location('oea_binding_probe', %r)\n"
+         "m = importlib.util.module_from_spec(spec)\n"
+         "spec.loader.exec_module(m)\n"
+         "print('EXPORTED', m.export_metrics(), flush=True)\n")
+out = subprocess.run([sys.executable, "-c", child % {path!r}], capture_output=True, text=True)
+print(out.stdout, out.stderr[-2000:], flush=True)
+from prometheus_client import generate_latest
+from vllm.v1.metrics.prometheus import get_prometheus_registry
+print("PMD", os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+print(generate_latest(get_prometheus_registry()).decode(), flush=True)
+print("PID", os.getpid())
+"""
+
+
+def check_metrics(r):
+    """Issue 36 point 3: on a default server (no PROMETHEUS_MULTIPROC_DIR),
+    the plugin's gauge and the binding's counters reach the /metrics of the
+    API server process."""
+    n = r.name
+    binding = glob.glob(os.path.join(os.path.dirname(r.target), "_oeapatch_*.py"))
+    rc, out = r.start(after=METRICS_PROBE.format(path=binding[0] if binding else "missing"),
+                      **r.k0(**{r.cfg["prefix"] + "STATS": "1"}))
+    pid = re.findall(r"^PID (\d+)$", out, re.M)
+    gauge = re.findall(r'^vllm:oea_worker_verified\{patch="%s",pid="%s"\} 1\.0$'
+                       % (re.escape(r.cfg["patch"]), pid[0] if pid else "-"), out, re.M)
+    calls = re.findall(r'^vllm:oea_python_calls_total\{rank=""\} 0\.0$', out, re.M)
+    say(rc == 0 and "PMD None" in out and "EXPORTED True" in out and gauge and calls,
+        "%s: default server (no PROMETHEUS_MULTIPROC_DIR): /metrics of the process that loaded "
+        "the plugin serves %s 1 and a worker's vllm:oea_python_calls_total%s"
+        % (n, r.cfg["metric"], "" if gauge and calls else ": rc %d: %s" % (rc, out[-2500:])))
 
 
 def check_status(r):
@@ -482,6 +532,8 @@ def main():
                 check_release(r)
                 check_conflicts(r)
                 check_settings(r)
+                if fw == "vllm":
+                    check_metrics(r)
                 check_status(r)
             finally:
                 r.server.close()

@@ -51,6 +51,8 @@ import subprocess
 import sys
 import time
 
+from . import metrics
+
 __all__ = ["sglang", "vllm", "check", "NotInPlace", "NotInPlaceError"]
 
 _BLANKS = " \t\n\r\v\f"
@@ -76,8 +78,12 @@ class NotInPlaceError(RuntimeError):
 _FRAMEWORKS = {
     "sglang": {"definition": "sglang-oea", "logger": "sglang.srt.plugins.oeapatch",
                "metric": "sglang:oea_worker_verified", "refusal": NotInPlace},
+    # own_metrics: a default server's /metrics shows only its API server
+    # process's registry (metrics.py); SGLang's metrics always set up the
+    # multiprocess folder (--enable-metrics), and without them there is no /metrics.
     "vllm": {"definition": "vllm-oea", "logger": "vllm.plugins.oeapatch",
-             "metric": "vllm:oea_worker_verified", "refusal": NotInPlaceError},
+             "metric": "vllm:oea_worker_verified", "refusal": NotInPlaceError,
+             "own_metrics": True},
 }
 
 _done = set()  # frameworks checked in this process (loaders may run twice)
@@ -608,17 +614,30 @@ def _here(line):
     return line.replace("{pid}", str(os.getpid()), 1)
 
 
+_GAUGE_HELP = ("1: oeapatch's plugin proved that this process runs the patched routing with "
+               "OEA requested; 0: OEA is requested and this process runs without it")
+
+
 def _export(framework, d, verified, environ, log):
-    """The gauge, where the framework's multiprocess Prometheus export is on."""
+    """The gauge, where the framework's multiprocess Prometheus export is on,
+    else into the folder of a default vLLM server (metrics.py)."""
     if not environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return False
+        folder = environ.get(metrics.ENV)
+        if not folder:
+            return False
+        try:
+            metrics.write(folder, "verified-%d.json" % os.getpid(),
+                          {"patch": d.patch, "pid": os.getpid(), "value": 1 if verified else 0})
+        except OSError as exc:
+            log.warning("oeapatch: the gauge %s could not be written to %s: %s",
+                        _FRAMEWORKS[framework]["metric"], folder, exc)
+            return False
+        return True
     try:
         from prometheus_client import Gauge
 
-        gauge = Gauge(_FRAMEWORKS[framework]["metric"],
-                      "1: oeapatch's plugin proved that this process runs the patched "
-                      "routing with OEA requested; 0: OEA is requested and this process "
-                      "runs without it", ("patch",), registry=None, multiprocess_mode="liveall")
+        gauge = Gauge(_FRAMEWORKS[framework]["metric"], _GAUGE_HELP, ("patch",), registry=None,
+                      multiprocess_mode="liveall")
         gauge.labels(d.patch).set(1 if verified else 0)
     except Exception as exc:  # noqa: BLE001 - the export must not be what stops a start
         log.warning("oeapatch: the gauge %s could not be exported: %s",
@@ -680,6 +699,11 @@ def check(framework, environ=None):
         log.debug("oeapatch: OEA is off in this process (%s): nothing to check", reason)
         _state[framework] = {"requested": False, "oea": oea, "reason": reason}
         return _state[framework]
+    if _FRAMEWORKS[framework].get("own_metrics"):
+        try:
+            metrics.setup(_FRAMEWORKS[framework]["metric"], _GAUGE_HELP, environ)
+        except Exception as exc:  # noqa: BLE001 - metrics must not be what stops a start
+            log.warning("oeapatch: OEA's series cannot be added to /metrics: %s", exc)
     elapsed_ms = (time.perf_counter() - start) * 1000.0
     out["requested"], out["elapsed_ms"] = True, elapsed_ms
     if oea == "stops":
