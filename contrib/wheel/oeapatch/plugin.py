@@ -28,11 +28,19 @@ variable set and not 0), each process that loads the plugin proves that
      replacement of the function that holds the call site, and, at the
      model's first forward, a router or layer class that overrides it.
 
+Whether OEA is requested, and what STRICT says, are not read here: with the
+switch variable (K0) set at all, verify's JSON says what the binding will do
+with this process's settings (settings.oea: on, off, stops; decision()), so
+the plugin's verdict and the binding's behaviour are one decision. "stops"
+(a value the binding refuses) stops the process now, whatever STRICT says,
+as the binding's import would at the model's load.
+
 It writes one line through the framework's logger (definition, settings,
-library, decode detection) and, where the framework's Prometheus
-multiprocess export is on (PROMETHEUS_MULTIPROC_DIR), the gauge
-`<framework>:oea_worker_verified`: 1, or 0 for a process that runs without
-OEA although OEA is requested. When the code this process would run is not
+library, decode detection) and the gauge `<framework>:oea_worker_verified`:
+1, or 0 for a process that runs without OEA although OEA is requested: where
+the framework's Prometheus multiprocess export is on
+(PROMETHEUS_MULTIPROC_DIR), and for vLLM on a default server too
+(metrics.py). When the code this process would run is not
 the patched code, the process stops with the definition's STRICT setting on
 (the default). SGLang's loader catches every Exception a plugin raises and
 only logs it, so there the refusal is a SystemExit (NotInPlace). With strict
