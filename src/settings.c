@@ -658,7 +658,7 @@ static int other_definition(const oeap_patchdef *def, const char *name, char *ot
 }
 
 /* Names outside the binding's namespace that were surely meant for it: another
- * bundled definition's prefix (SGLANG_OEA_K0 on a vLLM target), or within two
+ * bundled definition's prefix (SGLang's K0 where the target is vLLM's), or within two
  * edits of a setting (VLLM_OAE_K0). The binding ignores both: a warning. */
 static int check_foreign_names(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
 {
