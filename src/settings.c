@@ -629,13 +629,18 @@ static int check_unknown_names(const oeap_patchdef *def, const oeap_env *env, oe
 	return 0;
 }
 
-/* The env_prefix of another bundled definition that `name` starts with (its name in `other`), or 0. */
-static int other_definition(const oeap_patchdef *def, const char *name, char *other, size_t cap)
+/* The other bundled definitions' prefixes, each with its "name/version (Framework)"; loaded once per check. */
+typedef struct other_prefix {
+	char prefix[64];
+	char who[192];
+} other_prefix;
+
+static size_t other_prefixes(const oeap_patchdef *def, other_prefix *out, size_t cap)
 {
 	char *dir = oeap_patchdef_bundle_dir();
 	char **names = dir ? oeap_patchdef_list(dir) : NULL;
-	int found = 0;
-	for (size_t i = 0; names && names[i] && !found; i++) {
+	size_t n = 0;
+	for (size_t i = 0; names && names[i] && n < cap; i++) {
 		if (def->name && strcmp(names[i], def->name) == 0)
 			continue;
 		char path[4096];
@@ -643,18 +648,19 @@ static int other_definition(const oeap_patchdef *def, const char *name, char *ot
 		oeap_error ignore;
 		oeap_error_clear(&ignore);
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		if (oeap_patchdef_load_manifest(path, &o, &ignore) == 0 && o->env_prefix &&
-		    (!def->env_prefix || strcasecmp(o->env_prefix, def->env_prefix) != 0) &&
-		    strncasecmp(name, o->env_prefix, strlen(o->env_prefix)) == 0) {
-			snprintf(other, cap, "%s/%d%s%s%s", o->name, o->version, o->framework ? " (" : "",
-			         o->framework ? o->framework : "", o->framework ? ")" : "");
-			found = 1;
+		if (oeap_patchdef_load_manifest(path, &o, &ignore) == 0 && o->env_prefix && o->env_prefix[0] &&
+		    strlen(o->env_prefix) < sizeof(out[n].prefix) &&
+		    (!def->env_prefix || strcasecmp(o->env_prefix, def->env_prefix) != 0)) {
+			snprintf(out[n].prefix, sizeof(out[n].prefix), "%s", o->env_prefix);
+			snprintf(out[n].who, sizeof(out[n].who), "%.64s/%d%s%.64s%s", o->name, o->version,
+			         o->framework ? " (" : "", o->framework ? o->framework : "", o->framework ? ")" : "");
+			n++;
 		}
 		oeap_patchdef_free(o);
 	}
 	oeap_patchdef_list_free(names);
 	free(dir);
-	return found;
+	return n;
 }
 
 /* Names outside the binding's namespace that were surely meant for it: another
@@ -663,19 +669,31 @@ static int other_definition(const oeap_patchdef *def, const char *name, char *ot
 static int check_foreign_names(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
 {
 	size_t plen = def->env_prefix ? strlen(def->env_prefix) : 0;
-	char other[256];
+	other_prefix others[16];
+	size_t nothers = 0;
+	int loaded = 0;
 	for (size_t k = 0; plen && k < env->n; k++) {
 		const oeap_env_var *v = &env->vars[k];
 		if (strncasecmp(v->name, def->env_prefix, plen) == 0)
 			continue;
+		/* only names with an "OEA" in them can be another definition's (all bundled ones have it):
+		 * the bundled definitions are read only then, once */
+		if (!loaded && strcasestr(v->name, "OEA")) {
+			nothers = other_prefixes(def, others, sizeof(others) / sizeof(others[0]));
+			loaded = 1;
+		}
+		const other_prefix *other = NULL;
+		for (size_t i = 0; i < nothers && !other; i++)
+			if (strncasecmp(v->name, others[i].prefix, strlen(others[i].prefix)) == 0)
+				other = &others[i];
 		size_t best;
 		const char *closest = closest_setting(def, v->name, &best);
 		int rc = 0;
-		if (other_definition(def, v->name, other, sizeof(other)))
+		if (other)
 			rc = add_problem(res, v->name, v, 0, 0,
 			                 "a setting of %s, not of %s/%d, which this target runs: its binding ignores it "
 			                 "(this one's settings start with %s)",
-			                 other, def->name, def->version, def->env_prefix);
+			                 other->who, def->name, def->version, def->env_prefix);
 		else if (closest && best <= 2)
 			rc = add_problem(res, v->name, v, 0, 0,
 			                 "not a setting of %s/%d: a typo of %s? The binding ignores it, so %s keeps its "
