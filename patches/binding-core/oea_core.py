@@ -740,26 +740,16 @@ def _metric_objects():
 
 
 def _write_metrics_file(values):
-    """The totals as OEAPATCH_METRICS_DIR's file of this process (see above)."""
-    import json
-    import tempfile
+    """The totals as OEAPATCH_METRICS_DIR's file of this process (see above),
+    written by the module that owns the folder's format: the wheel's
+    oeapatch.metrics, importable wherever its plugin named the folder."""
+    from oeapatch import metrics
 
-    folder = os.environ["OEAPATCH_METRICS_DIR"]
     doc = {METRICS_PREFIX + name: {"help": text, "labels": list(labels), "samples": []}
            for name, text, labels in _METRICS}
     for name, labels, value in values:
         doc[METRICS_PREFIX + name]["samples"].append([list(labels), value])
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
-        os.replace(tmp, os.path.join(folder, "counters-%d.json" % os.getpid()))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    metrics.write(os.environ["OEAPATCH_METRICS_DIR"], "counters-%d.json" % os.getpid(), doc)
 
 
 def _rank_label():
@@ -817,7 +807,7 @@ def export_metrics(snapshot=None):
             if delta or before is None:
                 _metrics[name].labels(*labels).inc(delta)
             _exported[(name, labels)] = value
-    except OSError as exc:  # the folder's files (gone, full disk): routing goes on
+    except (OSError, ImportError) as exc:  # the folder's files (gone, full disk): routing goes on
         logger.warning("oeapatch: exporting OEA counters to %s failed (%s); not exported "
                        "any more", os.environ.get("PROMETHEUS_MULTIPROC_DIR")
                        or os.environ.get("OEAPATCH_METRICS_DIR"), exc)

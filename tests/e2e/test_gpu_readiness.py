@@ -21,7 +21,6 @@ library nvcc builds here with a sm_80 cubin and compute_90 PTX, whose
 Prints one line per case, then `N passed, M failed`; exit 1 on failure.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from oea_testlib import RESULTS, ROOT, VERBOSE, case, check, summary
+from oea_testlib import ROOT, case, check, library_args, summary
 
 OEAPATCH = os.environ.get("OEAPATCH") or os.path.join(ROOT, "build", "src", "oeapatch")
 DEFINITION = os.path.join(ROOT, "patches", "vllm-oea")
@@ -59,11 +58,7 @@ def verify(checkout, command="verify", **env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--library", required=True)
-    ap.add_argument("-v", action="store_true")
-    args = ap.parse_args()
-    VERBOSE[0] = args.v
+    args = library_args()
     tmp = tempfile.mkdtemp(prefix="oeapatch-gpu-")
     try:
         checkout = os.path.join(tmp, "checkout")
