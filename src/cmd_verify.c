@@ -245,9 +245,14 @@ int cmd_verify(int argc, char **argv)
 	                       "service its EnvironmentFile=; a shell's leftovers are not the server's). A bad value "
 	                       "fails while the switch setting is on (the import would stop) and is a warning while "
 	                       "it is off (the binding only warns); a name with the prefix that is no setting fails "
-	                       "when it is within two edits of one (a typo), else warns. With --ref, the file as "
-	                       "committed at REV is verified instead of the work tree's, and the settings only with "
-	                       "--env-file.",
+	                       "when it is within two edits of one (a typo), else warns. The line 'oea:' says what "
+	                       "the start does: on, off, or stops (a value the binding refuses). On a machine with "
+	                       "NVIDIA GPUs (/proc/driver/nvidia/gpus, /dev/nvidiaN) the check 'gpu' requires the "
+	                       "library's CUDA fat binary to hold code for each GPU's compute capability (NVML): a "
+	                       "cubin of its major version, or PTX at most its SM; a CPU-only liboea fails while OEA is "
+	                       "on (build it with CUDA, CMAKE_CUDA_ARCHITECTURES naming the GPUs). With --ref, the "
+	                       "file as committed at REV is verified instead of the work tree's, and the settings only "
+	                       "with --env-file.",
 	                       options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;

@@ -298,7 +298,7 @@ int oeap_gpu_verify(const char *library, int oea_on, const char *switch_name, oe
 	if (!fb.found) {
 		const char *text = "liboea %s is CPU only (no CUDA fat binary) on a machine with %zu NVIDIA GPU%s (%s): "
 		                   "the binding stops the server at its first CUDA call (STRICT) or routes nothing; "
-		                   "build liboea with CUDA (docs/runtime.md, \"GPU readiness\")%s%s";
+		                   "build liboea with CUDA (`oeapatch help verify`)%s%s";
 		return oea_on ? oeap_report_add(rep, "gpu", 0, 0, text, library, g.n, g.n == 1 ? "" : "s", gpus,
 		                                consequence, off)
 		              : oeap_report_warn(rep, "gpu", 0, text, library, g.n, g.n == 1 ? "" : "s", gpus, consequence,

@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "fsio.h"
 #include "library.h"
+#include "patchdirs.h"
 #include "quote.h"
 
 /* ------------------------------------------------------------ environments */
