@@ -43,6 +43,7 @@ environment cannot be made (the package index unreachable).
 """
 
 import glob
+import json
 import os
 import py_compile
 import re
@@ -445,6 +446,30 @@ def check_settings(r):
         and any(typo in ln and "a typo of " + p + "STATS" in ln for ln in warned),
         "%s: verify warns about %s (another definition's) and %s (a typo)%s"
         % (n, other, typo, "" if len(warned) == 2 else ": rc %d: %s" % (rc, out[-1200:])))
+    # point 2: status says what the server will run, and why not
+    rc, out = r.oeapatch("--json", "status", **{p + "K0": "abc"})
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = {}
+    settings = doc.get("settings") or {}
+    say(rc == 1 and settings.get("oea") == "stops" and p + "K0='abc'" in (settings.get("reason") or "")
+        and settings.get("source") == ["environment"],
+        "%s: status --json with K0=abc: settings.oea stops, the reason and the source%s"
+        % (n, "" if settings.get("oea") == "stops" else ": rc %d: %s" % (rc, out[-800:])))
+    rc, out = r.oeapatch("status", **{p + "K0": "3"})
+    say(rc == 0 and re.search(r"^settings: k0=3 ", out, re.M) and re.search(r"^oea: +on ", out, re.M),
+        "%s: status with K0=3 shows the settings and 'oea: on'%s"
+        % (n, "" if rc == 0 else ": rc %d: %s" % (rc, out[-800:])))
+    # point 4: a (simulated) NVIDIA GPU and the wheel's CPU-only liboea: the
+    # plugin stops the process, as the binding's first CUDA call would
+    tree = tempfile.mkdtemp(dir=r.work, prefix="nvidia-")
+    os.makedirs(os.path.join(tree, "proc", "driver", "nvidia", "gpus", "0000:00:04.0"))
+    rc, out = r.start(**r.k0(OEAPATCH_TEST_NVIDIA_ROOT=tree))
+    gpu = [ln for ln in plugin_lines(out) if "verify: gpu: " in ln and "CPU only" in ln]
+    say(rc != 0 and "LOADED" not in out and gpu,
+        "%s: a GPU and a CPU-only liboea, K0=3: the plugin stops the process naming the gpu check%s"
+        % (n, "" if gpu else ": rc %d: %s" % (rc, out[-1200:])))
     rc, out = r.start(after=after, **{p + "K0": "+0"})
     lines = plugin_lines(out)
     say(rc == 0 and "BINDING K0=0 ENABLED=False" in out
