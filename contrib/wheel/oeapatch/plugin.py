@@ -707,13 +707,15 @@ def check(framework, environ=None):
         log.debug("oeapatch: OEA is off in this process (%s): nothing to check", reason)
         _state[framework] = {"requested": False, "oea": oea, "reason": reason}
         return _state[framework]
+    elapsed_ms = (time.perf_counter() - start) * 1000.0
+    out["requested"], out["elapsed_ms"] = True, elapsed_ms
+    # After the check's time: in the first process this imports
+    # prometheus_client, which vLLM's API server imports for its own /metrics anyway.
     if _FRAMEWORKS[framework].get("own_metrics"):
         try:
             metrics.setup(_FRAMEWORKS[framework]["metric"], _GAUGE_HELP, environ)
         except Exception as exc:  # noqa: BLE001 - metrics must not be what stops a start
             log.warning("oeapatch: OEA's series cannot be added to /metrics: %s", exc)
-    elapsed_ms = (time.perf_counter() - start) * 1000.0
-    out["requested"], out["elapsed_ms"] = True, elapsed_ms
     if oea == "stops":
         out["verified"] = False
         _state[framework] = out
