@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bindingsettings.h"
 #include "fsio.h"
 #include "library.h"
 #include "libsearch.h"
@@ -175,6 +176,10 @@ static int render_part(const oeap_patchdef *def, const char *t, size_t n, const 
 		} else if ((kn == 10 && !memcmp(k, "env_prefix", 10)) || (kn == 9 && !memcmp(k, "framework", 9)) ||
 		           (kn == 9 && !memcmp(k, "bool_true", 9)) || (kn == 10 && !memcmp(k, "bool_false", 10))) {
 			if (render_names(def, k, kn, out, err))
+				return -1;
+			rc = 0;
+		} else if (kn == 14 && !memcmp(k, "settings_table", 14)) {
+			if (oeap_binding_render_settings(def, out, err))
 				return -1;
 			rc = 0;
 		} else

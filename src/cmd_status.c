@@ -18,6 +18,7 @@
 #include "pipeline.h"
 #include "plugincheck.h"
 #include "settings.h"
+#include "startup.h"
 #include "verify.h"
 
 static const oeap_option options[] = {
@@ -151,6 +152,9 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 	json_object_set_new(j, "drift", drift);
 	if (!r->rep.applied)
 		json_object_set_new(j, "fix", oeap_json_str(oeap_cli_apply_hint(cli)));
+	/* what the server will run: its settings, where they come from, and why when they are bad */
+	if (r->verdict.settings_checked)
+		json_object_set_new(j, "settings", oeap_verify_settings_json(cli, &r->verdict));
 	json_object_set_new(j, "plugin", oeap_plugin_json(&r->plugin));
 	oeap_json_emit(j);
 }
@@ -164,6 +168,10 @@ static void print_text(const oeap_cli *cli, const void *opts, const void *result
 	size_t failed = 0;
 	for (size_t i = 0; i < rep->n; i++)
 		failed += !rep->checks[i].ok;
+	oeap_start_outcome start;
+	memset(&start, 0, sizeof(start));
+	if (r->verdict.settings_checked)
+		oeap_start_outcome_of(cli->def, &r->verdict.settings, &start);
 	printf("file:     %s\n", oeap_cli_target_rel(cli));
 	if (cli->layout == OEAP_LAYOUT_INSTALLED)
 		printf("root:     %s (installed package)\n", cli->root);
@@ -173,10 +181,15 @@ static void print_text(const oeap_cli *cli, const void *opts, const void *result
 		printf("state:    %snot applied%s (run `%s`)\n", bad, reset, oeap_cli_apply_hint(cli));
 	else if (rep->ok)
 		printf("state:    %sapplied (version %d), verifies%s\n", good, rep->version, reset);
-	else if (only_settings_failed(rep))
+	else if (only_settings_failed(rep) && start.kind == OEAP_START_STOPS)
 		/* The patch holds; the server would not start with these settings (verify exits 1 alike). */
 		printf("state:    %sapplied (version %d), does NOT verify%s: the binding refuses the settings of this "
-		       "environment (run `oeapatch verify`)\n",
+		       "environment, the server stops at its import (run `oeapatch verify`)\n",
+		       bad, rep->version, reset);
+	else if (only_settings_failed(rep))
+		/* e.g. a typo of a setting's name: the binding ignores it and starts, with that setting's default */
+		printf("state:    %sapplied (version %d), does NOT verify%s: a settings problem; the server still starts "
+		       "as the oea line says, not as the settings meant (run `oeapatch verify`)\n",
 		       bad, rep->version, reset);
 	else
 		printf("state:    %sapplied (version %d), DRIFT%s: %zu check%s failed (run `oeapatch verify`)\n", bad,
@@ -207,6 +220,8 @@ static void print_text(const oeap_cli *cli, const void *opts, const void *result
 		printf("library:  %s (not loaded: the binding module does not verify)\n", r->library);
 	else if (r->bind_text)
 		printf("library:  none recorded in the binding module\n");
+	if (r->verdict.settings_checked)
+		oeap_verify_print_settings(cli, &r->verdict);
 	if (r->plugin.applicable) {
 		char line[2048];
 		oeap_plugin_describe(&r->plugin, line, sizeof(line));

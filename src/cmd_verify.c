@@ -23,6 +23,7 @@
 #include "quote.h"
 #include "revcheck.h"
 #include "settings.h"
+#include "startup.h"
 #include "trust.h"
 #include "trustcheck.h"
 #include "verify.h"
@@ -59,7 +60,7 @@ static const char *effective(const oeap_cli *cli, const oeap_verify_result *r, s
 	return v;
 }
 
-static json_t *settings_json(const oeap_cli *cli, const oeap_verify_result *r)
+json_t *oeap_verify_settings_json(const oeap_cli *cli, const oeap_verify_result *r)
 {
 	const oeap_patchdef *def = cli->def;
 	const oeap_settings_result *s = &r->settings;
@@ -72,6 +73,11 @@ static json_t *settings_json(const oeap_cli *cli, const oeap_verify_result *r)
 		json_array_append_new(src, json_string("environment"));
 	json_object_set_new(j, "source", src);
 	json_object_set_new(j, "on", json_boolean(s->on));
+	/* what the start does: the one decision the plugin and status report too */
+	oeap_start_outcome out;
+	oeap_start_outcome_of(def, s, &out);
+	json_object_set_new(j, "oea", oeap_json_str(oeap_start_kind_name(out.kind)));
+	json_object_set_new(j, "reason", oeap_json_str(out.reason));
 	if (s->switch_index >= 0)
 		json_object_set_new(j, "switch", oeap_json_str(def->settings[s->switch_index].name));
 	for (size_t i = 0; i < def->nsettings; i++) {
@@ -108,8 +114,7 @@ static json_t *settings_json(const oeap_cli *cli, const oeap_verify_result *r)
 	return j;
 }
 
-/* One line: what the server will run with. */
-static void print_effective(const oeap_cli *cli, const oeap_verify_result *r)
+void oeap_verify_print_settings(const oeap_cli *cli, const oeap_verify_result *r)
 {
 	const oeap_patchdef *def = cli->def;
 	const oeap_settings_result *s = &r->settings;
@@ -134,6 +139,10 @@ static void print_effective(const oeap_cli *cli, const oeap_verify_result *r)
 	else if (s->defaults_only)
 		printf(" (defaults: the bad values above are ignored while off)");
 	printf("\n");
+	oeap_start_outcome out;
+	oeap_start_outcome_of(def, s, &out);
+	printf("oea:      %s (%s; from %s)\n", oeap_start_kind_name(out.kind), out.reason,
+	       r->nenv_files ? "the --env-file files" : "the environment");
 	if (r->ignored[0])
 		printf("(ignored from verify's own environment, --env-file gives the server's: %s)\n", r->ignored);
 }
@@ -151,7 +160,7 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 	json_object_set_new(j, "applied", json_boolean(r->rep.applied));
 	json_object_set_new(j, "checks", oeap_json_checks(&r->rep));
 	if (r->settings_checked)
-		json_object_set_new(j, "settings", settings_json(cli, r));
+		json_object_set_new(j, "settings", oeap_verify_settings_json(cli, r));
 	if (ref) {
 		json_object_set_new(j, "ref", oeap_json_str(ref));
 		json_object_set_new(j, "commit", oeap_json_str(r->commit_hex));
@@ -180,7 +189,7 @@ static void print_text(const oeap_cli *cli, const void *opts, const void *result
 	}
 	oeap_print_checks(&r->rep);
 	if (r->settings_checked)
-		print_effective(cli, r);
+		oeap_verify_print_settings(cli, r);
 	if (ref)
 		printf("(at %s, commit %.12s: the library, bytecode and trust checks are about a machine and were skipped%s%s)\n", ref,
 		       r->commit_hex, r->settings_checked ? "" : ", so were the settings (--env-file checks a file's)",
@@ -236,9 +245,14 @@ int cmd_verify(int argc, char **argv)
 	                       "service its EnvironmentFile=; a shell's leftovers are not the server's). A bad value "
 	                       "fails while the switch setting is on (the import would stop) and is a warning while "
 	                       "it is off (the binding only warns); a name with the prefix that is no setting fails "
-	                       "when it is within two edits of one (a typo), else warns. With --ref, the file as "
-	                       "committed at REV is verified instead of the work tree's, and the settings only with "
-	                       "--env-file.",
+	                       "when it is within two edits of one (a typo), else warns. The line 'oea:' says what "
+	                       "the start does: on, off, or stops (a value the binding refuses). On a machine with "
+	                       "NVIDIA GPUs (/proc/driver/nvidia/gpus, /dev/nvidiaN) the check 'gpu' requires the "
+	                       "library's CUDA fat binary to hold code for each GPU's compute capability (NVML): a "
+	                       "cubin of its major version, or PTX at most its SM; a CPU-only liboea fails while OEA is "
+	                       "on (build it with CUDA, CMAKE_CUDA_ARCHITECTURES naming the GPUs). With --ref, the "
+	                       "file as committed at REV is verified instead of the work tree's, and the settings only "
+	                       "with --env-file.",
 	                       options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;

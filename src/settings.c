@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "fsio.h"
 #include "library.h"
+#include "patchdirs.h"
 #include "quote.h"
 
 /* ------------------------------------------------------------ environments */
@@ -629,6 +630,82 @@ static int check_unknown_names(const oeap_patchdef *def, const oeap_env *env, oe
 	return 0;
 }
 
+/* The other bundled definitions' prefixes, each with its "name/version (Framework)"; loaded once per check. */
+typedef struct other_prefix {
+	char prefix[64];
+	char who[192];
+} other_prefix;
+
+static size_t other_prefixes(const oeap_patchdef *def, other_prefix *out, size_t cap)
+{
+	char *dir = oeap_patchdef_bundle_dir();
+	char **names = dir ? oeap_patchdef_list(dir) : NULL;
+	size_t n = 0;
+	for (size_t i = 0; names && names[i] && n < cap; i++) {
+		if (def->name && strcmp(names[i], def->name) == 0)
+			continue;
+		char path[4096];
+		oeap_patchdef *o = NULL;
+		oeap_error ignore;
+		oeap_error_clear(&ignore);
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (oeap_patchdef_load_manifest(path, &o, &ignore) == 0 && o->env_prefix && o->env_prefix[0] &&
+		    strlen(o->env_prefix) < sizeof(out[n].prefix) &&
+		    (!def->env_prefix || strcasecmp(o->env_prefix, def->env_prefix) != 0)) {
+			snprintf(out[n].prefix, sizeof(out[n].prefix), "%s", o->env_prefix);
+			snprintf(out[n].who, sizeof(out[n].who), "%.64s/%d%s%.64s%s", o->name, o->version,
+			         o->framework ? " (" : "", o->framework ? o->framework : "", o->framework ? ")" : "");
+			n++;
+		}
+		oeap_patchdef_free(o);
+	}
+	oeap_patchdef_list_free(names);
+	free(dir);
+	return n;
+}
+
+/* Names outside the binding's namespace that were surely meant for it: another
+ * bundled definition's prefix (SGLang's K0 where the target is vLLM's), or within two
+ * edits of a setting (VLLM_OAE_K0). The binding ignores both: a warning. */
+static int check_foreign_names(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
+	size_t plen = def->env_prefix ? strlen(def->env_prefix) : 0;
+	other_prefix others[16];
+	size_t nothers = 0;
+	int loaded = 0;
+	for (size_t k = 0; plen && k < env->n; k++) {
+		const oeap_env_var *v = &env->vars[k];
+		if (strncasecmp(v->name, def->env_prefix, plen) == 0)
+			continue;
+		/* only names with an "OEA" in them can be another definition's (all bundled ones have it):
+		 * the bundled definitions are read only then, once */
+		if (!loaded && strcasestr(v->name, "OEA")) {
+			nothers = other_prefixes(def, others, sizeof(others) / sizeof(others[0]));
+			loaded = 1;
+		}
+		const other_prefix *other = NULL;
+		for (size_t i = 0; i < nothers && !other; i++)
+			if (strncasecmp(v->name, others[i].prefix, strlen(others[i].prefix)) == 0)
+				other = &others[i];
+		size_t best;
+		const char *closest = closest_setting(def, v->name, &best);
+		int rc = 0;
+		if (other)
+			rc = add_problem(res, v->name, v, 0, 0,
+			                 "a setting of %s, not of %s/%d, which this target runs: its binding ignores it "
+			                 "(this one's settings start with %s)",
+			                 other->who, def->name, def->version, def->env_prefix);
+		else if (closest && best <= 2)
+			rc = add_problem(res, v->name, v, 0, 0,
+			                 "not a setting of %s/%d: a typo of %s? The binding ignores it, so %s keeps its "
+			                 "default",
+			                 def->name, def->version, closest, closest);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
 int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
 {
 	size_t n = def->nsettings;
@@ -645,7 +722,8 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	 * the problems found so far warnings when off), the checks after it
 	 * whether it is on and which values are effective. */
 	if (check_values(def, env, res) || check_cross_rules(def, env, res) || apply_switch(def, res) ||
-	    check_library_relative(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res))
+	    check_library_relative(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res) ||
+	    check_foreign_names(def, env, res))
 		return -1;
 	for (size_t k = 0; k < res->nproblems; k++) {
 		if (res->problems[k].error)

@@ -12,11 +12,13 @@
 
 #include "binding.h"
 #include "fsio.h"
+#include "gpu.h"
 #include "history.h"
 #include "importsys.h"
 #include "pycache.h"
 #include "quote.h"
 #include "revcheck.h"
+#include "startup.h"
 #include "trust.h"
 #include "trustcheck.h"
 
@@ -258,6 +260,16 @@ int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_ver
 	                                escape,
 	                                oeap_cli_apply_hint(cli), &r->rep, err)))
 		goto done;
+	/* Whether that library has code for this machine's NVIDIA GPUs (gpu.h). */
+	if (!ref && r->rep.applied && r->settings_checked) {
+		oeap_start_outcome start;
+		oeap_start_outcome_of(cli->def, &r->settings, &start);
+		if (oeap_gpu_verify(library ? library : r->recorded_library, start.kind != OEAP_START_OFF, start.variable,
+		                    &r->rep)) {
+			error = oeap_fail(err, OEAP_ERR_INTERNAL, "verify", 0, "out of memory");
+			goto done;
+		}
+	}
 	library_off(cli->def, r);
 	for (size_t i = 0; ref && r->rep.applied && i < brep.n; i++)
 		if (oeap_report_add(&r->rep, brep.checks[i].name, brep.checks[i].ok, brep.checks[i].line, "%s",

@@ -10,6 +10,7 @@
 #define OEAP_VERIFY_H
 
 #include <git2.h>
+#include <jansson.h>
 
 #include "cli.h"
 #include "pipeline.h"
@@ -60,5 +61,14 @@ typedef struct oeap_verify_result {
  */
 int oeap_verify_compute(const oeap_cli *cli, const oeap_verify_opts *o, oeap_verify_result *r, oeap_error *err);
 void oeap_verify_result_free(oeap_verify_result *r);
+
+/*
+ * The settings part of a computed verdict (r->settings_checked): as a JSON
+ * object (source, on, oea and reason: startup.h's outcome, effective,
+ * problems; the caller owns it), and as the lines `verify` and `status`
+ * print ("settings: k0=3 ...", "oea: on (...)").
+ */
+json_t *oeap_verify_settings_json(const oeap_cli *cli, const oeap_verify_result *r);
+void oeap_verify_print_settings(const oeap_cli *cli, const oeap_verify_result *r);
 
 #endif

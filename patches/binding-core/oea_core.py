@@ -54,11 +54,17 @@ logger = logging.getLogger(__name__)
 _TRUE = {{bool_true}}
 _FALSE = {{bool_false}}
 
-# One rule for every value, the one `oeapatch verify` checks before a start
-# (patch.ini's [setting:...] sections; a test holds both to the same
-# verdicts): surrounding ASCII blanks are ignored and a value that is then
-# empty is unset. Python's own int() and strip() are wider (Unicode digits
-# and blanks, '_' between digits, any size), so they are not used alone.
+# The settings this module reads, rendered by `oeapatch apply` from the
+# definition's [setting:...] sections (the one declaration of each: its
+# name, type, default, range, cross rule, switch and the words for a valid
+# value, which `oeapatch verify` checks with the same rules; a test holds
+# both to the same verdicts). Nothing below names a setting but through it.
+SETTINGS_TABLE = {{settings_table}}
+
+# One rule for every value: surrounding ASCII blanks are ignored and a value
+# that is then empty is unset. Python's own int() and strip() are wider
+# (Unicode digits and blanks, '_' between digits, any size), so they are not
+# used alone.
 _BLANKS = " \t\n\r\v\f"
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
 
@@ -75,10 +81,15 @@ def _raw(environ, name):
     return raw.strip(_BLANKS)
 
 
-def _int(environ, name, default, minimum, maximum=None, expected=None):
-    text = _raw(environ, name)
+def _refused(environ, entry):
+    return SettingError("%s=%r: expected %s" % (entry["name"], environ.get(entry["name"]),
+                                                entry["expected"]))
+
+
+def _int(environ, entry):
+    text = _raw(environ, entry["name"])
     if text is None:
-        return default
+        return entry["default"]
     digits = text[1:] if text[:1] in ("+", "-") else text
     value = None
     # ASCII digits only (str.isdigit() also takes other scripts' digits)
@@ -86,71 +97,71 @@ def _int(environ, name, default, minimum, maximum=None, expected=None):
         value = int(text, 10)
         if not _INT32[0] <= value <= _INT32[1]:
             value = None
-    if value is None or value < minimum or (maximum is not None and value > maximum):
-        raise SettingError("%s=%r: expected %s"
-                           % (name, environ.get(name), expected or "an integer >= %d" % minimum))
+    if value is None or not entry["min"] <= value <= entry["max"]:
+        raise _refused(environ, entry)
     return value
 
 
-def _bool(environ, name, default):
-    text = _raw(environ, name)
+def _bool(environ, entry):
+    text = _raw(environ, entry["name"])
     if text is None:
-        return default
+        return entry["default"]
     if text.isascii():
         if text.lower() in _TRUE:
             return True
         if text.lower() in _FALSE:
             return False
-    raise SettingError("%s=%r: expected a boolean (%s or %s)"
-                       % (name, environ.get(name), "/".join(_TRUE), "/".join(_FALSE)))
+    raise _refused(environ, entry)
 
 
-def _path(environ, name, default):
-    text = _raw(environ, name)
-    return default if text is None else text
+def _text(environ, entry):
+    """A string or path: any value; unset, the default (a path without one:
+    the library `oeapatch apply` recorded)."""
+    text = _raw(environ, entry["name"])
+    if text is not None:
+        return text
+    if entry["default"] is None and entry["type"] == "path":
+        return RECORDED_LIBRARY
+    return entry["default"]
+
+
+_READERS = {"int": _int, "bool": _bool, "string": _text, "path": _text}
 
 
 def parse_settings(environ):
-    """The settings as a dict; raises SettingError naming the first bad variable.
-    patch.ini's [setting:...] sections state each one and its rule."""
-    # liboea routes at most OEA_MAX_TOPK experts per token and OEA changes a
-    # layer only when k0 is below its top-k: from there on it never could.
-    k0 = _int(environ, "{{env_prefix}}K0", 0, 0, OEA_MAX_TOPK - 1,
-              expected="an integer in 0..%d (0 turns OEA off; liboea routes at most %d "
-                       "experts per token, so a k0 of %d or more never changes a layer)"
-                       % (OEA_MAX_TOPK - 1, OEA_MAX_TOPK, OEA_MAX_TOPK))
-    min_batch = _int(environ, "{{env_prefix}}MIN_BATCH", 2, 1, expected="an integer >= 1")
-    max_tokens = _int(environ, "{{env_prefix}}MAX_TOKENS", OEA_MAX_ROWS, 1, OEA_MAX_ROWS,
-                      expected="an integer in 1..%d (liboea's row limit)" % OEA_MAX_ROWS)
-    if max_tokens < min_batch:
-        raise SettingError("{{env_prefix}}MAX_TOKENS=%d: expected an integer >= "
-                           "{{env_prefix}}MIN_BATCH (%d)" % (max_tokens, min_batch))
-    return {
-        "k0": k0,
-        "min_batch": min_batch,
-        "max_tokens": max_tokens,
-        "strict": _bool(environ, "{{env_prefix}}STRICT", True),
-        "speculative": _bool(environ, "{{env_prefix}}SPECULATIVE", False),
-        "stats": _bool(environ, "{{env_prefix}}STATS", False),
-        "stats_interval": _int(environ, "{{env_prefix}}STATS_INTERVAL", 60, 1,
-                               expected="an integer number of seconds >= 1"),
-        "library": _path(environ, "{{env_prefix}}LIBRARY", RECORDED_LIBRARY),
-        "allow_untrusted": _bool(environ, "{{env_prefix}}ALLOW_UNTRUSTED", False),
-    }
+    """The settings as a dict by SETTINGS_TABLE's keys; raises SettingError
+    naming the first bad variable: each value in the table's order, then
+    the cross rules (at_least), as `oeapatch verify` reports them."""
+    values = {entry["key"]: _READERS[entry["type"]](environ, entry) for entry in SETTINGS_TABLE}
+    by_name = {entry["name"]: entry for entry in SETTINGS_TABLE}
+    for entry in SETTINGS_TABLE:
+        other = by_name.get(entry["at_least"]) if entry["at_least"] else None
+        if other is not None and values[entry["key"]] < values[other["key"]]:
+            raise SettingError("%s=%d: expected an integer >= %s (%d)" % (
+                entry["name"], values[entry["key"]], other["name"], values[other["key"]]))
+    return values
+
+
+def _switch_off(environ):
+    """Whether the switch setting is valid and off (0, false): then a bad
+    value elsewhere is only warned about. No switch, or a bad one: not off."""
+    for entry in SETTINGS_TABLE:
+        if entry["switch"]:
+            try:
+                return not _READERS[entry["type"]](environ, entry)
+            except SettingError:
+                return False
+    return False
 
 
 def _settings_at_import():
     try:
         return parse_settings(os.environ)
     except SettingError as exc:
-        # K0 valid and 0 (unset, "0", "-0", " 00 "): off, and a bad value
-        # elsewhere must not take the server down, but it is said. K0 asked
-        # for, or itself bad: the import stops.
-        try:
-            off = _int(os.environ, "{{env_prefix}}K0", 0, 0) == 0
-        except SettingError:
-            off = False
-        if not off:
+        # The switch valid and off (unset, "0", "-0", " 00 "): off, and a bad
+        # value elsewhere must not take the server down, but it is said. The
+        # switch asked for, or itself bad: the import stops.
+        if not _switch_off(os.environ):
             raise
         logger.warning("oeapatch: OEA is off and %s (ignored)", exc)
         return parse_settings({})
@@ -705,31 +716,52 @@ def _idle_stats_loop():
 # line's interval, from the same snapshot, named with the adapter's
 # METRICS_PREFIX; prometheus_client is imported only then. docs/runtime.md
 # lists the names.
-_metrics = None  # None: not looked at yet; False: metrics off; else the counters
+#
+# A default vLLM server sets no PROMETHEUS_MULTIPROC_DIR: oeapatch's plugin
+# then names a folder of its own in OEAPATCH_METRICS_DIR, whose files its
+# collector in the API server process serves on /metrics (the wheel's
+# oeapatch/metrics.py), and the counters' totals are written there as JSON,
+# one file per process, replaced whole.
+_metrics = None  # None: not looked at yet; False: metrics off; "files": that folder; else the counters
 _exported = {}  # (counter, labels) -> value exported so far
+_RANK, _DEVICE = ("rank",), ("rank", "device")
+_METRICS = (
+    ("python_calls", "Calls of the OEA call site that ran Python (eager batches; CUDA-graph "
+     "replays run none)", _RANK),
+    ("python_rows", "Rows of those calls", _RANK),
+    ("python_rows_launched", "Rows of those calls handed to liboea (the others are "
+     "rows_skipped)", _RANK),
+    ("rows_skipped", "Rows OEA left alone, by reason", ("rank", "reason")),
+    ("routed_calls", "liboea calls that re-routed (not gated), graph replays included", _DEVICE),
+    ("gated_calls", "liboea calls left alone by its {{env_prefix}}MIN_BATCH gate", _DEVICE),
+    ("routed_rows", "Valid rows of the re-routed calls", _DEVICE),
+    ("experts_before", "Sum over re-routed calls of the distinct experts before OEA "
+     "(T before)", _DEVICE),
+    ("experts_after", "Sum over re-routed calls of the distinct experts after OEA "
+     "(T after)", _DEVICE))
 
 
 def _metric_objects():
     from prometheus_client import Counter
 
-    rank, device = ("rank",), ("rank", "device")
     # registry=None: in multiprocess mode the values live in the directory's
     # files, which the framework's collector reads; registering in this process's
     # default registry would only add a name clash with a second import.
-    return {name: Counter(METRICS_PREFIX + name, text, labels, registry=None) for name, text, labels in (
-        ("python_calls", "Calls of the OEA call site that ran Python (eager batches; CUDA-graph "
-         "replays run none)", rank),
-        ("python_rows", "Rows of those calls", rank),
-        ("python_rows_launched", "Rows of those calls handed to liboea (the others are "
-         "rows_skipped)", rank),
-        ("rows_skipped", "Rows OEA left alone, by reason", ("rank", "reason")),
-        ("routed_calls", "liboea calls that re-routed (not gated), graph replays included", device),
-        ("gated_calls", "liboea calls left alone by its {{env_prefix}}MIN_BATCH gate", device),
-        ("routed_rows", "Valid rows of the re-routed calls", device),
-        ("experts_before", "Sum over re-routed calls of the distinct experts before OEA "
-         "(T before)", device),
-        ("experts_after", "Sum over re-routed calls of the distinct experts after OEA "
-         "(T after)", device))}
+    return {name: Counter(METRICS_PREFIX + name, text, labels, registry=None)
+            for name, text, labels in _METRICS}
+
+
+def _write_metrics_file(values):
+    """The totals as OEAPATCH_METRICS_DIR's file of this process (see above),
+    written by the module that owns the folder's format: the wheel's
+    oeapatch.metrics, importable wherever its plugin named the folder."""
+    from oeapatch import metrics
+
+    doc = {METRICS_PREFIX + name: {"help": text, "labels": list(labels), "samples": []}
+           for name, text, labels in _METRICS}
+    for name, labels, value in values:
+        doc[METRICS_PREFIX + name]["samples"].append([list(labels), value])
+    metrics.write(os.environ["OEAPATCH_METRICS_DIR"], "counters-%d.json" % os.getpid(), doc)
 
 
 def _rank_label():
@@ -741,14 +773,17 @@ def _rank_label():
 
 def export_metrics(snapshot=None):
     """Add what changed since the last export to the Prometheus counters, where
-    the framework's metrics are on (PROMETHEUS_MULTIPROC_DIR set); returns False where
-    they are off. Called at the stats interval; device sums are read here only
+    the framework's metrics are on (PROMETHEUS_MULTIPROC_DIR set), or write the
+    totals to OEAPATCH_METRICS_DIR's file (a default vLLM server, see above);
+    returns False where neither is there. Called at the stats interval; device sums are read here only
     through the snapshot the log line reads."""
     global _metrics
     if _metrics is None:
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            _metrics = False
+            _metrics = "files" if os.environ.get("OEAPATCH_METRICS_DIR") else False
+        if _metrics is False:
             return False
+    if _metrics is None:
         try:
             _metrics = _metric_objects()
         except ImportError as exc:
@@ -772,6 +807,9 @@ def export_metrics(snapshot=None):
                    ("experts_before", labels, row["t_before"]),
                    ("experts_after", labels, row["t_after"])]
     try:
+        if _metrics == "files":
+            _write_metrics_file(values)
+            return True
         for name, labels, value in values:
             before = _exported.get((name, labels))
             # Counters only grow: after reset_stats() the new count is all new. A
@@ -781,9 +819,10 @@ def export_metrics(snapshot=None):
             if delta or before is None:
                 _metrics[name].labels(*labels).inc(delta)
             _exported[(name, labels)] = value
-    except OSError as exc:  # the folder's files (gone, full disk): routing goes on
+    except (OSError, ImportError) as exc:  # the folder's files (gone, full disk): routing goes on
         logger.warning("oeapatch: exporting OEA counters to %s failed (%s); not exported "
-                       "any more", os.environ.get("PROMETHEUS_MULTIPROC_DIR"), exc)
+                       "any more", os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                       or os.environ.get("OEAPATCH_METRICS_DIR"), exc)
         _metrics = False
         return False
     return True

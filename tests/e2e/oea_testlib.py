@@ -159,3 +159,16 @@ def summary():
     failed = len(RESULTS) - passed
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed or not RESULTS else 0
+
+
+def library_args(description=None):
+    """The arguments every Python test takes (ctest passes --library; -v for
+    tracebacks), parsed, with VERBOSE set."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--library", required=True)
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    VERBOSE[0] = args.v
+    return args

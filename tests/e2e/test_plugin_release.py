@@ -52,6 +52,7 @@ environment cannot be made (the package index unreachable).
 """
 
 import glob
+import json
 import os
 import py_compile
 import re
@@ -569,6 +570,134 @@ def check_replacements(r):
                                       % (rc, listed, out[-2500:])))
 
 
+# The binding module `apply` wrote, imported by its path (no package
+# __init__ runs) after the loader: what the binding itself makes of the
+# same environment, beside what the plugin said.
+BINDING_PROBE = r"""
+import importlib.util
+spec = importlib.util.spec_from_file_location("oea_binding_probe", {path!r})
+m = importlib.util.module_from_spec(spec)
+try:
+    spec.loader.exec_module(m)
+except Exception as exc:
+    print("BINDING RAISES", type(exc).__name__, exc, flush=True)
+else:
+    print("BINDING K0=%d ENABLED=%s" % (m.K0, bool(m.ENABLED)), flush=True)
+"""
+
+
+def check_settings(r):
+    """Issue 36 point 1: the plugin's verdict, its gauge and the binding's
+    behaviour are one decision, for values the plugin once read otherwise
+    than the binding: a typo of a setting's name beside K0=3, K0=abc with
+    STRICT off, K0=+0."""
+    n, p = r.name, r.cfg["prefix"]
+    binding = glob.glob(os.path.join(os.path.dirname(r.target), "_oeapatch_*.py"))
+    after = BINDING_PROBE.format(path=binding[0] if binding else "missing")
+    prom = tempfile.mkdtemp(dir=r.work, prefix="prom-")
+    rc, out = r.start(after=after, **r.k0(**{p + "STAT": "1", "PROMETHEUS_MULTIPROC_DIR": prom}))
+    lines = plugin_lines(out)
+    errors = [ln for ln in lines if level(ln) == "ERROR"]
+    warned = [ln for ln in lines if level(ln).startswith("WARN") and p + "STAT" in ln]
+    say(rc == 0 and "OEA in place" in out and "k0=3" in out and not errors and warned
+        and "BINDING K0=3 ENABLED=True" in out and r.gauge(prom) == [(r.cfg["patch"], "1.0")],
+        "%s: K0=3 with the typo %sSTAT=1: the plugin warns, says OEA in place, gauge 1, and the "
+        "binding runs k0=3%s" % (n, p, "" if rc == 0 and not errors and warned else ": rc %d: %s"
+                                 % (rc, out[-1500:])))
+    rc, out = r.start(after=after, **{p + "K0": "abc", p + "STRICT": "false"})
+    stop = [ln for ln in plugin_lines(out) if "cannot start with these settings" in ln]
+    say(rc != 0 and "LOADED" not in out and stop and p + "K0='abc'" in stop[0]
+        and "Starting without OEA" not in out,
+        "%s: K0=abc, STRICT=false: the plugin stops the process, naming the value the binding "
+        "refuses%s" % (n, ": " + stop[0][:160] if stop else ": rc %d: %s" % (rc, out[-1500:])))
+    # the binding, without the plugin (the restriction leaves it out): the same value stops it
+    rc, out = r.start(after=after, **{p + "K0": "abc", p + "STRICT": "false",
+                                      r.cfg["restrict"]: "otherplug"})
+    say("BINDING RAISES SettingError" in out and p + "K0" in out,
+        "%s: K0=abc: the binding's import raises SettingError too%s"
+        % (n, "" if "BINDING RAISES SettingError" in out else ": " + out[-800:]))
+    # point 5: a setting of the other framework, and a misspelt prefix, are said
+    other = "VLLM_OEA_K0" if p.startswith("SGLANG") else "SGLANG_OEA_K0"
+    typo = p.replace("_OEA_", "_OAE_") + "STATS"
+    rc, out = r.oeapatch("verify", **{other: "3", typo: "1"})
+    warned = [ln for ln in out.splitlines() if ln.startswith("WARN settings")]
+    say(rc == 0 and any(other in ln and "not of " + r.cfg["patch"] in ln for ln in warned)
+        and any(typo in ln and "a typo of " + p + "STATS" in ln for ln in warned),
+        "%s: verify warns about %s (another definition's) and %s (a typo)%s"
+        % (n, other, typo, "" if len(warned) == 2 else ": rc %d: %s" % (rc, out[-1200:])))
+    # point 2: status says what the server will run, and why not
+    rc, out = r.oeapatch("--json", "status", **{p + "K0": "abc"})
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = {}
+    settings = doc.get("settings") or {}
+    say(rc == 1 and settings.get("oea") == "stops" and p + "K0='abc'" in (settings.get("reason") or "")
+        and settings.get("source") == ["environment"],
+        "%s: status --json with K0=abc: settings.oea stops, the reason and the source%s"
+        % (n, "" if settings.get("oea") == "stops" else ": rc %d: %s" % (rc, out[-800:])))
+    rc, out = r.oeapatch("status", **{p + "K0": "3"})
+    say(rc == 0 and re.search(r"^settings: k0=3 ", out, re.M) and re.search(r"^oea: +on ", out, re.M),
+        "%s: status with K0=3 shows the settings and 'oea: on'%s"
+        % (n, "" if rc == 0 else ": rc %d: %s" % (rc, out[-800:])))
+    # point 4: a (simulated) NVIDIA GPU and the wheel's CPU-only liboea: the
+    # plugin stops the process, as the binding's first CUDA call would
+    tree = tempfile.mkdtemp(dir=r.work, prefix="nvidia-")
+    os.makedirs(os.path.join(tree, "proc", "driver", "nvidia", "gpus", "0000:00:04.0"))
+    rc, out = r.start(**r.k0(OEAPATCH_TEST_NVIDIA_ROOT=tree))
+    gpu = [ln for ln in plugin_lines(out) if "verify: gpu: " in ln and "CPU only" in ln]
+    say(rc != 0 and "LOADED" not in out and gpu,
+        "%s: a GPU and a CPU-only liboea, K0=3: the plugin stops the process naming the gpu check%s"
+        % (n, "" if gpu else ": rc %d: %s" % (rc, out[-1200:])))
+    rc, out = r.start(after=after, **{p + "K0": "+0"})
+    lines = plugin_lines(out)
+    say(rc == 0 and "BINDING K0=0 ENABLED=False" in out
+        and all(level(ln) == "DEBUG" and "OEA is off" in ln for ln in lines) and lines,
+        "%s: K0=+0: the plugin says off (debug) and the binding runs off%s"
+        % (n, "" if rc == 0 and lines else ": rc %d: %s" % (rc, out[-1500:])))
+
+
+# After the loader: a child process, as vLLM's engine core is one, imports
+# the binding (K0 on) and exports its counters as at a stats interval (the
+# totals of its real, still empty, statistics); then this process prints
+# what its /metrics would serve: vLLM's own get_prometheus_registry(), as
+# attach_router() mounts it, rendered by prometheus_client as
+# make_asgi_app() renders it.
+METRICS_PROBE = r"""
+import os, subprocess, sys
+child = ("import importlib.util\n"
+         "spec = importlib.util.spec_from_file_location('oea_binding_probe', %r)\n"
+         "m = importlib.util.module_from_spec(spec)\n"
+         "spec.loader.exec_module(m)\n"
+         "print('EXPORTED', m.export_metrics(), flush=True)\n")
+out = subprocess.run([sys.executable, "-c", child % {path!r}], capture_output=True, text=True)
+print(out.stdout, out.stderr[-2000:], flush=True)
+from prometheus_client import generate_latest
+from vllm.v1.metrics.prometheus import get_prometheus_registry
+print("PMD", os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+print(generate_latest(get_prometheus_registry()).decode(), flush=True)
+print("PID", os.getpid())
+"""
+
+
+def check_metrics(r):
+    """Issue 36 point 3: on a default server (no PROMETHEUS_MULTIPROC_DIR),
+    the plugin's gauge and the binding's counters reach the /metrics of the
+    API server process."""
+    n = r.name
+    binding = glob.glob(os.path.join(os.path.dirname(r.target), "_oeapatch_*.py"))
+    rc, out = r.start(after=METRICS_PROBE.format(path=binding[0] if binding else "missing"),
+                      **r.k0(**{r.cfg["prefix"] + "STATS": "1"}))
+    pid = re.findall(r"^PID (\d+)$", out, re.M)
+    gauge = re.findall(r'^vllm:oea_worker_verified\{patch="%s",pid="%s"\} 1\.0$'
+                       % (re.escape(r.cfg["patch"]), pid[0] if pid else "-"), out, re.M)
+    calls = re.findall(r'^vllm:oea_python_calls_total\{rank=""\} 0\.0$', out, re.M)
+    say(rc == 0 and "PMD None" in out and "EXPORTED True" in out and gauge and calls,
+        "%s: default server (no PROMETHEUS_MULTIPROC_DIR): /metrics of the process that loaded "
+        "the plugin serves %s 1 and a worker's vllm:oea_python_calls_total%s"
+        % (n, r.cfg["metric"], "" if gauge and calls else ": rc %d: %s" % (rc, out[-2500:])))
+
+
 def check_status(r):
     n, var = r.name, r.cfg["restrict"]
     rc, out = run([r.cli, "status"], env=r.env(**r.k0()), cwd=r.work)
@@ -607,6 +736,9 @@ def main():
                 check_release(r)
                 check_live_binding(r)
                 check_conflicts(r)
+                check_settings(r)
+                if fw == "vllm":
+                    check_metrics(r)
                 check_status(r)
             finally:
                 r.server.close()

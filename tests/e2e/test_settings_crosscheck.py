@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -263,7 +264,7 @@ def main():
         @case("the binding reads exactly the settings patch.ini has rules for")
         def same_names():
             with open(written, encoding="utf-8") as f:
-                read = set(re.findall(r'"(%s[A-Z0-9_]+)"' % PREFIX, f.read()))
+                read = set(re.findall(r'["\'](%s[A-Z0-9_]+)["\']' % PREFIX, f.read()))
             ruled = {name for name, _, _ in settings}
             check(read == ruled, "only in the binding: %s; only in patch.ini: %s"
                   % (sorted(read - ruled), sorted(ruled - read)))
@@ -367,6 +368,47 @@ def main():
                 out.append("ok" if imports else "stop")
             return " ".join(out)
         leniency()
+
+        @case("a rule changed in patch.ini reaches the binding as it reaches verify (issue 37: "
+              "the binding's settings table is rendered from the definition, not written twice)")
+        def drift():
+            # A copy of the definition whose switch allows less, and whose
+            # MIN_BATCH defaults higher: a binding with its own copy of the
+            # rules would still take the old ones.
+            changed = os.path.join(tmp, "changed-def")
+            shutil.copytree(DEFINITION, changed)
+            shutil.copytree(os.path.join(os.path.dirname(DEFINITION), "binding-core"),
+                            os.path.join(tmp, "binding-core"))
+            ini_path = os.path.join(changed, "patch.ini")
+            with open(ini_path, encoding="utf-8") as f:
+                ini = f.read()
+            ini, n1 = re.subn(r"(\[setting:%sK0\][^\[]*?\nmax = )\d+" % PREFIX, r"\g<1>5", ini)
+            ini, n2 = re.subn(r"(\[setting:%sK0\][^\[]*?\nwarn_from = )\d+" % PREFIX, r"\g<1>4", ini)
+            ini, n3 = re.subn(r"(\[setting:%sMIN_BATCH\][^\[]*?\ndefault = )\d+" % PREFIX, r"\g<1>7",
+                              ini)
+            check(n1 == n2 == n3 == 1, "the definition's K0 max/warn_from or MIN_BATCH default not found")
+            with open(ini_path, "w", encoding="utf-8") as f:
+                f.write(ini)
+            other = os.path.join(tmp, "checkout-changed")
+            os.makedirs(os.path.join(other, os.path.dirname(TARGET)))
+            shutil.copyfile(args.fixture, os.path.join(other, TARGET))
+            p = subprocess.run([OEAPATCH, "apply", "-C", other, "--patch", changed, "--library",
+                                args.library], env=environment_without_settings(),
+                               capture_output=True, text=True)
+            check(p.returncode == 0, "apply with the changed definition: %s" % p.stderr)
+            bmod = load_module(os.path.join(other, os.path.dirname(TARGET)), {})
+            for value in ("5", "6"):
+                want, _ = binding_verdict(bmod, S("K0"), value)
+                args_v = [OEAPATCH, "verify", "-C", other, "--patch", changed, "--json"]
+                env = dict(environment_without_settings(), **{S("K0"): value})
+                doc = json.loads(subprocess.run(args_v, env=env, capture_output=True).stdout)
+                got, _ = verify_verdict(doc)
+                check(want == got == ("ok" if value == "5" else "bad"),
+                      "K0=%s with max = 5: binding %s, verify %s" % (value, want, got))
+            check(bmod.MIN_BATCH == 7, "MIN_BATCH's default 7 in patch.ini, the binding runs %r"
+                  % bmod.MIN_BATCH)
+            return "max and default followed"
+        drift()
         print("(%d verify runs)" % verify.runs)
     return summary()
 

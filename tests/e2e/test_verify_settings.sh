@@ -239,8 +239,8 @@ expect "vLLM's boolean spellings: STATS=1" 0 VV VLLM_OEA_K0=2 VLLM_OEA_STATS=1
 has "stats on" "stats=true"
 expect "SGLang's yes is not vLLM's" 1 VV VLLM_OEA_K0=2 VLLM_OEA_STATS=yes
 has "named" "VLLM_OEA_STATS='yes'"
-expect "SGLang's settings are not vLLM's: ignored" 0 VV SGLANG_OEA_K0=abc
-hasnt "not read by vllm-oea" "SGLANG_OEA_K0"
+expect "SGLang's settings are not vLLM's: ignored, with a warning" 0 VV SGLANG_OEA_K0=abc
+has "named as another definition's setting" "SGLANG_OEA_K0='abc' (the environment): a setting of sglang-oea/2 (SGLang), not of vllm-oea/1"
 
 echo "== the CLI around it"
 expect "help verify shows --env-file" 0 "$OEAPATCH" help verify

@@ -365,7 +365,13 @@ static void test_render_names(void **state)
 	assert_null(strstr(t, "{{"));
 	assert_non_null(strstr(t, "\n_TRUE = ('true', '1', 'yes', 'y')\n"));
 	assert_non_null(strstr(t, "\n_FALSE = ('false', '0', 'no', 'n')\n"));
-	assert_non_null(strstr(t, "_int(environ, \"SGLANG_OEA_K0\", 0, 0,"));
+	/* the settings table, rendered from patch.ini's [setting:...] (bindingsettings.h) */
+	assert_non_null(strstr(t, "\nSETTINGS_TABLE = (\n    {\"name\": 'SGLANG_OEA_K0', \"key\": 'k0', \"type\": \"int\", "
+	                          "\"default\": 0, \"min\": 0, \"max\": 15, \"at_least\": None, \"switch\": True, "));
+	assert_non_null(strstr(t, "{\"name\": 'SGLANG_OEA_MAX_TOKENS', \"key\": 'max_tokens', \"type\": \"int\", "
+	                          "\"default\": 1024, \"min\": 1, \"max\": 1024, \"at_least\": 'SGLANG_OEA_MIN_BATCH'"));
+	assert_non_null(strstr(t, "{\"name\": 'SGLANG_OEA_LIBRARY', \"key\": 'library', \"type\": \"path\", "
+	                          "\"default\": None, \"min\": None"));
 	assert_non_null(strstr(t, "for SGLang's MoE routing"));
 	/* the adapter follows the core, whose last definition it calls */
 	const char *start = strstr(t, "\ndef _start():"), *call = strstr(t, "\n_start()\n");

@@ -28,11 +28,19 @@ variable set and not 0), each process that loads the plugin proves that
      replacement of the function that holds the call site, and, at the
      model's first forward, a router or layer class that overrides it.
 
+Whether OEA is requested, and what STRICT says, are not read here: with the
+switch variable (K0) set at all, verify's JSON says what the binding will do
+with this process's settings (settings.oea: on, off, stops; decision()), so
+the plugin's verdict and the binding's behaviour are one decision. "stops"
+(a value the binding refuses) stops the process now, whatever STRICT says,
+as the binding's import would at the model's load.
+
 It writes one line through the framework's logger (definition, settings,
-library, decode detection) and, where the framework's Prometheus
-multiprocess export is on (PROMETHEUS_MULTIPROC_DIR), the gauge
-`<framework>:oea_worker_verified`: 1, or 0 for a process that runs without
-OEA although OEA is requested. When the code this process would run is not
+library, decode detection) and the gauge `<framework>:oea_worker_verified`:
+1, or 0 for a process that runs without OEA although OEA is requested: where
+the framework's Prometheus multiprocess export is on
+(PROMETHEUS_MULTIPROC_DIR), and for vLLM on a default server too
+(metrics.py). When the code this process would run is not
 the patched code, the process stops with the definition's STRICT setting on
 (the default). SGLang's loader catches every Exception a plugin raises and
 only logs it, so there the refusal is a SystemExit (NotInPlace). With strict
@@ -51,6 +59,7 @@ import subprocess
 import sys
 import time
 
+from . import metrics
 from .owners import framework_code, importers, owner_text
 
 __all__ = ["sglang", "vllm", "check", "NotInPlace", "NotInPlaceError"]
@@ -78,8 +87,12 @@ class NotInPlaceError(RuntimeError):
 _FRAMEWORKS = {
     "sglang": {"definition": "sglang-oea", "logger": "sglang.srt.plugins.oeapatch",
                "metric": "sglang:oea_worker_verified", "refusal": NotInPlace},
+    # own_metrics: a default server's /metrics shows only its API server
+    # process's registry (metrics.py); SGLang's metrics always set up the
+    # multiprocess folder (--enable-metrics), and without them there is no /metrics.
     "vllm": {"definition": "vllm-oea", "logger": "vllm.plugins.oeapatch",
-             "metric": "vllm:oea_worker_verified", "refusal": NotInPlaceError},
+             "metric": "vllm:oea_worker_verified", "refusal": NotInPlaceError,
+             "own_metrics": True},
 }
 
 _done = set()  # frameworks checked in this process (loaders may run twice)
@@ -113,9 +126,14 @@ class Definition:
         self.targets = ini.get("patch", "installed_target").split()
         self.module = ini.get("binding", "module")
         self.prefix = ini.get("binding", "env_prefix")
-        self.false = ini.get("binding", "bool_false", fallback="0 false").lower().split()
-        self.strict_default = ini.get("setting:%sSTRICT" % self.prefix, "default",
-                                      fallback="true").lower() not in self.false
+        # The variable that turns OEA on: only its name is read here. What a
+        # value means (on, off, refused) and what STRICT says are the
+        # binding's rules, which `oeapatch verify --json` applies and reports
+        # as settings.oea (see decision()): the plugin parses no value itself.
+        self.switch = next((sec[len("setting:"):] for sec in ini.sections()
+                            if sec.startswith("setting:")
+                            and ini.get(sec, "switch", fallback="no").strip().lower() == "yes"),
+                           None)
         imp = self._read(ini.get("region:import", "template"))
         call = self._read(ini.get("region:callsite", "template"))
         # `from . import {{module}} as ALIAS`, then `ALIAS.NAME`: the code of
@@ -141,27 +159,26 @@ def definition(framework):
                                    _FRAMEWORKS[framework]["definition"]))
 
 
-def _stripped(environ, name):
-    raw = environ.get(name)
-    return "" if raw is None else raw.strip(_BLANKS)
+def switch_set(d, environ):
+    """Whether the switch variable (K0) is in the environment at all. Unset,
+    the binding runs on its default, off (a switch's default turns the
+    binding off: docs/patch-definitions.md), and the plugin has nothing to
+    ask; set to any value, verify says what the binding makes of it."""
+    return d.switch is not None and environ.get(d.switch) is not None
 
 
-def requested(d, environ):
-    """Whether OEA is asked for: K0 set to anything but 0 (a value the binding
-    refuses is a request too; verify's settings check names it)."""
-    text = _stripped(environ, d.prefix + "K0")
-    if not text:
-        return False
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    return not (digits and all("0" <= c <= "9" for c in digits) and int(digits) == 0)
-
-
-def strict(d, environ):
-    """STRICT as the binding reads it; a value it refuses counts as on."""
-    text = _stripped(environ, d.prefix + "STRICT")
-    if not text:
-        return d.strict_default
-    return not (text.isascii() and text.lower() in d.false)
+def decision(out):
+    """What the binding does with this process's settings, as verify reports
+    it (settings.oea: "on", "off" or "stops", and settings.reason), and
+    settings.effective's strict: (oea, reason, strict). (None, None, True)
+    when verify gave no settings: the binding's rules could not be asked, and
+    STRICT's own default (on) is taken."""
+    settings = (out.get("verify") or {}).get("settings") or {}
+    oea = settings.get("oea")
+    if oea not in ("on", "off", "stops"):
+        return None, None, True
+    strict_on = (settings.get("effective") or {}).get("strict")
+    return oea, settings.get("reason"), strict_on is not False
 
 
 # ------------------------------------------- what this process will import
@@ -320,12 +337,26 @@ def examine(d, environ=None):
     shadow = _shadow(spec, expected)
     if shadow:
         problems.append(shadow + ": this process would not run the patched file")
+    else:
+        _examine_code(d, fullname, spec, live, folder, expected, out)
+    if out["root"] is None:
+        problems.append("%s is not under a folder named like %s: verify cannot be run on it"
+                        % (expected, rel_folder))
         return out
+    # Also where the import takes another file: verify's settings verdict is
+    # what says whether OEA is asked for at all (decision()).
+    _run_verify(d, out, environ)
+    return out
+
+
+def _examine_code(d, fullname, spec, live, folder, expected, out):
+    """Step 1 for the source file the import takes: its code has the call site."""
+    problems = out["problems"]
     try:
         code = spec.loader.get_code(fullname)
     except (ImportError, SyntaxError, OSError, ValueError, EOFError) as exc:
         problems.append("%s cannot be loaded as the import would load it: %s" % (expected, exc))
-        return out
+        return
     sites = call_sites(code, d.names) if code is not None else []
     if not sites:
         problems.append(_no_call_site(d, spec, expected))
@@ -336,12 +367,6 @@ def examine(d, environ=None):
         _examine_live(d, live, out)
     elif live is None and sites:
         _examine_binding_spec(d, fullname, spec, folder, out)
-    if out["root"] is None:
-        problems.append("%s is not under a folder named like %s: verify cannot be run on it"
-                        % (expected, rel_folder))
-        return out
-    _run_verify(d, out, environ)
-    return out
 
 
 def _no_call_site(d, spec, expected):
@@ -522,12 +547,22 @@ def _run_verify(d, out, environ):
             proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or "no output"))
         return
     out["verify"] = doc
+    # A settings check that fails on a name the binding ignores (a typo of a
+    # setting's name) fails verify, rightly, before a start; it does not
+    # change whether this process runs OEA, so here it is a warning.
+    refused = [p.get("variable") or "" for p in (doc.get("settings") or {}).get("problems", [])
+               if p.get("refused") and p.get("severity") == "error"]
     for c in doc.get("checks", []):
-        if not c.get("ok", True):
+        detail = c.get("detail") or ""
+        if not c.get("ok", True) and c.get("check") == "settings" and not any(
+                detail.startswith(v + "=") or detail.startswith(v + " (") for v in refused):
+            out["warnings"].append("verify: settings: %s (the binding ignores it: it does not "
+                                   "change whether this process runs OEA)" % detail)
+        elif not c.get("ok", True):
             out["problems"].append("verify: %s: %s" % (c.get("check"), c.get("detail")))
         elif c.get("warning"):
             out["warnings"].append("verify: %s: %s" % (c.get("check"), c.get("detail")))
-    if not doc.get("ok") and not any(p.startswith("verify: ") for p in out["problems"]):
+    if not doc.get("ok") and not any(p.startswith("verify: ") for p in out["problems"] + out["warnings"]):
         out["problems"].append("`oeapatch verify -C %s` failed: %s" % (
             out["root"], doc.get("error") or proc.stderr.decode("utf-8", "replace").strip()))
 
@@ -588,17 +623,30 @@ def _here(line):
     return line.replace("{pid}", str(os.getpid()), 1)
 
 
+_GAUGE_HELP = ("1: oeapatch's plugin proved that this process runs the patched routing with "
+               "OEA requested; 0: OEA is requested and this process runs without it")
+
+
 def _export(framework, d, verified, environ, log):
-    """The gauge, where the framework's multiprocess Prometheus export is on."""
+    """The gauge, where the framework's multiprocess Prometheus export is on,
+    else into the folder of a default vLLM server (metrics.py)."""
     if not environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return False
+        folder = environ.get(metrics.ENV)
+        if not folder:
+            return False
+        try:
+            metrics.write(folder, "verified-%d.json" % os.getpid(),
+                          {"patch": d.patch, "pid": os.getpid(), "value": 1 if verified else 0})
+        except OSError as exc:
+            log.warning("oeapatch: the gauge %s could not be written to %s: %s",
+                        _FRAMEWORKS[framework]["metric"], folder, exc)
+            return False
+        return True
     try:
         from prometheus_client import Gauge
 
-        gauge = Gauge(_FRAMEWORKS[framework]["metric"],
-                      "1: oeapatch's plugin proved that this process runs the patched "
-                      "routing with OEA requested; 0: OEA is requested and this process "
-                      "runs without it", ("patch",), registry=None, multiprocess_mode="liveall")
+        gauge = Gauge(_FRAMEWORKS[framework]["metric"], _GAUGE_HELP, ("patch",), registry=None,
+                      multiprocess_mode="liveall")
         gauge.labels(d.patch).set(1 if verified else 0)
     except Exception as exc:  # noqa: BLE001 - the export must not be what stops a start
         log.warning("oeapatch: the gauge %s could not be exported: %s",
@@ -624,6 +672,17 @@ def _refuse(framework, d, problems, environ, log, strict_on, fix=None):
               (" To fix: %s." % how.rstrip("; ")) if fix else "")
 
 
+def _refuse_start(framework, d, reason, log):
+    """The binding refuses a value: its import raises SettingError, whatever
+    STRICT says, so the process cannot start. Said now, with the binding's
+    reason, rather than at the model's load."""
+    text = ("oeapatch: this process (pid %d) cannot start with these settings: %s"
+            % (os.getpid(), reason))
+    log.error("%s. Stopping now rather than at the model's load.", text)
+    raise _FRAMEWORKS[framework]["refusal"](
+        "%s. Stopped by the oeapatch plugin (`oeapatch verify` names every bad value)." % text)
+
+
 def check(framework, environ=None):
     """The plugin: the checks above in this process, once per framework."""
     environ = os.environ if environ is None else environ
@@ -638,19 +697,36 @@ def check(framework, environ=None):
         log.error("oeapatch: the plugin cannot read its patch definition: %s (a broken "
                   "install: pip install --force-reinstall oeapatch)", exc)
         return None
-    if not requested(d, environ):
-        log.debug("oeapatch: OEA is off in this process (%sK0 unset or 0): nothing to check",
-                  d.prefix)
+    if not switch_set(d, environ):
+        log.debug("oeapatch: OEA is off in this process (%s unset): nothing to check", d.switch)
         _state[framework] = {"requested": False}
         return _state[framework]
-    strict_on = strict(d, environ)
     try:
         out = examine(d, environ)
     except Exception as exc:  # noqa: BLE001 - an error of the check is a check not passed
         out = {"problems": ["the check itself failed: %s: %s" % (type(exc).__name__, exc)],
                "warnings": [], "target": None, "live": False}
+    # One decision: the binding's, on these settings, as verify applies its rules.
+    oea, reason, strict_on = decision(out)
+    out["oea"], out["reason"] = oea, reason
+    if oea == "off":
+        log.debug("oeapatch: OEA is off in this process (%s): nothing to check", reason)
+        _state[framework] = {"requested": False, "oea": oea, "reason": reason}
+        return _state[framework]
     elapsed_ms = (time.perf_counter() - start) * 1000.0
     out["requested"], out["elapsed_ms"] = True, elapsed_ms
+    # After the check's time: in the first process this imports
+    # prometheus_client, which vLLM's API server imports for its own /metrics anyway.
+    if _FRAMEWORKS[framework].get("own_metrics"):
+        try:
+            metrics.setup(_FRAMEWORKS[framework]["metric"], _GAUGE_HELP, environ)
+        except Exception as exc:  # noqa: BLE001 - metrics must not be what stops a start
+            log.warning("oeapatch: OEA's series cannot be added to /metrics: %s", exc)
+    if oea == "stops":
+        out["verified"] = False
+        _state[framework] = out
+        _export(framework, d, False, environ, log)
+        _refuse_start(framework, d, reason, log)
     out["verified"] = not out["problems"]
     _state[framework] = out
     for w in out["warnings"]:

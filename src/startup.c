@@ -1,0 +1,63 @@
+/*
+ * startup.c - the one decision on what a start does about OEA (startup.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "startup.h"
+
+const char *oeap_start_kind_name(oeap_start_kind kind)
+{
+	return kind == OEAP_START_ON ? "on" : kind == OEAP_START_STOPS ? "stops" : "off";
+}
+
+/* Whether problem `p` is one the binding's parse_settings raises on (not the loader's refusal of a path). */
+static int stops_import(const oeap_patchdef *def, const oeap_setting_problem *p)
+{
+	return p->refused && p->error && !(def->library_env && strcmp(p->name, def->library_env) == 0);
+}
+
+void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result *res, oeap_start_outcome *out)
+{
+	memset(out, 0, sizeof(*out));
+	const oeap_setting_def *sw = res->switch_index >= 0 ? &def->settings[res->switch_index] : NULL;
+	if (!res->defaults_only && res->on)
+		for (size_t k = 0; k < res->nproblems; k++) {
+			const oeap_setting_problem *p = &res->problems[k];
+			if (!stops_import(def, p))
+				continue;
+			out->kind = OEAP_START_STOPS;
+			out->variable = p->name;
+			snprintf(out->reason, sizeof(out->reason),
+			         "the binding refuses %s%s%s: %s; its import raises SettingError and the server stops "
+			         "whatever %sSTRICT says",
+			         p->name, p->shown ? "=" : " unset", p->shown ? p->shown : "", p->message,
+			         def->env_prefix ? def->env_prefix : "");
+			return;
+		}
+	char value[64];
+	const char *v = sw ? oeap_settings_effective(def, res, (size_t)res->switch_index, value, sizeof(value)) : NULL;
+	out->variable = sw ? sw->name : NULL;
+	if (!res->on) {
+		/* off with a bad value: the given flags are cleared (every value is the default), so
+		 * whether the switch was set or left unset is no longer known here */
+		out->kind = OEAP_START_OFF;
+		if (res->defaults_only)
+			snprintf(out->reason, sizeof(out->reason),
+			         "%s is %s or unset: OEA is off, the binding loads nothing and ignores the bad values "
+			         "(it warns and runs on the defaults)",
+			         sw->name, v ? v : "0");
+		else if (res->given[res->switch_index])
+			snprintf(out->reason, sizeof(out->reason), "%s=%s: OEA is off, the binding loads nothing", sw->name,
+			         v ? v : "0");
+		else
+			snprintf(out->reason, sizeof(out->reason), "%s is unset: OEA is off (the default), the binding loads "
+			         "nothing", sw->name);
+		return;
+	}
+	out->kind = OEAP_START_ON;
+	if (sw)
+		snprintf(out->reason, sizeof(out->reason), "%s=%s: OEA is on", sw->name, v ? v : "?");
+	else
+		snprintf(out->reason, sizeof(out->reason), "OEA is on (the definition has no switch setting)");
+}
