@@ -413,6 +413,50 @@ static const char *first_existing(const char *dir, char *const *alts, struct sta
 	return NULL;
 }
 
+/* Do `a`/`ra` and `b`/`rb` sit in the same folder (the folders resolved)? The
+ * binding module goes beside the file patched, and the import finds it only
+ * beside the file it imports. */
+static int same_folder(const char *a, const char *ra, const char *b, const char *rb)
+{
+	char pa[PATH_MAX * 2], pb[PATH_MAX * 2], x[PATH_MAX], y[PATH_MAX];
+	char *sa, *sb;
+	snprintf(pa, sizeof(pa), "%s/%s", a, ra);
+	snprintf(pb, sizeof(pb), "%s/%s", b, rb);
+	if (!(sa = strrchr(pa, '/')) || !(sb = strrchr(pb, '/')))
+		return 0;
+	*sa = *sb = '\0';
+	return realpath(pa, x) && realpath(pb, y) && !strcmp(x, y);
+}
+
+/*
+ * An installed target that is a symbolic link: the package imported is a
+ * link tree (setuptools' strict editable mode makes one under the project's
+ * build/__editable__.*: real folders, each file a link into the checkout).
+ * Refused, naming the layout: the binding module written beside the file
+ * the link leads to is not where that import looks, and one added to the
+ * link tree is in no checkout (git and `check` do not see it) and is
+ * dropped by the next `pip install -e`. The editable modes that import the
+ * checkout's own folders (the default, compat) work.
+ */
+static int link_tree(const oeap_cli *cli, oeap_error *err)
+{
+	char path[PATH_MAX * 2], real[PATH_MAX];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s", cli->root, cli->rel);
+	if (lstat(path, &st) || !S_ISLNK(st.st_mode))
+		return 0;
+	if (!realpath(path, real))
+		snprintf(real, sizeof(real), "(a broken link)");
+	int editable = strstr(cli->root, "/__editable__.") != NULL;
+	return oeap_fail(err, OEAP_ERR_USAGE, cli->rel, 0,
+	                 "in %s is a symbolic link to %s: %s imports a link tree%s, where the binding module "
+	                 "written beside the linked file is not found (and one added there is lost at the next "
+	                 "install); refusing, nothing written. Install it so that the server imports the checkout's "
+	                 "own files (pip install -e DIR, default or compat mode), then apply",
+	                 cli->root, real, cli->python ? cli->python : "the server",
+	                 editable ? " (setuptools' strict editable mode)" : "");
+}
+
 /* Cuts the last component off an absolute path; 0 when it was "/". */
 static int to_parent(char *dir)
 {
@@ -439,7 +483,7 @@ static int find_root(const oeap_patchdef *def, const char *start, char **root, o
 {
 	char *dir = strdup(start);
 	struct stat st, inst;
-	const char *t;
+	const char *t, *irel = NULL;
 	*root = NULL;
 	*layout = OEAP_LAYOUT_NONE;
 	*rel = def->target;
@@ -447,8 +491,12 @@ static int find_root(const oeap_patchdef *def, const char *start, char **root, o
 		return -1;
 	do {
 		if ((t = first_existing(dir, def->targets, &st))) {
-			if (*layout == OEAP_LAYOUT_INSTALLED && (st.st_dev != inst.st_dev || st.st_ino != inst.st_ino))
-				continue; /* another file: the installed one found first stands */
+			/* Another file, or the same file imported from another folder (a
+			 * link tree of symlinks, as setuptools' strict editable mode
+			 * makes): the installed one found first stands. */
+			if (*layout == OEAP_LAYOUT_INSTALLED && (st.st_dev != inst.st_dev || st.st_ino != inst.st_ino ||
+			                                         !same_folder(*root, irel, dir, t)))
+				continue;
 			free(*root);
 			*root = strdup(dir);
 			*layout = OEAP_LAYOUT_CHECKOUT;
@@ -458,7 +506,7 @@ static int find_root(const oeap_patchdef *def, const char *start, char **root, o
 		if (*layout == OEAP_LAYOUT_NONE && (t = first_existing(dir, def->installed_targets, &inst))) {
 			*root = strdup(dir);
 			*layout = OEAP_LAYOUT_INSTALLED;
-			*rel = t;
+			*rel = irel = t;
 			if (!*root)
 				break;
 		}
@@ -1051,6 +1099,8 @@ loaded:
 		goto done;
 	}
 	if (!need_target)
+		goto done;
+	if (cli->layout == OEAP_LAYOUT_INSTALLED && (error = link_tree(cli, err)))
 		goto done;
 	if ((error = oeap_path_inside(cli->root, cli->rel, &cli->target, err)))
 		goto done;

@@ -212,6 +212,8 @@ typedef struct probe {
 	char *origin[2];   /* the target's and the binding's module as resolved, or NULL */
 	char kind[2][16];  /* package, extension, source, sourceless, namespace, missing, other */
 	char *stop[2];     /* the level where resolution stopped (a module with no submodules), or NULL */
+	char *error;       /* what the probe raised (type: message), or NULL */
+	int spawn_errno;   /* it could not be started: errno */
 	char *cachedirs[4];
 	size_t ncachedirs;
 	oeap_pyc_verdicts verdicts;
@@ -220,6 +222,7 @@ typedef struct probe {
 static void probe_free(probe *p)
 {
 	free(p->prefix);
+	free(p->error);
 	for (int i = 0; i < 2; i++) {
 		free(p->origin[i]);
 		free(p->stop[i]);
@@ -261,7 +264,7 @@ static const char probe_script[] =
 	"import sys\n"
 	"if sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', False):\n"
 	"    del sys.path[0]\n"
-	"import importlib.machinery as M, importlib.util as U, marshal, os\n"
+	"import importlib.machinery as M, importlib.util as U, marshal, os, types\n"
 	"w = sys.stdout.write\n"
 	"def h(s):\n"
 	"    return os.fsencode(s).hex() if s else '-'\n"
@@ -285,6 +288,15 @@ static const char probe_script[] =
 	"        locs = None if spec is None else spec.submodule_search_locations\n"
 	"        if not locs:\n"
 	"            return cur, spec\n"
+	/* A level without __init__ (SGLang's srt/, layers/, moe/) is a
+	 * namespace portion, whose path the finder computes from the parent's
+	 * __path__ in sys.modules, where the import system has put the parent
+	 * by then: a placeholder module with the parent's spec stands in for
+	 * it, so that no __init__ runs (without it PathFinder raises KeyError). */
+	"        if cur not in sys.modules:\n"
+	"            m = types.ModuleType(cur)\n"
+	"            m.__path__, m.__spec__ = list(locs), spec\n"
+	"            sys.modules[cur] = m\n"
 	"        cur = cur + '.' + p\n"
 	"        spec = M.PathFinder.find_spec(cur, list(locs))\n"
 	"    return None, spec\n"
@@ -295,7 +307,11 @@ static const char probe_script[] =
 	"names, paths = sys.argv[1:3], sys.argv[3:5]\n"
 	"dirs = set()\n"
 	"for i, (name, path) in enumerate(zip(names, paths)):\n"
-	"    stop, spec = resolve(name)\n"
+	"    try:\n"
+	"        stop, spec = resolve(name)\n"
+	"    except Exception as e:\n"
+	"        w('E %s\\n' % h('%s: %s' % (type(e).__name__, e)))\n"
+	"        sys.exit(3)\n"
 	"    origin = spec.origin if spec is not None and spec.has_location else None\n"
 	"    w('R %d %s %s %s\\n' % (i, kind(spec), h(origin), h(stop)))\n"
 	"    if pre and tag:\n"
@@ -385,8 +401,10 @@ static int run_probe(const char *python, char **envp, const char *names[2], cons
 	FILE *f;
 	char line[PATH_MAX * 4 + 64];
 	char *args[] = {(char *)names[0], (char *)names[1], (char *)paths[0], (char *)paths[1], NULL};
-	if ((fd = oeap_python_spawn(python, probe_script, args, envp, 1, &pid)) < 0)
+	if ((fd = oeap_python_spawn(python, probe_script, args, envp, 1, &pid)) < 0) {
+		pr->spawn_errno = errno;
 		return -1;
+	}
 	if ((f = fdopen(fd, "r"))) {
 		while (fgets(line, sizeof(line), f)) {
 			char a[8208], b[16], c[8208];
@@ -396,6 +414,8 @@ static int run_probe(const char *python, char **envp, const char *names[2], cons
 				continue;
 			if (line[0] == 'P' && sscanf(line, "P %8200s", a) == 1)
 				pr->prefix = unhex(a);
+			else if (line[0] == 'E' && sscanf(line, "E %8200s", a) == 1 && !pr->error)
+				pr->error = unhex(a);
 			else if (line[0] == 'R' && sscanf(line, "R %d %15s %8200s %8200s", &i, b, a, c) == 4 && (i == 0 || i == 1)) {
 				snprintf(pr->kind[i], sizeof(pr->kind[i]), "%s", b);
 				pr->origin[i] = unhex(a);
@@ -487,8 +507,7 @@ static int interp_check(oeap_report *rep, const char *check, const char *python,
 }
 
 /* One "import:WHAT" check by the C rules, level by level from `root`. */
-static int c_check(oeap_report *rep, const char *check, const char *name, const char *root, const char *path,
-                   const char *note)
+static int c_check(oeap_report *rep, const char *check, const char *name, const char *root, const char *path)
 {
 	char dir[PATH_MAX * 2], won[PATH_MAX * 2], stem[NAME_MAX + 1];
 	const char *why = NULL, *slash = strrchr(path, '/');
@@ -506,8 +525,8 @@ static int c_check(oeap_report *rep, const char *check, const char *name, const 
 			if (c_namespace_loser(dir, level, won, sizeof(won)))
 				return oeap_report_add(rep, check, 0, 0,
 				                       "%s: %s/%s has no __init__, so the module %s beside it wins: the server "
-				                       "never imports the patched %s; remove it%s",
-				                       name, dir, level, won, path, note);
+				                       "never imports the patched %s; remove it",
+				                       name, dir, level, won, path);
 			size_t n = strlen(dir);
 			snprintf(dir + n, sizeof(dir) - n, "/%s", level);
 			p = end + 1;
@@ -516,12 +535,12 @@ static int c_check(oeap_report *rep, const char *check, const char *name, const 
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if (oeap_import_c_winner(dir, stem, won, sizeof(won), &why))
 		return oeap_report_add(rep, check, 0, 0, "%s: the import system picks %s (%s), not the patched %s: the "
-		                                         "patch never runs; remove it%s",
-		                       name, won, why, path, note);
+		                                         "patch never runs; remove it",
+		                       name, won, why, path);
 	return oeap_report_add(rep, check, 1, 0,
 	                       "%s: nothing in %s wins over %s.py (no package folder %s/, no extension module: the import "
-	                       "system's order for CPython 3%s)",
-	                       name, dir, stem, stem, note);
+	                       "system's order for CPython 3)",
+	                       name, dir, stem, stem);
 }
 
 /* The nearest folder at or above `path` that exists (cut in place). */
@@ -623,18 +642,32 @@ int oeap_import_verify(const oeap_patchdef *def, const char *target, const char 
 		}
 		run_probe(python, envp, names, paths, &pr);
 	}
-	/* The import: the interpreter's answer, else the C rules. */
+	/* The import: the interpreter's answer; the C rules only where there is
+	 * no interpreter to ask (-C). A server's interpreter that was named or
+	 * found and cannot answer leaves what the server imports unknown: a
+	 * failed check, never the weaker rules in its place. */
 	note[0] = '\0';
-	if (python && named && !pr.ran)
-		snprintf(note, sizeof(note), "; %s could not be asked (exit %d), so the C rules decided", python, pr.status);
+	if (python && named && !pr.ran) {
+		if (pr.spawn_errno)
+			snprintf(note, sizeof(note), "cannot start it: %s", strerror(pr.spawn_errno));
+		else if (pr.error)
+			snprintf(note, sizeof(note), "it raised %s", pr.error);
+		else
+			snprintf(note, sizeof(note), "it exited %d", pr.status);
+	}
 	for (int i = 0; i < 2 && !rc; i++) {
 		const char *check = i ? "import:binding" : "import:target";
 		if (i == 1 && access(bind, F_OK))
 			continue; /* the binding check says it is missing */
 		if (pr.ran)
 			rc = interp_check(rep, check, python, pp, names[i], paths[i], &pr, i);
+		else if (python && named)
+			rc = oeap_report_add(rep, check, 0, 0,
+			                     "%s: the server's interpreter %s (%s) could not be asked what it imports (%s), so "
+			                     "whether the server runs %s is not known",
+			                     names[i], python, pp, note, paths[i]);
 		else
-			rc = c_check(rep, check, names[i], root, paths[i], note);
+			rc = c_check(rep, check, names[i], root, paths[i]);
 	}
 	if (rc)
 		goto oom;
