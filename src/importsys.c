@@ -599,8 +599,9 @@ static int trust_cache(oeap_report *rep, const oeap_patchdef *def, const char *c
 	return 0;
 }
 
-int oeap_import_verify(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
-                       int escape, const char *fix, oeap_report *rep, oeap_error *err)
+/* verify's checks (oeap_import_verify), or with `only_import` the two import checks alone (oeap_import_check). */
+static int import_run(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
+                      int escape, const char *fix, int only_import, oeap_report *rep, oeap_error *err)
 {
 	char mod[2][PATH_MAX], pp[PATH_MAX * 2 + 64], pdir[PATH_MAX * 2], note[PATH_MAX * 2 + 128];
 	char stems[2][NAME_MAX + 1];
@@ -671,6 +672,8 @@ int oeap_import_verify(const oeap_patchdef *def, const char *target, const char 
 	}
 	if (rc)
 		goto oom;
+	if (only_import)
+		goto done;
 	/* The pycache prefix of the server's environment: the interpreter's
 	 * own (it read its environment), else PYTHONPYCACHEPREFIX. */
 	if (pr.ran) {
@@ -724,4 +727,16 @@ done:
 	free(root);
 	free(bind);
 	return rc;
+}
+
+int oeap_import_verify(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
+                       int escape, const char *fix, oeap_report *rep, oeap_error *err)
+{
+	return import_run(def, target, python, files, escape, fix, 0, rep, err);
+}
+
+int oeap_import_check(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
+                      oeap_report *rep, oeap_error *err)
+{
+	return import_run(def, target, python, files, 0, NULL, 1, rep, err);
 }
