@@ -47,6 +47,24 @@ expect() {
 # has DESC TEXT: $out contains TEXT.
 has() { if grep -qF -- "$2" <<<"$out"; then ok "$1"; else bad "$1: no '$2' in the output" "$out"; fi; }
 
+# e2e_reachable DIR: an install-like copy of the build under DIR/reachable
+# (bin/oeapatch, share/oeapatch/patches, lib/ with liboea) that another user
+# can run: the build may live where only its owner can enter (a clone in
+# root's 0700 home), and a case run as `nobody` must not fail for that.
+# DIR itself must be enterable by others (the test's own temporary folder,
+# chmod 755). Sets E2E_OEAPATCH and E2E_LIBRARY to the copies.
+e2e_reachable() {
+	local d=$1/reachable src
+	src=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+	mkdir -p "$d/bin" "$d/lib" "$d/share/oeapatch"
+	cp "$OEAPATCH" "$d/bin/oeapatch"
+	cp -L "$OEA_LIBRARY" "$d/lib/$(basename "$OEA_LIBRARY")"
+	cp -r "$src/patches" "$d/share/oeapatch/patches"
+	chmod -R a+rX "$d"
+	E2E_OEAPATCH=$d/bin/oeapatch
+	E2E_LIBRARY=$d/lib/$(basename "$OEA_LIBRARY")
+}
+
 # e2e_git_env DIR: a deterministic git (identity, no system or user config, HOME in DIR).
 e2e_git_env() {
 	export HOME=$1/home GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=Test GIT_AUTHOR_EMAIL=test@example.org \
