@@ -14,6 +14,9 @@
 #     patched with -C that this server cannot start with.
 # And the interpreter that cannot answer the import question (a wrapper that
 # fails that one query) makes import:target FAIL, never the C rules.
+# Part `uv` (a ctest entry of its own: it is skipped where the pinned uv of
+# scripts/test-tools.txt is neither cached nor reachable): the same checkout
+# installed with `uv pip install -e`, in the default mode and in strict mode.
 #
 # The import check runs the real import system in the venv's interpreter:
 # the top-level package from its spec (not executed: sglang/__init__.py
@@ -24,6 +27,8 @@
 # build backend, used with --no-build-isolation: nothing is downloaded but
 # the cached wheel). Environment (set by ctest): OEAPATCH, OEA_LIBRARY.
 set -uo pipefail
+part=${1:-main}
+case $part in main | uv) ;; *) echo "usage: $0 [uv]" >&2; exit 2 ;; esac
 
 : "${OEAPATCH:?set OEAPATCH to the oeapatch binary}"
 : "${OEA_LIBRARY:?set OEA_LIBRARY to liboea.so}"
@@ -84,8 +89,16 @@ setup() {
 	"$python" -m venv --system-site-packages "$work/$1/venv" >"$work/venv.log" 2>&1 || return 1
 	vpy=$work/$1/venv/bin/python
 	site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-	(cd "$work" && "$vpy" -m pip install --quiet --disable-pip-version-check --no-index --no-deps \
-		--no-build-isolation -e "$co/python" --config-settings "editable_mode=$1") >"$work/pip.log" 2>&1
+	if [ "$part" = uv ]; then
+		# uv asks setuptools for the mode it is given (default: lenient).
+		local cs=()
+		[ "$1" = strict ] && cs=(--config-settings editable_mode=strict)
+		(cd "$work" && "$uv" pip install --quiet --python "$vpy" --offline --no-build-isolation --no-deps \
+			-e "$co/python" "${cs[@]}") >"$work/pip.log" 2>&1
+	else
+		(cd "$work" && "$vpy" -m pip install --quiet --disable-pip-version-check --no-index --no-deps \
+			--no-build-isolation -e "$co/python" --config-settings "editable_mode=$1") >"$work/pip.log" 2>&1
+	fi
 }
 
 # imports NAME: the venv's import system imports NAME (the top-level package
@@ -100,8 +113,28 @@ EOF
 )
 }
 
-for mode in lenient compat; do
-	echo "== pip install -e, editable_mode=$mode"
+modes="lenient compat"
+if [ "$part" = uv ]; then
+	tools=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/test-tools
+	reqs=$(cd "$(dirname "$0")/../.." && pwd)/scripts/test-tools.txt
+	mkdir -p "$tools"
+	if ! "$python" -m pip download --quiet --disable-pip-version-check --no-index --find-links "$tools" \
+		--require-hashes --no-deps -r "$reqs" -d "$work/check" >/dev/null 2>&1 &&
+		! timeout 300 "$python" -m pip download --quiet --disable-pip-version-check --only-binary :all: \
+			--require-hashes --no-deps -r "$reqs" -d "$tools" >"$work/download.log" 2>&1; then
+		echo "SKIP  the pinned uv (scripts/test-tools.txt) is not cached in $tools and the index is not reachable"
+		exit 77
+	fi
+	"$python" -m venv "$work/uv" >/dev/null 2>&1 &&
+		"$work/uv/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$tools" \
+			--require-hashes --no-deps -r "$reqs" >"$work/uv.log" 2>&1
+	uv=$work/uv/bin/uv
+	check "the pinned uv runs" "$uv" --version
+	modes=lenient
+fi
+
+for mode in $modes; do
+	echo "== $part: install -e, editable_mode=$mode"
 	check "pip install -e ($mode)" setup "$mode"
 	case $mode in
 	lenient) check "the finder maps sglang to the checkout" \
@@ -118,6 +151,7 @@ for mode in lenient compat; do
 	check "the checkout is as it was" diff -r "$work/pristine/python/sglang" "$co/python/sglang"
 done
 
+if [ "$part" = main ]; then
 echo "== an interpreter that cannot answer the import question"
 # The last venv (compat), behind a wrapper that fails only the probe of what
 # it imports (the script that reads pycs with marshal): as a Python whose
@@ -134,8 +168,9 @@ has "import:target fails saying why" "FAIL import:target"
 has "it names the interpreter" "the server's interpreter $work/pywrap"
 has "and its exit status" "it exited 1"
 expect "revert" 0 "$OEAPATCH" --python "$vpy" revert
+fi
 
-echo "== pip install -e, editable_mode=strict (a link tree)"
+echo "== $part: install -e, editable_mode=strict (a link tree)"
 check "pip install -e (strict)" setup strict
 tree=$(ls -d "$co/python/build/__editable__.sglang-$version"*/ 2>/dev/null | head -1)
 check "the link tree holds topk.py as a symlink" test -L "$tree$target"
