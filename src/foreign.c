@@ -29,7 +29,7 @@ static int word_char(char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* `needle` in text[0, n) at the start of a word (so MY_SGLANG_OEA_X is not SGLANG_OEA_X). */
+/* `needle` in text[0, n) at the start of a word (a name that only ends with the prefix is another one). */
 static int holds(const char *text, size_t n, const char *needle)
 {
 	size_t k = needle ? strlen(needle) : 0;

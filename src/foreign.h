@@ -3,7 +3,8 @@
  * that reads the definition's own settings.
  *
  * Operators move to oeapatch from a hand patch: a module-level
- * `_OEA_K0 = int(os.environ.get('SGLANG_OEA_K0', '0'))`, a helper, a call
+ * `_OEA_K0 = int(os.environ.get(PREFIX + 'K0', '0'))` (PREFIX: the
+ * definition's env_prefix), a helper, a call
  * after the routing chain. Left in place, it and our call site both re-route
  * every decode batch (double routing), whatever shape it has: the gate in
  * the helper or around the call, one line or several. What every such patch

@@ -362,7 +362,7 @@ static int check_anchors(verify_run *v)
 	return ADD(v, "anchors", 1, 0, "each resolves once in the original: %s", lines);
 }
 
-/* The settings the definition declares, in words: "SGLANG_OEA_*". */
+/* The settings the definition declares, in words: its env_prefix and "*". */
 static const char *settings_words(const oeap_patchdef *def, char *out, size_t cap)
 {
 	if (def->env_prefix)
