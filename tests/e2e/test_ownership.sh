@@ -184,7 +184,10 @@ else
 	expect "check as another user" 2 "${nobody[@]}" "$E2E_OEAPATCH" check -C "$R" HEAD
 	has "... names git's ownership check, not a missing setting" "git's ownership check refuses another user's repository"
 	has "... and the setting that overrides it" "safe.directory"
-	"${nobody[@]}" git config --global --add safe.directory "$R"
+	# From a folder nobody can enter (the clone's, in root's 0700 home) git
+	# cannot start: its own folder.
+	check "nobody's git trusts the repository (safe.directory)" \
+		bash -c 'cd "$1" && shift && "$@"' _ "$NB" "${nobody[@]}" git config --global --add safe.directory "$R"
 	expect "... and with safe.directory set, it checks" 0 "${nobody[@]}" "$E2E_OEAPATCH" check -C "$R" HEAD
 fi
 
