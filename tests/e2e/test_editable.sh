@@ -32,9 +32,6 @@ case $part in main | uv) ;; *) echo "usage: $0 [uv]" >&2; exit 2 ;; esac
 
 : "${OEAPATCH:?set OEAPATCH to the oeapatch binary}"
 : "${OEA_LIBRARY:?set OEA_LIBRARY to liboea.so}"
-version=0.4.6.post5
-wheel_name=sglang-$version-py3-none-any.whl
-cache=${OEAPATCH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheels}
 python=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
 target=sglang/srt/layers/moe/topk.py
 binding=sglang/srt/layers/moe/_oeapatch_sglang_oea.py
@@ -43,18 +40,10 @@ bmod=sglang.srt.layers.moe._oeapatch_sglang_oea
 work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-editable.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 . "$(dirname "$0")/testlib.sh"
+version=$E2E_SGLANG_VERSION
 
-echo "== the wheel ($cache/$wheel_name)"
-if [ ! -s "$cache/$wheel_name" ]; then
-	mkdir -p "$cache"
-	if ! timeout 300 "$python" -m pip download --quiet --no-deps --only-binary :all: "sglang==$version" \
-		-d "$work/dl" >"$work/download.log" 2>&1 || [ ! -s "$work/dl/$wheel_name" ]; then
-		echo "SKIP  no cached $wheel_name and the package index is not reachable:"
-		sed 's/^/      | /' "$work/download.log" | tail -5
-		exit 77
-	fi
-	mv "$work/dl/$wheel_name" "$cache/$wheel_name"
-fi
+e2e_sglang_wheel "$work"
+echo "== the wheel ($E2E_WHEEL)"
 if ! "$python" -c 'import setuptools, wheel' 2>/dev/null; then
 	echo "SKIP  Debian's python3-setuptools and python3-wheel are needed for pip install -e"
 	exit 77
@@ -62,7 +51,7 @@ fi
 
 # The checkout: the wheel's sglang/ under python/, beside a pyproject.toml.
 mkdir -p "$work/pristine/python"
-"$python" - "$cache/$wheel_name" "$work/pristine/python" <<'EOF'
+"$python" - "$E2E_WHEEL" "$work/pristine/python" <<'EOF'
 import sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
 z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("sglang/")])

@@ -17,26 +17,15 @@ set -uo pipefail
 : "${OEA_LIBRARY:?set OEA_LIBRARY to liboea.so}"
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-version=0.4.6.post5
-wheel_name=sglang-$version-py3-none-any.whl
-cache=${OEAPATCH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheels}
 python=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-handpatch.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 . "$here/testlib.sh"
 
-if [ ! -s "$cache/$wheel_name" ]; then
-	mkdir -p "$cache"
-	if ! timeout 300 "$python" -m pip download --quiet --no-deps --only-binary :all: "sglang==$version" \
-		-d "$work/dl" >"$work/download.log" 2>&1 || [ ! -s "$work/dl/$wheel_name" ]; then
-		echo "SKIP  no cached $wheel_name and the package index is not reachable"
-		exit 77
-	fi
-	mv "$work/dl/$wheel_name" "$cache/$wheel_name"
-fi
+e2e_sglang_wheel "$work"
 mkdir -p "$work/orig"
-"$python" - "$cache/$wheel_name" "$work/orig/sglang-oea.py" <<'EOF'
+"$python" - "$E2E_WHEEL" "$work/orig/sglang-oea.py" <<'EOF'
 import sys, zipfile
 open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("sglang/srt/layers/moe/topk.py"))
 EOF
