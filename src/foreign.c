@@ -63,8 +63,12 @@ static int visit(TSNode node, void *user)
 	long line = pysource_line_of(s->src, a);
 	if (in_ours(s, line))
 		return PYSOURCE_WALK_SKIP;
-	if (!f->total++)
-		snprintf(f->first, sizeof(f->first), "%.*s", (int)(b - a < 80 ? b - a : 80), s->src->buf + a);
+	if (!f->total++) {
+		size_t cut = b - a < 80 ? b - a : 80;
+		while (cut < b - a && cut && ((unsigned char)s->src->buf[a + cut] & 0xC0) == 0x80)
+			cut--; /* not inside a UTF-8 sequence */
+		snprintf(f->first, sizeof(f->first), "%.*s", (int)cut, s->src->buf + a);
+	}
 	if (f->n && f->lines[f->n - 1] == line)
 		return PYSOURCE_WALK_SKIP;
 	if (f->n < OEAP_FOREIGN_MAX)
