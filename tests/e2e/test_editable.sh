@@ -151,8 +151,11 @@ case "\$2" in *marshal*) exit 1 ;; esac
 exec "$vpy" "\$@"
 EOF
 chmod +x "$work/pywrap"
-expect "apply --python (wrapper)" 0 "$OEAPATCH" --python "$work/pywrap" apply --library "$OEA_LIBRARY"
-expect "verify --python fails" 1 "$OEAPATCH" --python "$work/pywrap" verify
+expect "apply --python (wrapper) is refused" 2 "$OEAPATCH" --python "$work/pywrap" apply --library "$OEA_LIBRARY"
+has "naming the interpreter" "the server's interpreter $work/pywrap"
+check "nothing written" diff -r "$work/pristine/python/sglang" "$co/python/sglang"
+expect "apply --python (the venv's own)" 0 "$OEAPATCH" --python "$vpy" apply --library "$OEA_LIBRARY"
+expect "verify --python (wrapper) fails" 1 "$OEAPATCH" --python "$work/pywrap" verify
 has "import:target fails saying why" "FAIL import:target"
 has "it names the interpreter" "the server's interpreter $work/pywrap"
 has "and its exit status" "it exited 1"
