@@ -7,19 +7,19 @@
 #include "buf.h"
 
 /* Lists the lines of the nodes, "12, 40 and 77", for ambiguity messages. */
-static void lines_list(const pysource *src, const TSNode *nodes, size_t n, char *out, size_t cap)
+static void lines_list(const oeap_pysource *src, const TSNode *nodes, size_t n, char *out, size_t cap)
 {
 	size_t used = 0;
 	out[0] = '\0';
 	for (size_t i = 0; i < n && used + 24 < cap; i++) {
 		const char *sep = i == 0 ? "" : (i + 1 == n ? " and " : ", ");
 		used += (size_t)snprintf(out + used, cap - used, "%s%ld", sep,
-		                         pysource_line_of(src, pysource_start(src, nodes[i])));
+		                         oeap_pysource_line_of(src, oeap_pysource_start(src, nodes[i])));
 	}
 }
 
 /* With `contains`, keeps the candidates inside which that query matches. */
-static int keep_containing(const oeap_anchor_def *a, const pysource *src, TSNode *nodes, size_t *n,
+static int keep_containing(const oeap_anchor_def *a, const oeap_pysource *src, TSNode *nodes, size_t *n,
                            oeap_error *err)
 {
 	if (!a->contains)
@@ -45,15 +45,15 @@ static int keep_containing(const oeap_anchor_def *a, const pysource *src, TSNode
  * `other`, and its line. 0 when no candidate sits in a region of another
  * definition than `def`.
  */
-static long foreign_region(const oeap_patchdef *def, const pysource *src, const TSNode *nodes, size_t n,
+static long foreign_region(const oeap_patchdef *def, const oeap_pysource *src, const TSNode *nodes, size_t n,
                            char *other, size_t cap)
 {
 	static const char mark[] = "# >>> oeapatch ";
 	for (size_t i = 0; i < n; i++) {
-		size_t ls = pysource_line_start(src, pysource_start(src, nodes[i]));
+		size_t ls = oeap_pysource_line_start(src, oeap_pysource_start(src, nodes[i]));
 		if (ls == 0)
 			continue;
-		size_t prev = pysource_line_start(src, ls - 1);
+		size_t prev = oeap_pysource_line_start(src, ls - 1);
 		while (prev < ls && (src->buf[prev] == ' ' || src->buf[prev] == '\t' || src->buf[prev] == '\f'))
 			prev++;
 		if (ls - prev <= sizeof(mark) - 1 || memcmp(src->buf + prev, mark, sizeof(mark) - 1) != 0)
@@ -66,13 +66,13 @@ static long foreign_region(const oeap_patchdef *def, const pysource *src, const 
 		size_t slash = sl ? (size_t)(sl - name) : len;
 		if (slash < len && (strlen(def->name) != slash || strncmp(name, def->name, slash) != 0)) {
 			snprintf(other, cap, "%.*s", (int)len, name);
-			return pysource_line_of(src, prev);
+			return oeap_pysource_line_of(src, prev);
 		}
 	}
 	return 0;
 }
 
-int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anchors *out,
+int oeap_anchors_resolve(const oeap_patchdef *def, const oeap_pysource *src, oeap_anchors *out,
                          oeap_error *err)
 {
 	out->items = calloc(def->nanchors ? def->nanchors : 1, sizeof(*out->items));
@@ -82,7 +82,7 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 	for (size_t i = 0; i < def->nanchors; i++) {
 		const oeap_anchor_def *a = &def->anchors[i];
 		char where[160];
-		TSNode scope = pysource_root(src);
+		TSNode scope = oeap_pysource_root(src);
 		const char *scope_what = "the module";
 		snprintf(where, sizeof(where), "anchor '%s'", a->name);
 		if (strcmp(a->in, OEAP_IN_MODULE) != 0) {
@@ -111,7 +111,7 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 		if (n > 1 && !a->pick_last) {
 			char lines[256], other[128];
 			lines_list(src, nodes, n, lines, sizeof(lines));
-			long first = pysource_line_of(src, pysource_start(src, nodes[0]));
+			long first = oeap_pysource_line_of(src, oeap_pysource_start(src, nodes[0]));
 			long at = foreign_region(def, src, nodes, n, other, sizeof(other));
 			free(nodes);
 			if (at) {
@@ -130,9 +130,9 @@ int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anc
 		oeap_resolved *r = &out->items[out->n++];
 		r->def = a;
 		r->node = nodes[n - 1];
-		r->start = pysource_start(src, r->node);
-		r->end = pysource_end(src, r->node);
-		r->line = pysource_line_of(src, r->start);
+		r->start = oeap_pysource_start(src, r->node);
+		r->end = oeap_pysource_end(src, r->node);
+		r->line = oeap_pysource_line_of(src, r->start);
 		free(nodes);
 	}
 	return 0;
@@ -167,9 +167,9 @@ static int names_push(oeap_names *names, const char *s, size_t n)
 	return 0;
 }
 
-static int names_add(oeap_names *names, const pysource *src, TSNode id)
+static int names_add(oeap_names *names, const oeap_pysource *src, TSNode id)
 {
-	size_t s = pysource_start(src, id), e = pysource_end(src, id);
+	size_t s = oeap_pysource_start(src, id), e = oeap_pysource_end(src, id);
 	return names_push(names, src->buf + s, e - s);
 }
 
@@ -268,24 +268,24 @@ static void flow_free(flow *f)
 /* Python refuses more than 100 nested blocks; past that depth we count nothing. */
 #define FLOW_MAX_DEPTH 100
 
-static int flow_block(const pysource *src, TSNode block, size_t before, int depth, flow *f);
+static int flow_block(const oeap_pysource *src, TSNode block, size_t before, int depth, flow *f);
 
 /* Adds the identifiers a binding target binds: a, (a, b), [a, *b]. */
 static int visit_target(TSNode t, void *user)
 {
 	flow *f = ((void **)user)[0];
-	const pysource *src = ((void **)user)[1];
+	const oeap_pysource *src = ((void **)user)[1];
 	if (!ts_node_is_named(t))
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	const char *type = ts_node_type(t);
 	if (strcmp(type, "identifier") == 0) {
-		size_t s = pysource_start(src, t), e = pysource_end(src, t);
+		size_t s = oeap_pysource_start(src, t), e = oeap_pysource_end(src, t);
 		char *n = strndup(src->buf + s, e - s);
 		if (!n)
 			return -1;
 		names_remove(&f->deleted, n);
 		free(n);
-		return names_add(&f->bound, src, t) ? -1 : PYSOURCE_WALK_SKIP;
+		return names_add(&f->bound, src, t) ? -1 : OEAP_PYSOURCE_WALK_SKIP;
 	}
 	/* attribute and subscript targets bind no name */
 	return strcmp(type, "pattern_list") == 0 || strcmp(type, "tuple_pattern") == 0 ||
@@ -293,18 +293,18 @@ static int visit_target(TSNode t, void *user)
 	               strcmp(type, "parenthesized_expression") == 0 || strcmp(type, "expression_list") == 0 ||
 	               strcmp(type, "tuple") == 0 || strcmp(type, "list") == 0 ||
 	               strcmp(type, "list_splat") == 0
-	           ? PYSOURCE_WALK_DESCEND
-	           : PYSOURCE_WALK_SKIP;
+	           ? OEAP_PYSOURCE_WALK_DESCEND
+	           : OEAP_PYSOURCE_WALK_SKIP;
 }
 
-static int bind_targets(flow *f, const pysource *src, TSNode t)
+static int bind_targets(flow *f, const oeap_pysource *src, TSNode t)
 {
 	void *ctx[2] = {f, (void *)src};
-	return ts_node_is_null(t) ? 0 : pysource_walk(t, visit_target, ctx) < 0 ? -1 : 0;
+	return ts_node_is_null(t) ? 0 : oeap_pysource_walk(t, visit_target, ctx) < 0 ? -1 : 0;
 }
 
 /* `a = b = f()`, `x: int = 1`, `x += 1` (`x: int` alone binds nothing). */
-static int flow_assignment(flow *f, const pysource *src, TSNode as)
+static int flow_assignment(flow *f, const oeap_pysource *src, TSNode as)
 {
 	for (;;) {
 		TSNode right = ts_node_child_by_field_name(as, "right", 5);
@@ -326,9 +326,9 @@ static int flow_unbind(flow *f, const char *name)
 	return names_push(&f->deleted, name, strlen(name));
 }
 
-static int flow_unbind_node(flow *f, const pysource *src, TSNode id)
+static int flow_unbind_node(flow *f, const oeap_pysource *src, TSNode id)
 {
-	char *n = pysource_text(src, id);
+	char *n = oeap_pysource_text(src, id);
 	if (!n)
 		return -1;
 	int rc = flow_unbind(f, n);
@@ -341,26 +341,26 @@ static int flow_unbind_node(flow *f, const pysource *src, TSNode id)
 static int visit_deleted(TSNode t, void *user)
 {
 	oeap_names *out = ((void **)user)[0];
-	const pysource *src = ((void **)user)[1];
+	const oeap_pysource *src = ((void **)user)[1];
 	if (!ts_node_is_named(t))
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	const char *type = ts_node_type(t);
 	if (strcmp(type, "identifier") == 0)
-		return names_add(out, src, t) ? -1 : PYSOURCE_WALK_SKIP;
+		return names_add(out, src, t) ? -1 : OEAP_PYSOURCE_WALK_SKIP;
 	return strcmp(type, "delete_statement") == 0 || strcmp(type, "expression_list") == 0 ||
 	               strcmp(type, "tuple") == 0 || strcmp(type, "list") == 0 ||
 	               strcmp(type, "parenthesized_expression") == 0
-	           ? PYSOURCE_WALK_DESCEND
-	           : PYSOURCE_WALK_SKIP;
+	           ? OEAP_PYSOURCE_WALK_DESCEND
+	           : OEAP_PYSOURCE_WALK_SKIP;
 }
 
-static int deleted_names(const pysource *src, TSNode del, oeap_names *out)
+static int deleted_names(const oeap_pysource *src, TSNode del, oeap_names *out)
 {
 	void *ctx[2] = {out, (void *)src};
-	return pysource_walk(del, visit_deleted, ctx) < 0 ? -1 : 0;
+	return oeap_pysource_walk(del, visit_deleted, ctx) < 0 ? -1 : 0;
 }
 
-static int flow_delete(flow *f, const pysource *src, TSNode st)
+static int flow_delete(flow *f, const oeap_pysource *src, TSNode st)
 {
 	oeap_names gone = {0};
 	int rc = deleted_names(src, st, &gone);
@@ -397,35 +397,35 @@ static TSNode handler_name(TSNode clause)
 static int visit_may_delete(TSNode n, void *user)
 {
 	oeap_names *out = ((void **)user)[0];
-	const pysource *src = ((void **)user)[1];
+	const oeap_pysource *src = ((void **)user)[1];
 	if (!ts_node_is_named(n))
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	const char *type = ts_node_type(n);
 	size_t len = strlen(type);
 	if (strcmp(type, "delete_statement") == 0)
-		return deleted_names(src, n, out) ? -1 : PYSOURCE_WALK_SKIP;
+		return deleted_names(src, n, out) ? -1 : OEAP_PYSOURCE_WALK_SKIP;
 	if (strcmp(type, "except_clause") == 0 || strcmp(type, "except_group_clause") == 0) {
 		TSNode as = handler_name(n);
 		if (!ts_node_is_null(as) && names_add(out, src, as))
 			return -1;
-		return PYSOURCE_WALK_DESCEND;
+		return OEAP_PYSOURCE_WALK_DESCEND;
 	}
 	return strcmp(type, "block") == 0 || (len > 10 && strcmp(type + len - 10, "_statement") == 0) ||
 	               (len > 7 && strcmp(type + len - 7, "_clause") == 0)
-	           ? PYSOURCE_WALK_DESCEND
-	           : PYSOURCE_WALK_SKIP;
+	           ? OEAP_PYSOURCE_WALK_DESCEND
+	           : OEAP_PYSOURCE_WALK_SKIP;
 }
 
-static int may_delete(const pysource *src, TSNode node, oeap_names *out)
+static int may_delete(const oeap_pysource *src, TSNode node, oeap_names *out)
 {
 	void *ctx[2] = {out, (void *)src};
-	return ts_node_is_null(node) ? 0 : pysource_walk(node, visit_may_delete, ctx) < 0 ? -1 : 0;
+	return ts_node_is_null(node) ? 0 : oeap_pysource_walk(node, visit_may_delete, ctx) < 0 ? -1 : 0;
 }
 
 /* A statement whose paths are not followed (a loop, `with`, `match`, past
  * the depth we follow): it binds nothing for sure, and every name it may
  * unbind anywhere inside is unbound after it. */
-static int flow_unfollowed(flow *f, const pysource *src, TSNode st)
+static int flow_unfollowed(flow *f, const oeap_pysource *src, TSNode st)
 {
 	oeap_names gone = {0};
 	int rc = may_delete(src, st, &gone);
@@ -436,7 +436,7 @@ static int flow_unfollowed(flow *f, const pysource *src, TSNode st)
 }
 
 /* `import a.b` binds a; `import a.b as c` and `from m import x as c` bind c. */
-static int flow_import(flow *f, const pysource *src, TSNode st)
+static int flow_import(flow *f, const oeap_pysource *src, TSNode st)
 {
 	int from = strcmp(ts_node_type(st), "import_from_statement") == 0;
 	TSNode module = from ? ts_node_child_by_field_name(st, "module_name", 11) : (TSNode){0};
@@ -510,7 +510,7 @@ static TSNode clause_block(TSNode clause)
 	return b;
 }
 
-static int flow_if(flow *f, const pysource *src, TSNode st, int depth)
+static int flow_if(flow *f, const oeap_pysource *src, TSNode st, int depth)
 {
 	flow paths[64];
 	size_t n = 0;
@@ -555,7 +555,7 @@ static int flow_if(flow *f, const pysource *src, TSNode st, int depth)
  * and deletes it when the handler ends (Python does, so that the traceback
  * does not keep the frame alive), even when NAME was bound before the `try`.
  */
-static int flow_handler(const pysource *src, TSNode clause, const oeap_names *maybe, int depth, flow *p)
+static int flow_handler(const oeap_pysource *src, TSNode clause, const oeap_names *maybe, int depth, flow *p)
 {
 	for (size_t i = 0; i < maybe->n; i++)
 		if (names_push(&p->deleted, maybe->items[i], strlen(maybe->items[i])))
@@ -569,7 +569,7 @@ static int flow_handler(const pysource *src, TSNode clause, const oeap_names *ma
 }
 
 /* try: the body (then `else`) or any handler leaves it; `finally` runs on every way out. */
-static int flow_try(flow *f, const pysource *src, TSNode st, int depth)
+static int flow_try(flow *f, const oeap_pysource *src, TSNode st, int depth)
 {
 	flow paths[64], fin;
 	size_t n = 0;
@@ -614,7 +614,7 @@ static int flow_try(flow *f, const pysource *src, TSNode st, int depth)
 	return rc;
 }
 
-static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
+static int add_parameter(oeap_names *names, const oeap_pysource *src, TSNode p)
 {
 	const char *type = ts_node_type(p);
 	if (strcmp(type, "identifier") == 0)
@@ -632,7 +632,7 @@ static int add_parameter(oeap_names *names, const pysource *src, TSNode p)
 }
 
 /* One statement, in order, into `f`. */
-static int flow_statement(const pysource *src, TSNode st, int depth, flow *f)
+static int flow_statement(const oeap_pysource *src, TSNode st, int depth, flow *f)
 {
 	const char *type = ts_node_type(st);
 	if (strcmp(type, "expression_statement") == 0) {
@@ -682,7 +682,7 @@ static int flow_statement(const pysource *src, TSNode st, int depth, flow *f)
 }
 
 /* The statements of `block` that start before `before`, in order, into `f`. */
-static int flow_block(const pysource *src, TSNode block, size_t before, int depth, flow *f)
+static int flow_block(const oeap_pysource *src, TSNode block, size_t before, int depth, flow *f)
 {
 	if (ts_node_is_null(block))
 		return 0;
@@ -695,7 +695,7 @@ static int flow_block(const pysource *src, TSNode block, size_t before, int dept
 		TSNode st = ts_tree_cursor_current_node(&c);
 		if (!ts_node_is_named(st) || strcmp(ts_node_type(st), "comment") == 0)
 			continue;
-		if (pysource_start(src, st) >= before)
+		if (oeap_pysource_start(src, st) >= before)
 			break;
 		if ((rc = flow_statement(src, st, depth, f)))
 			break;
@@ -704,7 +704,7 @@ static int flow_block(const pysource *src, TSNode block, size_t before, int dept
 	return rc;
 }
 
-int oeap_scope_names(const pysource *src, TSNode function, size_t before, oeap_names *out)
+int oeap_scope_names(const oeap_pysource *src, TSNode function, size_t before, oeap_names *out)
 {
 	flow f;
 	memset(&f, 0, sizeof(f));
@@ -719,7 +719,7 @@ int oeap_scope_names(const pysource *src, TSNode function, size_t before, oeap_n
 	memset(&f.bound, 0, sizeof(f.bound));
 	if (f.ends) {
 		out->dead = 1;
-		out->dead_line = ts_node_is_null(f.end_at) ? 0 : pysource_line_of(src, pysource_start(src, f.end_at));
+		out->dead_line = ts_node_is_null(f.end_at) ? 0 : oeap_pysource_line_of(src, oeap_pysource_start(src, f.end_at));
 	}
 	names_normalise(out);
 	flow_free(&f);

@@ -26,7 +26,7 @@ typedef struct oeap_anchors {
 	size_t n;
 } oeap_anchors;
 
-int oeap_anchors_resolve(const oeap_patchdef *def, const pysource *src, oeap_anchors *out,
+int oeap_anchors_resolve(const oeap_patchdef *def, const oeap_pysource *src, oeap_anchors *out,
                          oeap_error *err);
 void oeap_anchors_free(oeap_anchors *a);
 const oeap_resolved *oeap_anchors_get(const oeap_anchors *a, const char *name);
@@ -45,7 +45,7 @@ typedef struct oeap_names {
 	long dead_line;  /* the statement that ends every path (1-based), 0 if unknown */
 } oeap_names;
 
-int oeap_scope_names(const pysource *src, TSNode function, size_t before, oeap_names *out);
+int oeap_scope_names(const oeap_pysource *src, TSNode function, size_t before, oeap_names *out);
 int oeap_names_has(const oeap_names *names, const char *name, size_t len);
 void oeap_names_free(oeap_names *names);
 

@@ -14,17 +14,11 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "library.h"
 #include "libsearch.h"
 #include "oea.h"
 #include "pysource.h"
 #include "trust.h"
-
-#ifndef OEAPATCH_INSTALL_LIBRARY_REL
-#define OEAPATCH_INSTALL_LIBRARY_REL ""
-#endif
-#ifndef OEAPATCH_BUILD_LIBRARY
-#define OEAPATCH_BUILD_LIBRARY ""
-#endif
 
 static int put_literal(oeap_buf *b, const char *s)
 {
@@ -200,7 +194,7 @@ static int render_part(const oeap_patchdef *def, const char *t, size_t n, const 
  * written raw and the module would not import, with verify green. Control
  * characters are refused too: they cannot be written back readably.
  */
-static int check_library_path(const char *library, oeap_error *err)
+static int check_library_literal(const char *library, oeap_error *err)
 {
 	oeap_error why;
 	oeap_error_clear(&why);
@@ -211,7 +205,7 @@ static int check_library_path(const char *library, oeap_error *err)
 			                 "module records it in Python source: pass --library with a path without one "
 			                 "(apply resolves symbolic links, so copy the library to one)",
 			                 *p, (size_t)(p - (const unsigned char *)library));
-	if (*library && pysource_check_bytes(library, strlen(library), "--library", NULL, &why))
+	if (*library && oeap_pysource_check_bytes(library, strlen(library), "--library", NULL, &why))
 		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0,
 		                 "the library path is not valid UTF-8 (%s); the binding module records it in Python "
 		                 "source, which must be UTF-8 for the module to import: pass --library with a UTF-8 "
@@ -303,7 +297,7 @@ int oeap_binding_render(const oeap_patchdef *def, const char *library, oeap_buf 
 	oeap_buf body = OEAP_BUF_INIT;
 	char hex[OEAP_BINDING_DIGEST_HEX + 1];
 	int rc = -1;
-	if (check_library_path(library, err) ||
+	if (check_library_literal(library, err) ||
 	    render_part(def, def->binding_text, strlen(def->binding_text), library, &body, err))
 		goto done;
 	/* The digest goes right after the header line, which revert and every
@@ -493,25 +487,6 @@ char *oeap_binding_path(const oeap_patchdef *def, const char *target_path)
 	return oeap_buf_detach(&b, NULL);
 }
 
-int oeap_library_relative(const char *library)
-{
-	return library[0] != '/' && strchr(library, '/') != NULL;
-}
-
-char *oeap_library_found(const char *name)
-{
-	char how[1024];
-	return oeap_library_locate(name, getenv("LD_LIBRARY_PATH"), "the environment", how, sizeof(how));
-}
-
-char *oeap_library_resolve(const char *name)
-{
-	char *found = oeap_library_found(name);
-	char *out = found ? realpath(found, NULL) : NULL;
-	free(found);
-	return out;
-}
-
 /*
  * The binding's contract past the ABI number ([library] of the definition):
  * every entry point it calls is exported, and oea_problem_check accepts the
@@ -610,7 +585,7 @@ int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const cha
 	 * with the server's LD_LIBRARY_PATH, without loading anything
 	 * (libsearch.h); the file found is the one opened below. */
 	char how[1024], *found = NULL;
-	if (bare && !(found = oeap_library_locate(path, ld_library_path, origin, how, sizeof(how)))) {
+	if (bare && !(found = oeap_libsearch_find(path, ld_library_path, origin, how, sizeof(how)))) {
 		snprintf(detail, cap,
 		         "%s does not load: a bare file name is searched as the server's loader will search it "
 		         "(LD_LIBRARY_PATH, the loader cache, the system directories): %s",
@@ -660,29 +635,6 @@ int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const cha
 	}
 	dlclose(h);
 	return rc;
-}
-
-char *oeap_library_default(void)
-{
-	char path[PATH_MAX + 256], real[PATH_MAX];
-	const char *env = getenv("OEAPATCH_LIBRARY");
-	if (env && *env)
-		return realpath(env, real) ? strdup(real) : strdup(env);
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0 && sizeof(OEAPATCH_INSTALL_LIBRARY_REL) > 1) {
-		exe[n] = '\0';
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(path, sizeof(path), "%s/%s", exe, OEAPATCH_INSTALL_LIBRARY_REL);
-			if (realpath(path, real))
-				return strdup(real);
-		}
-	}
-	if (OEAPATCH_BUILD_LIBRARY[0] && realpath(OEAPATCH_BUILD_LIBRARY, real))
-		return strdup(real);
-	return NULL;
 }
 
 int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const char *text, size_t len,

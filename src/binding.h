@@ -114,32 +114,12 @@ int oeap_library_probe(const oeap_patchdef *def, const char *path, char *detail,
 int oeap_library_probe_env(const oeap_patchdef *def, const char *path, const char *ld_library_path,
                            const char *origin, char *detail, size_t cap);
 
-/* 1 when `library` is a relative path with a slash (lib/liboea.so.2): a form
- * the binding refuses, since it would name another file in another working
- * directory. An absolute path and a bare file name are 0. */
-int oeap_library_relative(const char *library);
-
-/* The file the loader's search path (this process's LD_LIBRARY_PATH, the
- * loader cache, the system directories) finds for the bare file name `name`,
- * as an absolute path without symbolic links, or NULL (not found, or `name`
- * has a slash). Nothing is loaded (libsearch.h). Caller frees. */
-char *oeap_library_resolve(const char *name);
-
-/* The same search, but the path as the loader found it (symbolic links kept:
- * the trust rule checks each step of the way, docs/security.md). */
-char *oeap_library_found(const char *name);
-
-/* The library apply records when --library is not given ($OEAPATCH_LIBRARY,
- * the installed one beside the executable, or the build tree's). Caller frees;
- * NULL when none exists. */
-char *oeap_library_default(void);
-
 /*
  * Adds the "binding" check for the module text `text` (named `label` in
  * messages): it must be what the definition renders for the library it
  * records. *library_out (optional, caller frees) is that library when the
  * check holds. Returns -1 only when memory ran out. Shared by the work tree
- * (oeap_binding_verify) and a commit's tree (checkout.h).
+ * (oeap_binding_verify) and a commit's tree (history.h).
  */
 int oeap_binding_check_text(const oeap_patchdef *def, const char *label, const char *text, size_t len,
                             oeap_report *rep, char **library_out);

@@ -10,16 +10,17 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
 #include "hook.h"
+#include "library.h"
+#include "opt.h"
 #include "importsys.h"
 #include "pipeline.h"
 #include "pycache.h"
 #include "report.h"
 #include "trust.h"
-
-enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_LIBRARY, OPT_REFRESH, OPT_BREAK_LINKS, OPT_DOWNGRADE };
 
 typedef struct apply_opts {
 	int check;
@@ -30,46 +31,20 @@ typedef struct apply_opts {
 	const char *library;
 } apply_opts;
 
-static int on_option(int val, const char *arg, void *user)
-{
-	apply_opts *o = user;
-	switch (val) {
-	case OPT_CHECK:
-		o->check = 1;
-		return 0;
-	case OPT_DIFF:
-		o->diff = 1;
-		return 0;
-	case OPT_LIBRARY:
-		o->library = arg;
-		return 0;
-	case OPT_REFRESH:
-		o->refresh = 1;
-		return 0;
-	case OPT_BREAK_LINKS:
-		o->break_links = 1;
-		return 0;
-	case OPT_DOWNGRADE:
-		o->downgrade = 1;
-		return 0;
-	}
-	return -1;
-}
-
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"check", no_argument, OPT_CHECK, NULL, "write nothing: say whether the patch lands (exit 0) or not"},
-	{"dry-run", no_argument, OPT_CHECK, NULL, "the same as --check"},
-	{"diff", no_argument, OPT_DIFF, NULL, "write nothing: print the unified diff apply would make"},
-	{"refresh", no_argument, OPT_REFRESH, NULL,
-	 "move regions that upstream changes left away from their anchors (otherwise refused)"},
-	{"library", required_argument, OPT_LIBRARY, "PATH",
-	 "the liboea the binding loads (default: $OEAPATCH_LIBRARY, the installed one, or the build tree's)"},
-	{"downgrade", no_argument, OPT_DOWNGRADE, NULL,
-	 "replace a patch applied by a newer version of the definition with this one (otherwise refused)"},
-	{"break-links", no_argument, OPT_BREAK_LINKS, NULL,
-	 "write a target that has other hard links (they keep the old content)"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_SWITCH("check", 0, apply_opts, check, "write nothing: say whether the patch lands (exit 0) or not"),
+	OEAP_OPT_SWITCH("dry-run", 0, apply_opts, check, "the same as --check"),
+	OEAP_OPT_SWITCH("diff", 0, apply_opts, diff, "write nothing: print the unified diff apply would make"),
+	OEAP_OPT_SWITCH("refresh", 0, apply_opts, refresh,
+	                "move regions that upstream changes left away from their anchors (otherwise refused)"),
+	OEAP_OPT_VALUE("library", 0, "PATH", apply_opts, library,
+	               "the liboea the binding loads (default: $OEAPATCH_LIBRARY, the installed one, or the build tree's)"),
+	OEAP_OPT_SWITCH("downgrade", 0, apply_opts, downgrade,
+	                "replace a patch applied by a newer version of the definition with this one (otherwise refused)"),
+	OEAP_OPT_SWITCH("break-links", 0, apply_opts, break_links,
+	                "write a target that has other hard links (they keep the old content)"),
+	OEAP_OPT_END,
 };
 
 /* The binding module as it should be, and whether writing it is needed. */
@@ -168,7 +143,7 @@ static char *library_argument(const char *arg)
 {
 	if (strchr(arg, '/') || access(arg, F_OK) == 0)
 		return realpath(arg, NULL);
-	return oeap_library_resolve(arg);
+	return oeap_library_realpath_own_env(arg);
 }
 
 /* What apply did (or would do): compute fills it, the printers print it. */
@@ -471,7 +446,7 @@ int cmd_apply(int argc, char **argv)
 	                       "[-C DIR | --python PATH] [--check | --diff] [--refresh] [--library PATH] [--json] [-q]",
 	                       "Insert the env-gated OEA call site into the target file (a checkout's, or an "
 	                       "installed package's) and write the binding module beside it.",
-	                       options, argc, argv, on_option, &o, &first);
+	                       options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))

@@ -11,14 +11,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "checkout.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
+#include "history.h"
+#include "opt.h"
 #include "pipeline.h"
 #include "quote.h"
-
-enum { OPT_JUNIT = OEAP_OPT_FIRST_FREE, OPT_ALLOW_EMPTY, OPT_SKIP_BINDING, OPT_ALL };
+#include "revcheck.h"
 
 typedef struct check_opts {
 	const char *junit;
@@ -40,47 +41,32 @@ typedef struct empty_range {
 	char why[512];
 } empty_range;
 
-static int on_option(int val, const char *arg, void *user)
+/* -n N: a positive number, else kept to be reported after the parse (as JSON with --json). */
+static int on_max_count(const char *arg, void *user)
 {
 	check_opts *o = user;
 	char *end = NULL;
-	switch (val) {
-	case OPT_JUNIT:
-		o->junit = arg;
-		return 0;
-	case OPT_ALLOW_EMPTY:
-		o->allow_empty = 1;
-		return 0;
-	case OPT_SKIP_BINDING:
-		o->skip_binding = 1;
-		return 0;
-	case OPT_ALL:
-		o->all = 1;
-		return 0;
-	case 'n': {
-		errno = 0;
-		long n = strtol(arg, &end, 10);
-		if (errno || !end || *end || n < 1)
-			o->bad_max = arg;
-		else
-			o->max = (size_t)n;
-		return 0;
-	}
-	}
-	return -1;
+	errno = 0;
+	long n = strtol(arg, &end, 10);
+	if (errno || !end || *end || n < 1)
+		o->bad_max = arg;
+	else
+		o->max = (size_t)n;
+	return 0;
 }
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"junit", required_argument, OPT_JUNIT, "FILE", "also write the results as JUnit XML to FILE (for CI)"},
-	{"max-count", required_argument, 'n', "N", "a range walk stops after the N newest revisions that touched the file"},
-	{"allow-empty", no_argument, OPT_ALLOW_EMPTY, NULL,
-	 "a range that selects no revision is reported as skipped instead of failing the run"},
-	{"all", no_argument, OPT_ALL, NULL,
-	 "without REV arguments: walk the whole history, also before the definition's first supported revision"},
-	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
-	 "a revision that carries the patch need not carry the binding module (every deploy runs `oeapatch apply`)"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_VALUE("junit", 0, "FILE", check_opts, junit, "also write the results as JUnit XML to FILE (for CI)"),
+	OEAP_OPT_CALLBACK("max-count", 'n', "N", on_max_count,
+	                  "a range walk stops after the N newest revisions that touched the file"),
+	OEAP_OPT_SWITCH("allow-empty", 0, check_opts, allow_empty,
+	                "a range that selects no revision is reported as skipped instead of failing the run"),
+	OEAP_OPT_SWITCH("all", 0, check_opts, all,
+	                "without REV arguments: walk the whole history, also before the definition's first supported revision"),
+	OEAP_OPT_SWITCH("skip-binding", 0, check_opts, skip_binding,
+	                "a revision that carries the patch need not carry the binding module (every deploy runs `oeapatch apply`)"),
+	OEAP_OPT_END,
 };
 
 static int failed(const oeap_check_result *r)
@@ -484,7 +470,7 @@ int cmd_check(int argc, char **argv)
 	                       "definition's first supported revision on (--all: all of them). Exit 1 when "
 	                       "any revision fails, lacks the file, or deletes it, or when a range selects no revision "
 	                       "(unless --allow-empty).",
-	                       options, argc, argv, on_option, &o, &first);
+	                       options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if (o.bad_max) {

@@ -11,14 +11,15 @@
 #include <unistd.h>
 
 #include "binding.h"
-#include "checkout.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
+#include "history.h"
 #include "hook.h"
+#include "library.h"
+#include "opt.h"
 #include "trust.h"
-
-enum { OPT_REAPPLY = OEAP_OPT_FIRST_FREE, OPT_LIBRARY, OPT_ONLY, OPT_UNCOMMITTED, OPT_FORCE, OPT_SKIP_BINDING };
 
 typedef enum hook_action_kind { HOOK_UNKNOWN, HOOK_INSTALL, HOOK_UNINSTALL, HOOK_STATUS } hook_action_kind;
 
@@ -32,48 +33,32 @@ typedef struct hook_opts {
 	hook_action_kind action; /* the first operand */
 } hook_opts;
 
-static int on_option(int val, const char *arg, void *user)
+/* --uncommitted: the post-* hooks re-apply, as with --reapply. */
+static int on_uncommitted(const char *arg, void *user)
 {
 	hook_opts *o = user;
-	switch (val) {
-	case OPT_REAPPLY:
-		o->reapply = 1;
-		return 0;
-	case OPT_LIBRARY:
-		o->library = arg;
-		return 0;
-	case OPT_ONLY:
-		o->only = arg;
-		return 0;
-	case OPT_UNCOMMITTED:
-		o->uncommitted = 1;
-		o->reapply = 1;
-		return 0;
-	case OPT_FORCE:
-		o->force = 1;
-		return 0;
-	case OPT_SKIP_BINDING:
-		o->skip_binding = 1;
-		return 0;
-	}
-	return -1;
+	(void)arg;
+	o->uncommitted = 1;
+	o->reapply = 1;
+	return 0;
 }
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"reapply", no_argument, OPT_REAPPLY, NULL,
-	 "install: post-merge/-checkout/-rewrite re-apply the patch, then verify (default: verify only)"},
-	{"uncommitted", no_argument, OPT_UNCOMMITTED, NULL,
-	 "install for a checkout that carries the patch uncommitted: the post-* hooks re-apply (as --reapply), and "
-	 "no pre-push (the pushed commits do not carry the patch; ours is removed)"},
-	{"library", required_argument, OPT_LIBRARY, "PATH", "install --reapply: the liboea apply records (default: as apply)"},
-	{"skip-binding", no_argument, OPT_SKIP_BINDING, NULL,
-	 "install: pre-push does not require the binding module in pushed commits (every deploy runs apply)"},
-	{"force", no_argument, OPT_FORCE, NULL,
-	 "install, uninstall: replace or remove a hook of ours even when lines were added to it since install"},
-	{"only", required_argument, OPT_ONLY, "HOOK,...",
-	 "act on these hooks only (post-merge, post-checkout, post-rewrite, pre-push)"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_SWITCH("reapply", 0, hook_opts, reapply,
+	                "install: post-merge/-checkout/-rewrite re-apply the patch, then verify (default: verify only)"),
+	OEAP_OPT_CALLBACK("uncommitted", 0, NULL, on_uncommitted,
+	                  "install for a checkout that carries the patch uncommitted: the post-* hooks re-apply (as "
+	                  "--reapply), and no pre-push (the pushed commits do not carry the patch; ours is removed)"),
+	OEAP_OPT_VALUE("library", 0, "PATH", hook_opts, library,
+	               "install --reapply: the liboea apply records (default: as apply)"),
+	OEAP_OPT_SWITCH("skip-binding", 0, hook_opts, skip_binding,
+	                "install: pre-push does not require the binding module in pushed commits (every deploy runs apply)"),
+	OEAP_OPT_SWITCH("force", 0, hook_opts, force,
+	                "install, uninstall: replace or remove a hook of ours even when lines were added to it since install"),
+	OEAP_OPT_VALUE("only", 0, "HOOK,...", hook_opts, only,
+	               "act on these hooks only (post-merge, post-checkout, post-rewrite, pre-push)"),
+	OEAP_OPT_END,
 };
 
 static const char synopsis[] =
@@ -139,7 +124,7 @@ static int work_tree_verifies(const oeap_cli *cli)
 	oeap_error_clear(&ignore);
 	if (oeap_path_inside(cli->root, oeap_cli_target_rel(cli), &target, &ignore) == 0 &&
 	    oeap_read_file(target, &buf, &len, &ignore) == 0 &&
-	    pysource_check_size(len, target, &ignore) == 0 && /* verify would refuse it: not parsed here either */
+	    oeap_pysource_check_size(len, target, &ignore) == 0 && /* verify would refuse it: not parsed here either */
 	    oeap_verify_bytes(cli->def, buf, len, oeap_cli_target_rel(cli), &rep) == 0 && rep.applied &&
 	    oeap_binding_verify(cli->def, target, &rep) == 0)
 		ok = rep.ok;
@@ -166,7 +151,7 @@ static int head_carries_patch(git_repository *repo, const char *prefix, const oe
 	if (oeap_resolve_commit(repo, "HEAD", &c, &ignore) == 0 &&
 	    (path = oeap_commit_target(c, prefix, *prefix ? "/" : "", alts, target))) {
 		if (oeap_commit_blob(repo, c, path, &id, &buf, &len, &ignore) == 0 &&
-		    pysource_check_size(len, path, &ignore) == 0 &&
+		    oeap_pysource_check_size(len, path, &ignore) == 0 &&
 		    oeap_verify_bytes(def, buf, len, path, &rep) == 0)
 			yes = rep.applied;
 	}
@@ -487,7 +472,7 @@ int cmd_hook(int argc, char **argv)
 	/* The action is the first operand, before or after the options
 	 * (`hook install -C R`, `hook -C R install`). */
 	snprintf(command, sizeof(command), "hook");
-	int p = oeap_cli_parse(&cli, command, synopsis, summary, options, argc, argv, on_option, &o, &first);
+	int p = oeap_cli_parse(&cli, command, synopsis, summary, options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if (first < argc) {

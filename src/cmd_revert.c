@@ -8,45 +8,28 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
 #include "hook.h"
+#include "opt.h"
 #include "pipeline.h"
 #include "pycache.h"
-
-enum { OPT_CHECK = OEAP_OPT_FIRST_FREE, OPT_DIFF, OPT_FORCE, OPT_BREAK_LINKS };
 
 typedef struct revert_opts {
 	int check, diff, force, break_links;
 } revert_opts;
 
-static int on_option(int val, const char *arg, void *user)
-{
-	revert_opts *o = user;
-	(void)arg;
-	if (val == OPT_CHECK)
-		o->check = 1;
-	else if (val == OPT_DIFF)
-		o->diff = 1;
-	else if (val == OPT_FORCE)
-		o->force = 1;
-	else if (val == OPT_BREAK_LINKS)
-		o->break_links = 1;
-	else
-		return -1;
-	return 0;
-}
-
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"check", no_argument, OPT_CHECK, NULL, "write nothing: say whether revert would succeed"},
-	{"dry-run", no_argument, OPT_CHECK, NULL, "the same as --check"},
-	{"diff", no_argument, OPT_DIFF, NULL, "write nothing: print the unified diff revert would make"},
-	{"force", no_argument, OPT_FORCE, NULL,
-	 "remove regions and the binding module even when they were edited by hand"},
-	{"break-links", no_argument, OPT_BREAK_LINKS, NULL,
-	 "write a target that has other hard links (they keep the old content)"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_SWITCH("check", 0, revert_opts, check, "write nothing: say whether revert would succeed"),
+	OEAP_OPT_SWITCH("dry-run", 0, revert_opts, check, "the same as --check"),
+	OEAP_OPT_SWITCH("diff", 0, revert_opts, diff, "write nothing: print the unified diff revert would make"),
+	OEAP_OPT_SWITCH("force", 0, revert_opts, force,
+	                "remove regions and the binding module even when they were edited by hand"),
+	OEAP_OPT_SWITCH("break-links", 0, revert_opts, break_links,
+	                "write a target that has other hard links (they keep the old content)"),
+	OEAP_OPT_END,
 };
 
 /* What revert did (or would do): compute fills it, the printers print it. */
@@ -222,7 +205,7 @@ int cmd_revert(int argc, char **argv)
 
 	int p = oeap_cli_parse(&cli, "revert", "[-C DIR | --python PATH] [--check | --diff] [--force] [--json] [-q]",
 	                       "Remove exactly what apply inserted, and the binding module it wrote.", options, argc,
-	                       argv, on_option, &o, &first);
+	                       argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))

@@ -11,35 +11,22 @@
 
 #include "binding.h"
 #include "cli.h"
+#include "cmd.h"
 #include "command.h"
 #include "fsio.h"
+#include "opt.h"
 #include "pipeline.h"
 #include "plugincheck.h"
 #include "settings.h"
 #include "verify.h"
 
-enum { OPT_ENV_FILE = OEAP_OPT_FIRST_FREE };
-
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
-	{"env-file", required_argument, OPT_ENV_FILE, "FILE",
-	 "the server's environment is this systemd EnvironmentFile= (repeatable, later ones win), as verify's: "
-	 "its settings, the interpreter's PYTHONPATH, and SGLANG_PLUGINS / VLLM_PLUGINS"},
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_CALLBACK("env-file", 0, "FILE", oeap_verify_opt_env_file,
+	                  "the server's environment is this systemd EnvironmentFile= (repeatable, later ones win), as verify's: "
+	                  "its settings, the interpreter's PYTHONPATH, and SGLANG_PLUGINS / VLLM_PLUGINS"),
+	OEAP_OPT_END,
 };
-
-/* --env-file, kept as verify keeps it: status's verdict is verify's with the same files. */
-static int on_option(int val, const char *arg, void *user)
-{
-	oeap_verify_opts *o = user;
-	if (val != OPT_ENV_FILE)
-		return -1;
-	if (o->nenv_files < OEAP_VERIFY_MAX_ENV_FILES)
-		o->env_files[o->nenv_files++] = arg;
-	else
-		o->too_many_env_files = 1;
-	return 0;
-}
 
 typedef struct status_result {
 	oeap_verify_result verdict; /* verify's, with no options: this environment's settings */
@@ -241,7 +228,7 @@ int cmd_status(int argc, char **argv)
 	int p = oeap_cli_parse(&cli, "status", "[-C DIR | --python PATH] [--env-file FILE ...] [--json] [-q]",
 	                       "Applied or not, which patch version, drift, the library it binds, and whether the "
 	                       "framework loads oeapatch's plugin. Exit 0 when applied and verified, 1 otherwise.",
-	                       options, argc, argv, on_option, &o, &first);
+	                       options, argc, argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))

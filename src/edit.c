@@ -7,7 +7,7 @@
 #include "region.h"
 
 typedef struct indent_probe {
-	const pysource *src;
+	const oeap_pysource *src;
 	char *unit;
 	size_t cap;
 } indent_probe;
@@ -18,30 +18,30 @@ typedef struct indent_probe {
 static int visit_block(TSNode n, void *user)
 {
 	indent_probe *p = user;
-	const pysource *src = p->src;
+	const oeap_pysource *src = p->src;
 	if (strcmp(ts_node_type(n), "block") != 0 || ts_node_named_child_count(n) == 0)
-		return PYSOURCE_WALK_DESCEND;
+		return OEAP_PYSOURCE_WALK_DESCEND;
 	TSNode first = ts_node_named_child(n, 0);
 	TSNode owner = ts_node_parent(n);
-	size_t fs = pysource_start(src, first);
-	size_t os = ts_node_is_null(owner) ? 0 : pysource_start(src, owner);
-	size_t fl = pysource_line_start(src, fs), ol = pysource_line_start(src, os);
+	size_t fs = oeap_pysource_start(src, first);
+	size_t os = ts_node_is_null(owner) ? 0 : oeap_pysource_start(src, owner);
+	size_t fl = oeap_pysource_line_start(src, fs), ol = oeap_pysource_line_start(src, os);
 	if (fl == ol)
-		return PYSOURCE_WALK_DESCEND;
+		return OEAP_PYSOURCE_WALK_DESCEND;
 	size_t fi = fs - fl, oi = 0;
 	while (ol + oi < src->len && (src->buf[ol + oi] == ' ' || src->buf[ol + oi] == '\t'))
 		oi++;
 	if (fi <= oi || memcmp(src->buf + fl, src->buf + ol, oi) != 0 || fi - oi >= p->cap)
-		return PYSOURCE_WALK_DESCEND;
+		return OEAP_PYSOURCE_WALK_DESCEND;
 	memcpy(p->unit, src->buf + fl + oi, fi - oi);
 	p->unit[fi - oi] = '\0';
-	return PYSOURCE_WALK_STOP;
+	return OEAP_PYSOURCE_WALK_STOP;
 }
 
-int oeap_indent_unit(const pysource *src, char *unit, size_t cap)
+int oeap_indent_unit(const oeap_pysource *src, char *unit, size_t cap)
 {
 	indent_probe p = {src, unit, cap};
-	if (pysource_walk(pysource_root(src), visit_block, &p) != PYSOURCE_WALK_STOP)
+	if (oeap_pysource_walk(oeap_pysource_root(src), visit_block, &p) != OEAP_PYSOURCE_WALK_STOP)
 		snprintf(unit, cap, "    ");
 	return 0;
 }
@@ -53,7 +53,7 @@ static size_t root_len(const char *expr)
 	return dot ? (size_t)(dot - expr) : strlen(expr);
 }
 
-static int bind_args(const oeap_patchdef *def, const oeap_region_def *rd, const pysource *src,
+static int bind_args(const oeap_patchdef *def, const oeap_region_def *rd, const oeap_pysource *src,
                      const oeap_anchors *anchors, const oeap_resolved *after, oeap_insertion *ins,
                      oeap_error *err)
 {
@@ -192,7 +192,7 @@ static int insertion_cmp(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-int oeap_plan_build(const oeap_patchdef *def, const pysource *src, oeap_plan *plan,
+int oeap_plan_build(const oeap_patchdef *def, const oeap_pysource *src, oeap_plan *plan,
                     oeap_error *err)
 {
 	char unit[32];
@@ -217,7 +217,7 @@ int oeap_plan_build(const oeap_patchdef *def, const pysource *src, oeap_plan *pl
 		 * anchor must start its line: otherwise "after it" is not a place. A
 		 * form feed may lead a line (Python resets the column there, so the
 		 * indentation is what follows the last one): the region takes that. */
-		size_t ls = pysource_line_start(src, after->start);
+		size_t ls = oeap_pysource_line_start(src, after->start);
 		if (ls < src->bom)
 			ls = src->bom;
 		for (size_t k = ls; k < after->start; k++)
@@ -233,7 +233,7 @@ int oeap_plan_build(const oeap_patchdef *def, const pysource *src, oeap_plan *pl
 			oeap_fail(err, OEAP_ERR_INTERNAL, "plan", 0, "out of memory");
 			goto fail;
 		}
-		ins->offset = pysource_next_line(src, after->end > after->start ? after->end - 1 : after->end);
+		ins->offset = oeap_pysource_next_line(src, after->end > after->start ? after->end - 1 : after->end);
 		if (ins->offset == src->len && src->buf[src->len - 1] != '\n') {
 			oeap_fail(err, OEAP_ERR_ANCHOR, where, after->line,
 			          "%s ends the file without a line end: inserting after it would change its last line",

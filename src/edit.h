@@ -37,7 +37,7 @@ typedef struct oeap_plan {
 } oeap_plan;
 
 /* Resolves the anchors of `def` on `src` and renders every region. */
-int oeap_plan_build(const oeap_patchdef *def, const pysource *src, oeap_plan *plan,
+int oeap_plan_build(const oeap_patchdef *def, const oeap_pysource *src, oeap_plan *plan,
                     oeap_error *err);
 void oeap_plan_free(oeap_plan *plan);
 
@@ -48,6 +48,6 @@ int oeap_plan_apply(const char *buf, size_t len, const oeap_plan *plan, oeap_buf
 size_t oeap_plan_output_offset(const oeap_plan *plan, size_t i);
 
 /* The file's indentation unit ("    ", "\t", ...), from its first indented block. */
-int oeap_indent_unit(const pysource *src, char *unit, size_t cap);
+int oeap_indent_unit(const oeap_pysource *src, char *unit, size_t cap);
 
 #endif

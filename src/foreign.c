@@ -8,7 +8,7 @@
 
 typedef struct scan {
 	const oeap_patchdef *def;
-	const pysource *src;
+	const oeap_pysource *src;
 	const oeap_regions *rs;
 	oeap_foreign *out;
 } scan;
@@ -55,14 +55,14 @@ static int visit(TSNode node, void *user)
 {
 	scan *s = user;
 	if (strcmp(ts_node_type(node), "string"))
-		return PYSOURCE_WALK_DESCEND;
-	size_t a = pysource_start(s->src, node), b = pysource_end(s->src, node);
+		return OEAP_PYSOURCE_WALK_DESCEND;
+	size_t a = oeap_pysource_start(s->src, node), b = oeap_pysource_end(s->src, node);
 	if (!names_setting(s->def, s->src->buf + a, b - a))
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	oeap_foreign *f = s->out;
-	long line = pysource_line_of(s->src, a);
+	long line = oeap_pysource_line_of(s->src, a);
 	if (in_ours(s, line))
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	if (!f->total++) {
 		size_t cut = b - a < 80 ? b - a : 80;
 		while (cut < b - a && cut && ((unsigned char)s->src->buf[a + cut] & 0xC0) == 0x80)
@@ -70,19 +70,19 @@ static int visit(TSNode node, void *user)
 		snprintf(f->first, sizeof(f->first), "%.*s", (int)cut, s->src->buf + a);
 	}
 	if (f->n && f->lines[f->n - 1] == line)
-		return PYSOURCE_WALK_SKIP;
+		return OEAP_PYSOURCE_WALK_SKIP;
 	if (f->n < OEAP_FOREIGN_MAX)
 		f->lines[f->n++] = line;
 	else
 		f->more = 1;
-	return PYSOURCE_WALK_SKIP;
+	return OEAP_PYSOURCE_WALK_SKIP;
 }
 
-int oeap_foreign_find(const oeap_patchdef *def, const pysource *src, const oeap_regions *rs, oeap_foreign *out)
+int oeap_foreign_find(const oeap_patchdef *def, const oeap_pysource *src, const oeap_regions *rs, oeap_foreign *out)
 {
 	scan s = {def, src, rs, out};
 	memset(out, 0, sizeof(*out));
-	pysource_walk(pysource_root(src), visit, &s);
+	oeap_pysource_walk(oeap_pysource_root(src), visit, &s);
 	for (char *p = out->first; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';

@@ -42,7 +42,7 @@ typedef struct oeap_foreign {
  * with ours stripped): only others' code. Returns 1 when any is found (`out`
  * filled), else 0.
  */
-int oeap_foreign_find(const oeap_patchdef *def, const pysource *src, const oeap_regions *rs, oeap_foreign *out);
+int oeap_foreign_find(const oeap_patchdef *def, const oeap_pysource *src, const oeap_regions *rs, oeap_foreign *out);
 
 /* "lines 12, 40 (and 3 more)": the lines of `f` for messages. */
 void oeap_foreign_lines(const oeap_foreign *f, char *out, size_t cap);

@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkout.h"
+#include "embedded_scripts.h"
+#include "gitrepo.h"
 #include "fsio.h"
 #include "region.h"
 
@@ -147,144 +148,6 @@ static int put_var(oeap_buf *out, const char *name, const char *value)
 	return oeap_buf_puts(out, "\n");
 }
 
-/* The part every hook shares: settings, the shout, the chained hook. */
-static const char common_functions[] =
-	"\n"
-	"shout() {\n"
-	"\t{\n"
-	"\t\techo 'oeapatch: ####################################################################'\n"
-	"\t\techo \"oeapatch: $hook: $1\"\n"
-	"\t\tshift\n"
-	"\t\tfor line in \"$@\"; do echo \"oeapatch:   $line\"; done\n"
-	"\t\techo 'oeapatch: ####################################################################'\n"
-	"\t} >&2\n"
-	"}\n"
-	"\n"
-	"# git runs hooks in the work tree's top (in GIT_DIR when bare).\n"
-	"top=$(pwd -P)\n"
-	"dir=$top${sub:+/$sub}\n"
-	"status=0\n"
-	"chained=\"$(dirname -- \"$0\")/$hook.oeapatch-chained\"\n"
-	"\n"
-	"\n"
-	"# The hook that was here first, run as git would have run it: under the\n"
-	"# name git used, not as $hook.oeapatch-chained (dispatchers such as husky's\n"
-	"# pick what to run by $(basename \"$0\") and find their files beside\n"
-	"# $(dirname \"$0\")). A script of a POSIX shell is read by that shell with\n"
-	"# $0 exactly what git passed us; anything else (a binary, a Python or Ruby\n"
-	"# script) runs through a link named $hook, in a temporary directory.\n"
-	"run_chained() {\n"
-	"\tline=\n"
-	"\tIFS= read -r line < \"$chained\" 2>/dev/null\n"
-	"\tcase $line in\n"
-	"\t'#!'*)\n"
-	"\t\t# As the kernel reads it: the interpreter, then the rest as one argument.\n"
-	"\t\trest=${line#??}\n"
-	"\t\trest=${rest#\"${rest%%[! \t]*}\"}\n"
-	"\t\tinterp=${rest%%[ \t]*}\n"
-	"\t\targ=${rest#\"$interp\"}\n"
-	"\t\targ=${arg#\"${arg%%[! \t]*}\"}\n"
-	"\t\targ=${arg%\"${arg##*[! \t]}\"}\n"
-	"\t\t# \"#!/bin/sh -\" ends the options before the script's name; ours come after.\n"
-	"\t\tcase $arg in - | --) arg= ;; esac\n"
-	"\t\tprog=$interp\n"
-	"\t\tif [ \"${interp##*/}\" = env ]; then\n"
-	"\t\t\tprog=${arg#-S}\n"
-	"\t\t\tprog=${prog#\"${prog%%[! \t]*}\"}\n"
-	"\t\t\tprog=${prog%%[ \t]*}\n"
-	"\t\tfi\n"
-	"\t\t# Shells whose '.' leaves $0 alone (zsh's sets it to the file read).\n"
-	"\t\tcase ${prog##*/} in\n"
-	"\t\tsh | dash | bash | ash)\n"
-	"\t\t\t\"$interp\" ${arg:+\"$arg\"} -c 'oeapatch_chained=$1; shift; . \"$oeapatch_chained\"' \\\n"
-	"\t\t\t\t\"$0\" \"$chained\" \"$@\"\n"
-	"\t\t\treturn\n"
-	"\t\t\t;;\n"
-	"\t\tesac\n"
-	"\t\t;;\n"
-	"\tesac\n"
-	"\tcase $chained in\n"
-	"\t/*) real=$chained ;;\n"
-	"\t*) real=$top/$chained ;;\n"
-	"\tesac\n"
-	"\tif links=$(mktemp -d \"${TMPDIR:-/tmp}/oeapatch-hook.XXXXXX\") && ln -s \"$real\" \"$links/$hook\"; then\n"
-	"\t\t\"$links/$hook\" \"$@\"\n"
-	"\t\tset -- $?\n"
-	"\t\trm -rf \"$links\"\n"
-	"\t\treturn \"$1\"\n"
-	"\tfi\n"
-	"\t[ -z \"$links\" ] || rm -rf \"$links\"\n"
-	"\t\"$chained\" \"$@\"\n"
-	"}\n"
-	"\n"
-	"can_run() {\n"
-	"\tif [ ! -x \"$oeapatch\" ]; then\n"
-	"\t\tshout \"cannot run $oeapatch: the patch was NOT checked\" \\\n"
-	"\t\t\t\"was oeapatch moved or removed? reinstall: oeapatch hook install -C '$dir'\"\n"
-	"\t\treturn 1\n"
-	"\tfi\n"
-	"}\n";
-
-/* post-merge, post-checkout, post-rewrite: act on the work tree. */
-static const char work_tree_action[] =
-	"\n"
-	"# How to undo what git just did, printed when the patch failed after it\n"
-	"# ($rollback is set per hook below); the patch goes back on with apply.\n"
-	"rollback_hint() {\n"
-	"\tif [ -n \"$rollback\" ]; then\n"
-	"\t\techo \"to roll back to where the patch held: $rollback && '$oeapatch' apply -C '$dir'\"\n"
-	"\telse\n"
-	"\t\techo \"fix: '$oeapatch' apply -C '$dir' && '$oeapatch' verify -C '$dir'\"\n"
-	"\tfi\n"
-	"}\n"
-	"\n"
-	"# What the post-* hooks do: (re-apply and) verify the work tree. git has\n"
-	"# already changed it, so they cannot block; they exit non-zero and shout.\n"
-	"act() {\n"
-	"\tcan_run || return 1\n"
-	"\tif [ \"$reapply\" = 1 ]; then\n"
-	"\t\tif [ -n \"$library\" ]; then\n"
-	"\t\t\tout=$(\"$oeapatch\" apply --refresh -C \"$dir\" --patch \"$patch\" --library \"$library\" 2>&1)\n"
-	"\t\telse\n"
-	"\t\t\tout=$(\"$oeapatch\" apply --refresh -C \"$dir\" --patch \"$patch\" 2>&1)\n"
-	"\t\tfi\n"
-	"\t\tif [ $? -ne 0 ]; then\n"
-	"\t\t\tprintf '%s\\n' \"$out\" >&2\n"
-	"\t\t\tshout \"re-applying $patch FAILED in $dir\" \\\n"
-	"\t\t\t\t\"the server would start WITHOUT the patch: do not restart it before this is fixed\" \\\n"
-	"\t\t\t\t\"see above for the anchor that failed; 'oeapatch check -C $dir HEAD' tells the same\" \\\n"
-	"\t\t\t\t\"$(rollback_hint)\"\n"
-	"\t\t\treturn 1\n"
-	"\t\tfi\n"
-	"\t\tprintf '%s\\n' \"$out\" | sed -n '1s/^/oeapatch: /p' >&2\n"
-	"\tfi\n"
-	"\tif ! out=$(\"$oeapatch\" verify -C \"$dir\" --patch \"$patch\" 2>&1); then\n"
-	"\t\tprintf '%s\\n' \"$out\" >&2\n"
-	"\t\tshout \"$patch does NOT verify in $dir\" \\\n"
-	"\t\t\t\"the server would start without the patch (or with half of it): do not restart it\" \\\n"
-	"\t\t\t\"$(rollback_hint)\"\n"
-	"\t\treturn 1\n"
-	"\tfi\n"
-	"\techo \"oeapatch: $hook: $patch verified in $dir\" >&2\n"
-	"}\n"
-	"\n"
-	"# Whether the patch holds in the work tree, recorded per worktree by these\n"
-	"# hooks and by apply and revert (" OEAP_HOOK_STATE_FILE "): post-checkout speaks\n"
-	"# only when a checkout changed it.\n"
-	"gitdir=${GIT_DIR:-$(git rev-parse --git-dir 2>/dev/null)}\n"
-	"record=${gitdir:+$gitdir/" OEAP_HOOK_STATE_FILE "}\n"
-	"state_now() {\n"
-	"\tif [ -x \"$oeapatch\" ] && \"$oeapatch\" status -C \"$dir\" --patch \"$patch\" >/dev/null 2>&1; then\n"
-	"\t\techo verified\n"
-	"\telse\n"
-	"\t\techo not-verified\n"
-	"\tfi\n"
-	"}\n"
-	"remember() {\n"
-	"\t[ -n \"$record\" ] && { state_now > \"$record\"; } 2>/dev/null\n"
-	"\treturn 0\n"
-	"}\n";
-
 #define SUM_TAG "# oeapatch hook sha256:"
 
 /*
@@ -340,7 +203,8 @@ static int put_head(const char *name, const oeap_hook_config *cfg, oeap_buf *out
 	rc |= put_var(out, "target", cfg->target);
 	rc |= oeap_buf_printf(out, "reapply=%d\n", cfg->reapply);
 	rc |= oeap_buf_printf(out, "skip_binding=%d\n", cfg->skip_binding);
-	rc |= oeap_buf_puts(out, common_functions);
+	/* the part every hook shares: the shout, the chained hook (src/scripts/hook_common.sh) */
+	rc |= oeap_buf_puts(out, oeap_script_hook_common_sh);
 	return rc;
 }
 
@@ -408,7 +272,9 @@ static int put_pre_push_action(oeap_buf *out)
 static int put_work_tree_action(const char *name, oeap_buf *out)
 {
 	int rc = 0;
-	rc |= oeap_buf_puts(out, work_tree_action);
+	/* act on the work tree (src/scripts/hook_work_tree.sh: it names the state file, OEAP_HOOK_STATE_FILE,
+	 * as it is; test_hook holds the two together) */
+	rc |= oeap_buf_puts(out, oeap_script_hook_work_tree_sh);
 	rc |= oeap_buf_puts(out, "\n");
 	if (!strcmp(name, "post-checkout"))
 		rc |= oeap_buf_puts(

@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "binding.h"
+#include "embedded_scripts.h"
 #include "pycache.h"
 #include "trust.h"
+#include "trustcheck.h"
 
 extern char **environ;
 
@@ -252,105 +254,6 @@ static char *unhex(const char *h)
 	return out;
 }
 
-/*
- * Run by the server's interpreter: no package's __init__ runs (the top
- * level is found with find_spec, which imports nothing for a top-level
- * name; every level below with PathFinder on its parent's folders, as the
- * import system does once the parent is imported). The current folder the
- * `-c` puts first on sys.path is dropped (the query runs from "/" too): it
- * is ours, not the server's.
- */
-static const char probe_script[] =
-	"import sys\n"
-	"if sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', False):\n"
-	"    del sys.path[0]\n"
-	"import importlib.machinery as M, importlib.util as U, marshal, os, types\n"
-	"w = sys.stdout.write\n"
-	"def h(s):\n"
-	"    return os.fsencode(s).hex() if s else '-'\n"
-	"def kind(spec):\n"
-	"    if spec is None: return 'missing'\n"
-	"    if not spec.has_location:\n"
-	"        return 'namespace' if spec.submodule_search_locations is not None else 'other'\n"
-	"    if spec.submodule_search_locations is not None: return 'package'\n"
-	"    if isinstance(spec.loader, M.ExtensionFileLoader): return 'extension'\n"
-	"    if isinstance(spec.loader, M.SourcelessFileLoader): return 'sourceless'\n"
-	"    if isinstance(spec.loader, M.SourceFileLoader): return 'source'\n"
-	"    return 'other'\n"
-	"def resolve(name):\n"
-	"    parts = name.split('.')\n"
-	"    cur = parts[0]\n"
-	"    try:\n"
-	"        spec = U.find_spec(cur)\n"
-	"    except (ImportError, ValueError):\n"
-	"        spec = None\n"
-	"    for p in parts[1:]:\n"
-	"        locs = None if spec is None else spec.submodule_search_locations\n"
-	"        if not locs:\n"
-	"            return cur, spec\n"
-	/* A level without __init__ (SGLang's srt/, layers/, moe/) is a
-	 * namespace portion, whose path the finder computes from the parent's
-	 * __path__ in sys.modules, where the import system has put the parent
-	 * by then: a placeholder module with the parent's spec stands in for
-	 * it, so that no __init__ runs (without it PathFinder raises KeyError). */
-	"        if cur not in sys.modules:\n"
-	"            m = types.ModuleType(cur)\n"
-	"            m.__path__, m.__spec__ = list(locs), spec\n"
-	"            sys.modules[cur] = m\n"
-	"        cur = cur + '.' + p\n"
-	"        spec = M.PathFinder.find_spec(cur, list(locs))\n"
-	"    return None, spec\n"
-	"tag = sys.implementation.cache_tag\n"
-	"pre = getattr(sys, 'pycache_prefix', None)\n"
-	"w('T %s\\n' % (tag or '-'))\n"
-	"w('P %s\\n' % h(pre))\n"
-	"names, paths = sys.argv[1:3], sys.argv[3:5]\n"
-	"dirs = set()\n"
-	"for i, (name, path) in enumerate(zip(names, paths)):\n"
-	"    try:\n"
-	"        stop, spec = resolve(name)\n"
-	"    except Exception as e:\n"
-	"        w('E %s\\n' % h('%s: %s' % (type(e).__name__, e)))\n"
-	"        sys.exit(3)\n"
-	"    origin = spec.origin if spec is not None and spec.has_location else None\n"
-	"    w('R %d %s %s %s\\n' % (i, kind(spec), h(origin), h(stop)))\n"
-	"    if pre and tag:\n"
-	"        for p in {path, origin or path}:\n"
-	"            try:\n"
-	"                d = os.path.dirname(U.cache_from_source(p))\n"
-	"            except (NotImplementedError, ValueError):\n"
-	"                continue\n"
-	"            if d not in dirs:\n"
-	"                dirs.add(d)\n"
-	"                w('C %s\\n' % h(d))\n"
-	"for path in paths:\n"
-	"    try:\n"
-	"        st = os.stat(path)\n"
-	"        with open(path, 'rb') as f: data = f.read()\n"
-	"    except OSError:\n"
-	"        continue\n"
-	"    stem = os.path.basename(path)[:-3]\n"
-	"    for d in sorted(dirs | {os.path.join(os.path.dirname(path), '__pycache__')}):\n"
-	"        try: entries = os.listdir(d)\n"
-	"        except OSError: continue\n"
-	"        for e in entries:\n"
-	"            if not tag or not e.startswith(stem + '.' + tag + '.') or not e.endswith('.pyc'): continue\n"
-	"            pyc = os.path.join(d, e)\n"
-	"            try:\n"
-	"                with open(pyc, 'rb') as f: b = f.read()\n"
-	"            except OSError:\n"
-	"                continue\n"
-	"            if len(b) < 16 or b[:4] != U.MAGIC_NUMBER or int.from_bytes(b[4:8], 'little') != 0: continue\n"
-	"            if int.from_bytes(b[8:12], 'little') != int(st.st_mtime) & 0xFFFFFFFF: continue\n"
-	"            if int.from_bytes(b[12:16], 'little') != st.st_size & 0xFFFFFFFF: continue\n"
-	"            rest = e[len(stem) + len(tag) + 2:-4]\n"
-	"            opt = int(rest[4:]) if rest.startswith('opt-') and rest[4:].isdigit() else 0\n"
-	"            try:\n"
-	"                same = marshal.loads(b[16:]) == compile(data, path, 'exec', dont_inherit=True, optimize=opt)\n"
-	"            except Exception:\n"
-	"                same = False\n"
-	"            w('V %s %s\\n' % (h(pyc), 'same' if same else 'differs'))\n";
-
 int oeap_python_spawn(const char *python, const char *script, char *const *args, char **envp, int quiet,
                       pid_t *pid)
 {
@@ -401,7 +304,7 @@ static int run_probe(const char *python, char **envp, const char *names[2], cons
 	FILE *f;
 	char line[PATH_MAX * 4 + 64];
 	char *args[] = {(char *)names[0], (char *)names[1], (char *)paths[0], (char *)paths[1], NULL};
-	if ((fd = oeap_python_spawn(python, probe_script, args, envp, 1, &pid)) < 0) {
+	if ((fd = oeap_python_spawn(python, oeap_script_import_probe_py, args, envp, 1, &pid)) < 0) {
 		pr->spawn_errno = errno;
 		return -1;
 	}

@@ -194,7 +194,7 @@ static int try_dir(const char *dir, const char *name, char **out)
 	return *out ? 1 : 0;
 }
 
-char *oeap_library_locate(const char *name, const char *ld_library_path, const char *origin, char *how,
+char *oeap_libsearch_find(const char *name, const char *ld_library_path, const char *origin, char *how,
                           size_t cap)
 {
 	char *out = NULL;

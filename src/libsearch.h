@@ -29,7 +29,7 @@
  * subdirectory holding that name is refused (NULL): the loader would pick by
  * the CPU's features, which this search does not model.
  */
-char *oeap_library_locate(const char *name, const char *ld_library_path, const char *origin, char *how,
+char *oeap_libsearch_find(const char *name, const char *ld_library_path, const char *origin, char *how,
                           size_t cap);
 
 #endif

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd.h"
+#include "opt.h"
 
 typedef struct command {
 	const char *name;
@@ -21,7 +23,7 @@ static const command commands[] = {
 	{"verify", cmd_verify, 0, "prove the patch is in place, intact, and bound to a loadable library"},
 	{"revert", cmd_revert, 0, "remove exactly what apply inserted"},
 	{"status", cmd_status, 0, "applied or not, which version, drift, library"},
-	/* git integration (libgit2): checkout.h, hook.h */
+	/* git integration (libgit2): gitrepo.h, history.h, revcheck.h, hook.h */
 	{"check", cmd_check, 1, "dry-run the patch on committed revisions (CI: does upstream still take it?)"},
 	{"hook", cmd_hook, 1, "install/uninstall/status of git hooks that verify or re-apply after pull"},
 	{NULL, NULL, 0, NULL},
@@ -69,14 +71,14 @@ static int top_usage_error(int argc, char **argv, const char *name)
 
 static const oeap_option top_options[] = {
 	OEAP_COMMON_OPTIONS,
-	{NULL, 0, 0, NULL, NULL},
+	OEAP_OPT_END,
 };
 
 static int cmd_version(int argc, char **argv)
 {
 	oeap_cli cli;
 	int first = 0;
-	int p = oeap_cli_parse(&cli, "version", "[--json]", "Print the version.", top_options, argc, argv, NULL, NULL, &first);
+	int p = oeap_cli_parse(&cli, "version", "[--json]", "Print the version.", top_options, argc, argv, NULL, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
@@ -91,7 +93,7 @@ static int cmd_help(int argc, char **argv)
 	int first = 0;
 	int p = oeap_cli_parse(&cli, "help", "[COMMAND] [--json]",
 	                       "Describe oeapatch, or a command (the same as oeapatch COMMAND --help).", top_options,
-	                       argc, argv, NULL, NULL, &first);
+	                       argc, argv, NULL, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if (first < argc && (p = oeap_cli_no_operands(&cli, argc, argv, first + 1)))

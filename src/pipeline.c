@@ -7,44 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int oeap_report_add(oeap_report *rep, const char *name, int ok, long line, const char *fmt, ...)
-{
-	oeap_check *c = realloc(rep->checks, (rep->n + 1) * sizeof(*c));
-	if (!c)
-		return -1;
-	rep->checks = c;
-	c = &rep->checks[rep->n++];
-	memset(c, 0, sizeof(*c));
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	c->ok = ok;
-	c->line = line;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
-	va_end(ap);
-	if (!ok)
-		rep->ok = 0;
-	return 0;
-}
-
-int oeap_report_warn(oeap_report *rep, const char *name, long line, const char *fmt, ...)
-{
-	char detail[sizeof(((oeap_check *)0)->detail)];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(detail, sizeof(detail), fmt, ap);
-	va_end(ap);
-	if (oeap_report_add(rep, name, 1, line, "%s", detail))
-		return -1;
-	rep->checks[rep->n - 1].warning = 1;
-	return 0;
-}
-
-void oeap_report_free(oeap_report *rep)
-{
-	free(rep->checks);
-	memset(rep, 0, sizeof(*rep));
-}
+#include "pyparse.h"
 
 const char *oeap_file_state_name(oeap_file_state s)
 {
@@ -65,12 +28,12 @@ void oeap_outcome_free(oeap_outcome *o)
 }
 
 /* Is the marker at absolute offset `col` a comment node of the parsed file? */
-static int marker_is_comment(const pysource *src, size_t col)
+static int marker_is_comment(const oeap_pysource *src, size_t col)
 {
 	if (col < src->bom)
 		return 0;
 	uint32_t at = (uint32_t)(col - src->bom);
-	TSNode n = ts_node_descendant_for_byte_range(pysource_root(src), at, at + 1);
+	TSNode n = ts_node_descendant_for_byte_range(oeap_pysource_root(src), at, at + 1);
 	return !ts_node_is_null(n) && strcmp(ts_node_type(n), "comment") == 0 && ts_node_start_byte(n) == at;
 }
 
@@ -166,7 +129,7 @@ static void unbound_args(const char *body, size_t n, const oeap_names *names, ch
 typedef struct known_original {
 	const char *buf;
 	size_t len;
-	const pysource *src;
+	const oeap_pysource *src;
 	const oeap_plan *plan;
 } known_original;
 
@@ -182,7 +145,7 @@ int oeap_verify_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 /* Parses the patched bytes: incrementally from the original's tree when there
  * is one (only the inserted regions are new text), else from scratch. */
 static int parse_patched(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
-                         const oeap_regions *rs, const pysource *orig, pysource **out, oeap_error *err)
+                         const oeap_regions *rs, const oeap_pysource *orig, oeap_pysource **out, oeap_error *err)
 {
 	size_t at[8], n_at = 0, lens[8];
 	if (orig) {
@@ -198,8 +161,8 @@ static int parse_patched(const oeap_patchdef *def, const char *buf, size_t len, 
 		}
 	}
 	if (!orig)
-		return pysource_parse(buf, len, what, out, err);
-	return pysource_parse_inserted(orig, buf, len, at, lens, n_at, what, out, err);
+		return oeap_pysource_parse(buf, len, what, out, err);
+	return oeap_pysource_parse_inserted(orig, buf, len, at, lens, n_at, what, out, err);
 }
 
 /*
@@ -217,9 +180,9 @@ typedef struct verify_run {
 	int scanned;            /* the markers could be read */
 	oeap_error scan_err;
 	size_t ours;            /* regions of this patch */
-	pysource *src;          /* the bytes as they are */
-	const pysource *orig;   /* without our regions (owned by orig_own or `known`) */
-	pysource *orig_own;
+	oeap_pysource *src;          /* the bytes as they are */
+	const oeap_pysource *orig;   /* without our regions (owned by orig_own or `known`) */
+	oeap_pysource *orig_own;
 	oeap_error orig_err;
 	const oeap_plan *plan;  /* planned on the original (own_plan or `known`) */
 	oeap_plan own_plan;
@@ -240,7 +203,7 @@ static int prepare_original(verify_run *v, const known_original *known)
 	if (known && known->len == v->stripped.len && memcmp(known->buf, v->stripped.data, v->stripped.len) == 0) {
 		v->orig = known->src;
 		v->plan = known->plan;
-	} else if (pysource_parse(v->stripped.data, v->stripped.len, v->what, &v->orig_own, &v->orig_err) == 0) {
+	} else if (oeap_pysource_parse(v->stripped.data, v->stripped.len, v->what, &v->orig_own, &v->orig_err) == 0) {
 		v->orig = v->orig_own;
 		if (oeap_plan_build(v->def, v->orig, &v->own_plan, &v->plan_err) == 0)
 			v->plan = &v->own_plan;
@@ -404,8 +367,8 @@ static int check_placement(verify_run *v, const oeap_insertion *ins, const oeap_
 	           "region '%s' sits at line %ld, but anchor '%s' (%s) demands it directly after line %ld "
 	           "of the original file; it sits after original line %ld",
 	           r->name, r->begin_line, ins->anchor->def->name, ins->anchor->def->describe,
-	           pysource_line_of(v->orig, ins->offset > 0 ? ins->offset - 1 : 0),
-	           pysource_line_of(v->orig, at > 0 ? at - 1 : 0));
+	           oeap_pysource_line_of(v->orig, ins->offset > 0 ? ins->offset - 1 : 0),
+	           oeap_pysource_line_of(v->orig, at > 0 ? at - 1 : 0));
 }
 
 /* Every name the region passes is bound on every path to it, and it is reached at all. */
@@ -485,8 +448,8 @@ static int verify_impl(const oeap_patchdef *def, const char *buf, size_t len, co
 	}
 done:
 	oeap_plan_free(&v.own_plan);
-	pysource_free(v.orig_own);
-	pysource_free(v.src);
+	oeap_pysource_free(v.orig_own);
+	oeap_pysource_free(v.src);
 	oeap_buf_free(&v.stripped);
 	oeap_regions_free(&v.rs);
 	return error;
@@ -557,20 +520,20 @@ int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len
 }
 
 int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
-                            unsigned flags, const pysource *parsed, oeap_outcome *o, oeap_error *err)
+                            unsigned flags, const oeap_pysource *parsed, oeap_outcome *o, oeap_error *err)
 {
 	int error = 0;
 	oeap_regions rs = {0};
 	oeap_report rep;
 	oeap_buf stripped = OEAP_BUF_INIT, out = OEAP_BUF_INIT;
-	pysource *own = NULL;
-	const pysource *src = NULL;
+	oeap_pysource *own = NULL;
+	const oeap_pysource *src = NULL;
 	const char *base = buf;
 	size_t blen = len;
 
 	memset(o, 0, sizeof(*o));
 	memset(&rep, 0, sizeof(rep));
-	if ((error = pysource_check_size(len, what, err)) || (error = scan_regions(buf, len, what, &rs, err)))
+	if ((error = oeap_pysource_check_size(len, what, err)) || (error = scan_regions(buf, len, what, &rs, err)))
 		goto done;
 	if (oeap_regions_count(&rs, def->name)) {
 		if ((error = oeap_verify_bytes(def, buf, len, what, &rep))) {
@@ -631,7 +594,7 @@ int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t le
 	 * when no region was stripped (the pipeline is a function of the bytes). */
 	if (parsed && base == buf && parsed->buf == buf && parsed->len == len)
 		src = parsed;
-	else if ((error = pysource_parse(base, blen, what, &own, err)))
+	else if ((error = oeap_pysource_parse(base, blen, what, &own, err)))
 		goto done;
 	else
 		src = own;
@@ -656,11 +619,11 @@ int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t le
 	}
 	/* What apply writes, every later command must be able to read
 	 * (checked before the result is parsed: no work past the limit). */
-	if ((error = pysource_check_size(out.len, what, NULL))) {
+	if ((error = oeap_pysource_check_size(out.len, what, NULL))) {
 		oeap_fail(err, OEAP_ERR_INPUT, what, 0,
 		          "the patched result would be %zu bytes (the input is %zu), over oeapatch's limit of %zu "
 		          "bytes for a Python source file: refusing to write a file that could not be read back",
-		          out.len, blen, PYSOURCE_MAX_BYTES);
+		          out.len, blen, OEAP_PYSOURCE_MAX_BYTES);
 		goto done;
 	}
 	/* Read the result back with verify's own checks before anyone writes it
@@ -685,7 +648,7 @@ done:
 		free(o->out);
 		o->out = NULL;
 	}
-	pysource_free(own);
+	oeap_pysource_free(own);
 	oeap_report_free(&rep);
 	oeap_buf_free(&stripped);
 	oeap_buf_free(&out);
@@ -700,7 +663,7 @@ int oeap_revert_bytes(const oeap_patchdef *def, const char *buf, size_t len, con
 	oeap_regions rs = {0};
 	oeap_buf out = OEAP_BUF_INIT;
 	memset(o, 0, sizeof(*o));
-	if ((error = pysource_check_size(len, what, err)) || (error = scan_regions(buf, len, what, &rs, err)))
+	if ((error = oeap_pysource_check_size(len, what, err)) || (error = scan_regions(buf, len, what, &rs, err)))
 		goto done;
 	if (!oeap_regions_count(&rs, def->name)) {
 		o->before = OEAP_STATE_CLEAN;

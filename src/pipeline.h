@@ -16,32 +16,7 @@
 #include "edit.h"
 #include "patchdef.h"
 #include "region.h"
-
-/* One named check of verify, in the order they ran. */
-typedef struct oeap_check {
-	char name[64];     /* "parse", "markers", "regions", "integrity:<r>", "anchors",
-	                      "placement:<r>", "names:<r>", "content:<r>", "binding", "library" */
-	int ok;
-	int warning;       /* holds (ok), but with something the user must hear about ("WARN") */
-	long line;         /* 1-based line the check is about, 0 when none */
-	char detail[768];  /* what held, or what failed and why */
-} oeap_check;
-
-typedef struct oeap_report {
-	oeap_check *checks;
-	size_t n;
-	int applied;       /* regions of this patch were found */
-	int version;       /* their version (0 when not applied) */
-	int ok;            /* every check holds */
-} oeap_report;
-
-/* Adds a check to a report (it keeps `ok` up to date). Returns -1 on OOM. */
-int oeap_report_add(oeap_report *rep, const char *name, int ok, long line, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-/* Adds a check that holds with a warning (printed "WARN"; it does not fail the report). */
-int oeap_report_warn(oeap_report *rep, const char *name, long line, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-void oeap_report_free(oeap_report *rep);
+#include "report.h"
 
 typedef enum oeap_file_state {
 	OEAP_STATE_CLEAN = 0,    /* no region of this patch */
@@ -99,7 +74,7 @@ int oeap_apply_bytes_flags(const oeap_patchdef *def, const char *buf, size_t len
  * outcome is the same as without it.
  */
 int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t len, const char *what,
-                            unsigned flags, const pysource *parsed, oeap_outcome *o, oeap_error *err);
+                            unsigned flags, const oeap_pysource *parsed, oeap_outcome *o, oeap_error *err);
 
 /* oeap_apply_bytes_flags() without flags. */
 int oeap_apply_bytes(const oeap_patchdef *def, const char *buf, size_t len, const char *what,

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "embedded_scripts.h"
 #include "fsio.h"
 #include "importsys.h"
 
@@ -164,22 +165,7 @@ static void scan_site(const char *site, oeap_plugin_state *st)
  * entry_points() takes no group. */
 static void ask_python(const oeap_cli *cli, const oeap_env *files, oeap_plugin_state *st)
 {
-	static const char script[] =
-		"import sys\n"
-		"if sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', False):\n"
-		"    del sys.path[0]\n"
-		"import importlib.metadata as md, re\n"
-		"group, name, seen = sys.argv[1], sys.argv[2], set()\n"
-		"for d in md.distributions():\n"
-		"    n = d.metadata['Name'] or ''\n"
-		"    key = re.sub(r'[-_.]+', '-', n).lower()\n"
-		"    if key in seen:\n"
-		"        continue\n"
-		"    seen.add(key)\n"
-		"    if any(e.group == group and e.name == name for e in d.entry_points):\n"
-		"        print(n + '\\t' + (d.version or ''))\n"
-		"        sys.exit(0)\n"
-		"print()\n";
+	const char *script = oeap_script_plugin_probe_py; /* src/scripts/plugin_probe.py */
 	char line[512] = "";
 	int fd = -1, status = 0, got = 0;
 	char **envp = oeap_python_env(files);

@@ -1,12 +1,13 @@
 /*
- * pysource.h - one Python source file, parsed with tree-sitter-python.
+ * pysource.h - one Python source file, parsed with tree-sitter-python
+ * (pyparse.h parses it): its tree, offsets, lines and text.
  *
  * Parsing refuses what cannot be patched safely, so every later step may
  * assume: valid UTF-8 without NUL bytes, one line-ending style (LF or CRLF;
  * a file without any line end counts as LF), and a syntax tree without ERROR
  * or MISSING nodes. A leading UTF-8 byte order mark is kept in the bytes and
  * skipped for the parser: node offsets are relative to `base`, byte offsets
- * into `buf` are `bom + node offset` (pysource_abs()).
+ * into `buf` are `bom + node offset` (oeap_pysource_abs()).
  */
 #ifndef OEAP_PYSOURCE_H
 #define OEAP_PYSOURCE_H
@@ -17,89 +18,52 @@
 
 #include "error.h"
 
-typedef struct pysource {
-	const char *buf;  /* the whole file, borrowed: must outlive the pysource */
+typedef struct oeap_pysource {
+	const char *buf;  /* the whole file, borrowed: must outlive the oeap_pysource */
 	size_t len;
 	size_t bom;       /* 3 when the file starts with a UTF-8 BOM, else 0 */
 	const char *eol;  /* "\n" or "\r\n": what the file uses */
 	TSTree *tree;
 	/* Where each block's first statement starts (absolute, ascending), as
 	 * the Python 3 check found them: a parse of this text with insertions
-	 * (pysource_parse_inserted) checks only what the insertions changed and
+	 * (oeap_pysource_parse_inserted) checks only what the insertions changed and
 	 * takes the rest from here. */
 	size_t *opens;
 	size_t nopens;
-} pysource;
+} oeap_pysource;
 
-/* The tree-sitter-python language (ABI checked by pysource_parse). */
+/* The tree-sitter-python language (ABI checked by oeap_pysource_parse, pyparse.h). */
 const TSLanguage *tree_sitter_python(void);
 
-/*
- * Parses `buf` (borrowed). On success *out is a new pysource the caller frees
- * with pysource_free(). `what` names the file in messages.
- */
-int pysource_parse(const char *buf, size_t len, const char *what, pysource **out,
-                   oeap_error *err);
-void pysource_free(pysource *src);
+/* Frees a parse (pyparse.h makes them); NULL is fine. */
+void oeap_pysource_free(oeap_pysource *src);
 
-/*
- * Parses `buf` (borrowed), which is `old`'s bytes with whole-text insertions
- * made: ins_at[i] (offsets into `buf`, ascending) each ins_len[i] bytes long.
- * tree-sitter re-parses only around the edits (incremental parsing), which
- * gives the same tree as a fresh parse at a fraction of the cost. Refuses
- * what pysource_parse refuses. `old` passed the Python 3 check, so only the
- * nodes in the ranges the insertions changed (tree-sitter's changed ranges
- * and the inserted bytes) are checked again: outside them the tree is `old`'s.
- */
-int pysource_parse_inserted(const pysource *old, const char *buf, size_t len, const size_t *ins_at,
-                            const size_t *ins_len, size_t n, const char *what, pysource **out,
-                            oeap_error *err);
-
-/* One change between two texts: bytes [old_start, old_end) of the old text
- * became bytes [new_start, new_end) of the new one (absolute offsets, BOM
- * included). */
-typedef struct pysource_edit {
-	size_t old_start, old_end;
-	size_t new_start, new_end;
-} pysource_edit;
-
-/*
- * Parses `buf` (borrowed), which is `old`'s bytes with the changes `edits`
- * made (n of them, ascending, not overlapping; the bytes between them equal
- * in both texts). tree-sitter reuses `old`'s tree outside the changed ranges
- * (incremental parsing): `check` parses each revision from the previous one.
- * `old`'s bytes (old->buf) must still be alive. The result is what
- * pysource_parse(buf) gives, and so are the refusals.
- */
-int pysource_parse_edits(const pysource *old, const char *buf, size_t len, const pysource_edit *edits, size_t n,
-                         const char *what, pysource **out, oeap_error *err);
-
-TSNode pysource_root(const pysource *src);
+TSNode oeap_pysource_root(const oeap_pysource *src);
 
 /* Absolute byte offset into buf of a node's start / end. */
-size_t pysource_start(const pysource *src, TSNode node);
-size_t pysource_end(const pysource *src, TSNode node);
+size_t oeap_pysource_start(const oeap_pysource *src, TSNode node);
+size_t oeap_pysource_end(const oeap_pysource *src, TSNode node);
 
 /* 1-based line of an absolute offset. */
-long pysource_line_of(const pysource *src, size_t off);
+long oeap_pysource_line_of(const oeap_pysource *src, size_t off);
 
 /* Offset of the start of the line holding `off`. */
-size_t pysource_line_start(const pysource *src, size_t off);
+size_t oeap_pysource_line_start(const oeap_pysource *src, size_t off);
 
 /* Offset just past the line end of the line holding `off` (len at EOF). */
-size_t pysource_next_line(const pysource *src, size_t off);
+size_t oeap_pysource_next_line(const oeap_pysource *src, size_t off);
 
 /* A node's text as a new NUL-terminated string (caller frees). */
-char *pysource_text(const pysource *src, TSNode node);
+char *oeap_pysource_text(const oeap_pysource *src, TSNode node);
 
 /* 1 when the node's text equals `s`. */
-int pysource_text_eq(const pysource *src, TSNode node, const char *s);
+int oeap_pysource_text_eq(const oeap_pysource *src, TSNode node, const char *s);
 
-/* What a pysource_walk() visitor returns for a node. */
+/* What a oeap_pysource_walk() visitor returns for a node. */
 enum {
-	PYSOURCE_WALK_SKIP = 0,    /* do not look below this node */
-	PYSOURCE_WALK_DESCEND = 1, /* visit its children too */
-	PYSOURCE_WALK_STOP = 2,    /* done: pysource_walk returns PYSOURCE_WALK_STOP */
+	OEAP_PYSOURCE_WALK_SKIP = 0,    /* do not look below this node */
+	OEAP_PYSOURCE_WALK_DESCEND = 1, /* visit its children too */
+	OEAP_PYSOURCE_WALK_STOP = 2,    /* done: oeap_pysource_walk returns OEAP_PYSOURCE_WALK_STOP */
 };
 
 /*
@@ -109,13 +73,13 @@ enum {
  * values above, or a negative value to stop with that value (an error).
  * Returns 0 when the walk ran to the end.
  */
-int pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user);
+int oeap_pysource_walk(TSNode root, int (*visit)(TSNode node, void *user), void *user);
 
 /* What a physical line starts inside of, by Python's tokenizer rules. */
 enum {
-	PYSOURCE_LINE_CODE = 0,      /* a fresh logical line: a `#` first on it starts a comment */
-	PYSOURCE_LINE_CONTINUED = 1, /* inside brackets or after a backslash: still one logical line */
-	PYSOURCE_LINE_STRING = 2,    /* inside a string literal (a triple-quoted one, or escaped newline) */
+	OEAP_PYSOURCE_LINE_CODE = 0,      /* a fresh logical line: a `#` first on it starts a comment */
+	OEAP_PYSOURCE_LINE_CONTINUED = 1, /* inside brackets or after a backslash: still one logical line */
+	OEAP_PYSOURCE_LINE_STRING = 2,    /* inside a string literal (a triple-quoted one, or escaped newline) */
 };
 
 /*
@@ -126,7 +90,7 @@ enum {
  * the indentation check. *kinds (one byte a line, caller frees) and *n.
  * Returns -1 only when memory runs out.
  */
-int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n);
+int oeap_pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n);
 
 /*
  * The largest Python source oeapatch reads, in bytes: 8 MiB, about 130 times
@@ -136,15 +100,15 @@ int pysource_line_kinds(const char *buf, size_t len, unsigned char **kinds, size
  * 1.9 GB; just under the limit apply peaks at about 310 MB. apply also
  * refuses a result above it, so whatever it writes can be read back.
  */
-#define PYSOURCE_MAX_BYTES ((size_t)8 << 20)
+#define OEAP_PYSOURCE_MAX_BYTES ((size_t)8 << 20)
 
-/* Refuses `len` above PYSOURCE_MAX_BYTES (OEAP_ERR_INPUT, naming `what`, the
+/* Refuses `len` above OEAP_PYSOURCE_MAX_BYTES (OEAP_ERR_INPUT, naming `what`, the
  * size and the limit); 0 when it fits. Every command calls it on the bytes it
  * read before any other work, so nothing is parsed or written above it. */
-int pysource_check_size(size_t len, const char *what, oeap_error *err);
+int oeap_pysource_check_size(size_t len, const char *what, oeap_error *err);
 
 /* Checks buf for what parsing refuses, without parsing (shared with region scanning). */
-int pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
+int oeap_pysource_check_bytes(const char *buf, size_t len, const char *what, const char **eol,
                          oeap_error *err);
 
 #endif

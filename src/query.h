@@ -71,7 +71,7 @@ int oeap_query_has_capture(const oeap_query *q, const char *capture);
  * of the scope" rather than "anywhere below it". *nodes is a new array the
  * caller frees (NULL when none).
  */
-int oeap_query_collect(const oeap_query *q, const pysource *src, TSNode scope,
+int oeap_query_collect(const oeap_query *q, const oeap_pysource *src, TSNode scope,
                        const char *capture, TSNode **nodes, size_t *count, oeap_error *err);
 
 #endif

@@ -116,12 +116,12 @@ int oeap_regions_scan(const char *buf, size_t len, oeap_regions *out, oeap_error
 	memset(&open, 0, sizeof(open));
 	/* Only comment lines are markers: a marker-shaped line inside a string
 	 * or docstring is the string's text, neither read nor ever removed. */
-	if (pysource_line_kinds(buf, len, &kinds, &nkinds))
+	if (oeap_pysource_line_kinds(buf, len, &kinds, &nkinds))
 		goto oom;
 
 	while (next_line(buf, len, &l)) {
 		size_t i = l.s;
-		if ((size_t)l.no <= nkinds && kinds[l.no - 1] == PYSOURCE_LINE_STRING)
+		if ((size_t)l.no <= nkinds && kinds[l.no - 1] == OEAP_PYSOURCE_LINE_STRING)
 			continue;
 		while (i < l.e && (buf[i] == ' ' || buf[i] == '\t'))
 			i++;

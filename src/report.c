@@ -8,6 +8,45 @@
 
 #include "quote.h"
 
+int oeap_report_add(oeap_report *rep, const char *name, int ok, long line, const char *fmt, ...)
+{
+	oeap_check *c = realloc(rep->checks, (rep->n + 1) * sizeof(*c));
+	if (!c)
+		return -1;
+	rep->checks = c;
+	c = &rep->checks[rep->n++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->ok = ok;
+	c->line = line;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
+	va_end(ap);
+	if (!ok)
+		rep->ok = 0;
+	return 0;
+}
+
+int oeap_report_warn(oeap_report *rep, const char *name, long line, const char *fmt, ...)
+{
+	char detail[sizeof(((oeap_check *)0)->detail)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (oeap_report_add(rep, name, 1, line, "%s", detail))
+		return -1;
+	rep->checks[rep->n - 1].warning = 1;
+	return 0;
+}
+
+void oeap_report_free(oeap_report *rep)
+{
+	free(rep->checks);
+	memset(rep, 0, sizeof(*rep));
+}
+
 void oeap_msg(const char *fmt, ...)
 {
 	va_list ap;

@@ -1,5 +1,6 @@
 /*
- * report.h - what the commands print: messages, unified diffs, JSON.
+ * report.h - what the commands print: messages, unified diffs, JSON, and the
+ * report of named checks that verify, status and check fill and print.
  *
  * Results go to stdout, messages to stderr as "oeapatch: <what>: <why>",
  * colour only on a terminal (and never with NO_COLOR set). JSON follows
@@ -13,8 +14,40 @@
 #include <stdio.h>
 
 #include "buf.h"
+#include "edit.h"
 #include "error.h"
-#include "pipeline.h"
+#include "patchdef.h"
+
+/* One named check of verify, in the order they ran (a report). */
+typedef struct oeap_check {
+	char name[64];     /* the target's bytes (pipeline.c): "parse", "markers", "applied", "version",
+	                      "regions", "integrity:<r>", "anchors", "placement:<r>", "names:<r>",
+	                      "content:<r>"; beside them: "binding", "library" (binding.c),
+	                      "settings" (cmd_verify.c), "import:target", "import:binding"
+	                      (importsys.c), "bytecode" (pycache.c), "trust", "trust:target",
+	                      "trust:binding", "trust:library", "trust:bytecode" (trust checks);
+	                      docs/oeapatch.1 lists them for users */
+	int ok;
+	int warning;       /* holds (ok), but with something the user must hear about ("WARN") */
+	long line;         /* 1-based line the check is about, 0 when none */
+	char detail[768];  /* what held, or what failed and why */
+} oeap_check;
+
+typedef struct oeap_report {
+	oeap_check *checks;
+	size_t n;
+	int applied;       /* regions of this patch were found */
+	int version;       /* their version (0 when not applied) */
+	int ok;            /* every check holds */
+} oeap_report;
+
+/* Adds a check to a report (it keeps `ok` up to date). Returns -1 on OOM. */
+int oeap_report_add(oeap_report *rep, const char *name, int ok, long line, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* Adds a check that holds with a warning (printed "WARN"; it does not fail the report). */
+int oeap_report_warn(oeap_report *rep, const char *name, long line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void oeap_report_free(oeap_report *rep);
 
 /* "oeapatch: <fmt>" on stderr. */
 void oeap_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "binding.h"
 #include "buf.h"
 #include "fsio.h"
+#include "library.h"
 #include "quote.h"
 
 /* ------------------------------------------------------------ environments */
@@ -562,7 +562,7 @@ static int apply_switch(const oeap_patchdef *def, oeap_settings_result *res)
 /* The library the binding loads: its loader refuses a relative path with
  * a slash, which would name a file in the server's working directory (not
  * verify's). Only while on: off, the binding loads nothing. */
-static int check_library_path(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+static int check_library_relative(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
 {
 	for (size_t i = 0; res->on && def->library_env && i < def->nsettings; i++)
 		if (res->given[i] && res->strings[i] && !strcmp(def->settings[i].name, def->library_env) &&
@@ -645,7 +645,7 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	 * the problems found so far warnings when off), the checks after it
 	 * whether it is on and which values are effective. */
 	if (check_values(def, env, res) || check_cross_rules(def, env, res) || apply_switch(def, res) ||
-	    check_library_path(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res))
+	    check_library_relative(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res))
 		return -1;
 	for (size_t k = 0; k < res->nproblems; k++) {
 		if (res->problems[k].error)

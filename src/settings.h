@@ -5,7 +5,7 @@
  * EnvironmentFile= files.
  *
  * The rule a single value must hold is the definition's own
- * (oeap_setting_parse in patchdef.h, which loading a definition needs for
+ * (oeap_setting_parse in settingdef.h, which loading a definition needs for
  * its defaults): this module depends on the definition, never the reverse.
  */
 #ifndef OEAP_SETTINGS_H
@@ -15,6 +15,7 @@
 
 #include "error.h"
 #include "patchdef.h"
+#include "settingdef.h"
 
 /* One assignment: NAME=VALUE, and where it came from. */
 typedef struct oeap_env_var {

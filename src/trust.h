@@ -78,7 +78,6 @@ int oeap_trust_target_owner(const char *target, uid_t *owner);
  */
 struct oeap_patchdef;
 struct oeap_settings_result;
-struct oeap_report;
 
 const char *oeap_trust_escape_name(const struct oeap_patchdef *def);
 
@@ -93,29 +92,6 @@ int oeap_trust_escape_on(const struct oeap_patchdef *def, const struct oeap_sett
  * (libsearch.h). NULL when none is found.
  */
 char *oeap_trust_library_file(const char *library, const char *ld_library_path, const char *origin);
-
-/*
- * Adds the checks "trust:target", "trust:binding" (when the module exists)
- * and "trust:library" (when `library`, the one the binding will load, is
- * not NULL; a bare name found with the server's `ld_library_path`) for the checkout whose target is `target` to `rep`. With
- * `escape` set, a failing path is a warning naming the setting, and when
- * none fails one warning says the setting is set. Paths that do not exist,
- * and a relative library path (the server's working directory is not ours),
- * add nothing (the binding and library checks say so). -1 only on OOM.
- */
-int oeap_trust_verify(const struct oeap_patchdef *def, const char *target, const char *library,
-                      const char *ld_library_path, const char *origin, int escape, struct oeap_report *rep);
-
-/*
- * One check named `name` on `path` with oeap_trust_check_listed(): a
- * failure (a warning with `escape`) counted in *failed; a pass adds an "ok"
- * line unless `quiet`; a path that cannot be walked adds nothing. `last`
- * (may be NULL): the offending path of the previous failure, which is not
- * said twice (updated). -1 only on OOM.
- */
-int oeap_trust_report(struct oeap_report *rep, const struct oeap_patchdef *def, const char *name, const char *path,
-                      const char *listed, uid_t owner, int escape, int quiet, int *failed, char *last,
-                      size_t lastcap);
 
 /* 1 when the escape setting is true in this process's environment (apply). */
 int oeap_trust_escape_environ(const struct oeap_patchdef *def);

@@ -27,6 +27,10 @@ typedef struct oeap_verify_opts {
 	int too_many_env_files;
 } oeap_verify_opts;
 
+/* --env-file FILE of verify and status (an oeap_option callback, opt.h): one more file, `user` the
+ * oeap_verify_opts; beyond OEAP_VERIFY_MAX_ENV_FILES, too_many_env_files is set for the command to report. */
+int oeap_verify_opt_env_file(const char *arg, void *user);
+
 /* What verify found. */
 typedef struct oeap_verify_result {
 	oeap_report rep;            /* every check, the settings' included; rep.ok is the verdict */

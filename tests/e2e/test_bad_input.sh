@@ -13,7 +13,7 @@
 #     output, verify and status hold, a second apply is a no-op, revert gives
 #     the file back byte for byte (cmp) and removes the binding module.
 #  3. A file patched by an older version of the definition is upgraded in place.
-#  4. The size limit (PYSOURCE_MAX_BYTES): a file one byte over it is refused
+#  4. The size limit (OEAP_PYSOURCE_MAX_BYTES): a file one byte over it is refused
 #     by apply, verify, status and revert (exit 2, the file, its size and the
 #     limit named, nothing changed) and failed by check; one a little under
 #     it lands, verifies and reverts byte-identically (time and peak RSS printed).
@@ -356,15 +356,15 @@ root=$(new_checkout "$patched")
 sed -i -E '/# >>> oeapatch sglang-oea\/2 callsite/{n;s/$/  # tweak/}' "$root/$target_rel"
 refuse "older version with an edited region (upgrade)" "$root" 1 'edited by hand.*(revert|restore)'
 
-# The limit is src/pysource.h's PYSOURCE_MAX_BYTES, read from the source so
+# The limit is src/pysource.h's OEAP_PYSOURCE_MAX_BYTES, read from the source so
 # the test follows the constant.
 limit=$(/usr/bin/python3 - "$src/src/pysource.h" <<'EOF'
 import re, sys
-m = re.search(r"#define PYSOURCE_MAX_BYTES \(\(size_t\)(\d+) << (\d+)\)", open(sys.argv[1]).read())
+m = re.search(r"#define OEAP_PYSOURCE_MAX_BYTES \(\(size_t\)(\d+) << (\d+)\)", open(sys.argv[1]).read())
 print(int(m.group(1)) << int(m.group(2)) if m else "")
 EOF
 )
-[ -n "$limit" ] || { bad "size limit: PYSOURCE_MAX_BYTES found in src/pysource.h"; limit=0; }
+[ -n "$limit" ] || { bad "size limit: OEAP_PYSOURCE_MAX_BYTES found in src/pysource.h"; limit=0; }
 echo "== 4. the size limit ($limit bytes): one byte over is refused, a little under lands"
 # sized ROOT BYTES: the 2025-08 era plus generated functions, padded with a
 # comment to exactly BYTES bytes, as topk.py of a fresh checkout.

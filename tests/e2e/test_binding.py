@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""End-to-end test of the SGLang binding template (patches/sglang-oea/binding.py).
+"""End-to-end test of the SGLang binding module (what patches/sglang-oea/patch.ini's
+[binding] source joins: patches/binding-core/oea_core.py and patches/sglang-oea/adapter.py).
 
 Usage: /usr/bin/python3 tests/e2e/test_binding.py --library PATH/liboea.so [-v]
 
@@ -273,7 +274,7 @@ def main():
         # exactly what the binding calls.
         called = set(re.findall(r"\b_?lib\.(oea_\w+)", raw.decode("utf-8")))
         symbols = set(library_contract()[0])
-        check(called == symbols, "binding.py calls %s; patch.ini [library] symbols has %s"
+        check(called == symbols, "the binding calls %s; patch.ini [library] symbols has %s"
               % (sorted(called), sorted(symbols)))
         check(text.split("\n", 1)[0] == HEADER_LINE, "rendered header %r" % text[:90])
         check("{{" not in text and "}}" not in text, "placeholder left after rendering")

@@ -135,8 +135,8 @@ static void check_render(const char *buf, size_t len)
 	 * template that parses does that. Such bodies have nothing to read back. */
 	unsigned char *kinds = NULL;
 	size_t nkinds = 0;
-	CHECK(pysource_line_kinds(body.data ? body.data : "", body.len, &kinds, &nkinds) == 0, "oom");
-	int open_string = kinds[nkinds - 1] == PYSOURCE_LINE_STRING;
+	CHECK(oeap_pysource_line_kinds(body.data ? body.data : "", body.len, &kinds, &nkinds) == 0, "oom");
+	int open_string = kinds[nkinds - 1] == OEAP_PYSOURCE_LINE_STRING;
 	free(kinds);
 	if (open_string) {
 		oeap_buf_free(&body);

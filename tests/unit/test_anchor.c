@@ -15,11 +15,12 @@
 #include "buf.h"
 #include "edit.h"
 #include "pipeline.h"
+#include "pyparse.h"
 
 typedef struct loaded {
 	char *buf;
 	size_t len;
-	pysource *src;
+	oeap_pysource *src;
 } loaded;
 
 static loaded load(const char *rel)
@@ -29,14 +30,14 @@ static loaded load(const char *rel)
 	oeap_error_clear(&err);
 	l.buf = tu_read(rel, &l.len);
 	l.src = NULL;
-	if (pysource_parse(l.buf, l.len, rel, &l.src, &err))
+	if (oeap_pysource_parse(l.buf, l.len, rel, &l.src, &err))
 		fail_msg("%s: %s", rel, err.message);
 	return l;
 }
 
 static void unload(loaded *l)
 {
-	pysource_free(l->src);
+	oeap_pysource_free(l->src);
 	free(l->buf);
 }
 
@@ -123,7 +124,7 @@ static void check_fixture(const oeap_patchdef *def, const char *rel, const char 
 	assert_ptr_equal(se->def, oeap_patchdef_anchor(def, "select_experts"));
 
 	if (se->start != e.select_experts || ch->start != e.routing_chain + strlen(indent) ||
-	    pysource_line_start(l.src, li->start) != e.last_import)
+	    oeap_pysource_line_start(l.src, li->start) != e.last_import)
 		fail_msg("%s: select_experts line %ld (want %ld), routing_chain line %ld (want %ld), "
 		         "last_import line %ld (want %ld)",
 		         rel, se->line, line_at(l.buf, e.select_experts), ch->line, line_at(l.buf, e.routing_chain),
@@ -137,9 +138,9 @@ static void check_fixture(const oeap_patchdef *def, const char *rel, const char 
 	assert_string_equal(ts_node_type(ch->node), "if_statement");
 	const char *it = ts_node_type(li->node);
 	assert_true(strcmp(it, "import_statement") == 0 || strcmp(it, "import_from_statement") == 0);
-	assert_int_equal(se->start, pysource_start(l.src, se->node));
-	assert_int_equal(se->end, pysource_end(l.src, se->node));
-	assert_int_equal(ch->end, pysource_end(l.src, ch->node));
+	assert_int_equal(se->start, oeap_pysource_start(l.src, se->node));
+	assert_int_equal(se->end, oeap_pysource_end(l.src, se->node));
+	assert_int_equal(ch->end, oeap_pysource_end(l.src, ch->node));
 	/* The chain is a direct statement of select_experts' body. */
 	TSNode body = ts_node_child_by_field_name(se->node, "body", 4);
 	assert_true(ts_node_eq(ts_node_parent(ch->node), body));
@@ -191,8 +192,8 @@ static void test_decorated(void **state)
 	assert_string_equal(ts_node_type(se->node), "function_definition");
 	TSNode parent = ts_node_parent(se->node);
 	assert_string_equal(ts_node_type(parent), "decorated_definition");
-	assert_true(pysource_start(l.src, parent) < se->start);
-	assert_memory_equal(l.buf + pysource_start(l.src, parent), "@torch.no_grad()\n@_trace_routing\n", 33);
+	assert_true(oeap_pysource_start(l.src, parent) < se->start);
+	assert_memory_equal(l.buf + oeap_pysource_start(l.src, parent), "@torch.no_grad()\n@_trace_routing\n", 33);
 	assert_memory_equal(l.buf + se->start, "def select_experts(", 19);
 	unload(&l);
 	oeap_anchors_free(&a);
@@ -339,7 +340,7 @@ static void test_scope_names_eras(void **state)
 		const oeap_resolved *se = oeap_anchors_get(&a, "select_experts");
 		const oeap_resolved *ch = oeap_anchors_get(&a, "routing_chain");
 		/* Where the call site goes: the start of the line after the chain. */
-		size_t after = pysource_next_line(l.src, ch->end);
+		size_t after = oeap_pysource_next_line(l.src, ch->end);
 		oeap_names names;
 		assert_int_equal(oeap_scope_names(l.src, se->node, after, &names), 0);
 		char *want = strdup(ERA_NAMES[i].names);
@@ -410,11 +411,11 @@ static void test_scope_names_nested(void **state)
 	                           "        (topk_weights, topk_ids) = h()\n"
 	                           "    late = 4\n"
 	                           "    return late\n";
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(text, sizeof(text) - 1, "nested.py", &src, &err), 0);
-	TSNode fn = ts_node_named_child(pysource_root(src), 1);
+	assert_int_equal(oeap_pysource_parse(text, sizeof(text) - 1, "nested.py", &src, &err), 0);
+	TSNode fn = ts_node_named_child(oeap_pysource_root(src), 1);
 	assert_string_equal(ts_node_type(fn), "function_definition");
 	const char *late = strstr(text, "    late = 4");
 	oeap_names names;
@@ -441,7 +442,7 @@ static void test_scope_names_nested(void **state)
 	oeap_names_free(&names);
 	assert_null(names.items);
 	assert_int_equal(names.n, 0);
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 /*
@@ -457,12 +458,12 @@ static void names_case(const char *what, const char *body, const char *present, 
 	char *text = malloc(len + 1);
 	assert_non_null(text);
 	snprintf(text, len + 1, "%s%s%s", head, body, tail);
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	if (pysource_parse(text, len, "case.py", &src, &err))
+	if (oeap_pysource_parse(text, len, "case.py", &src, &err))
 		fail_msg("%s: does not parse: line %ld: %s", what, err.line, err.message);
-	TSNode fn = ts_node_named_child(pysource_root(src), 0);
+	TSNode fn = ts_node_named_child(oeap_pysource_root(src), 0);
 	assert_string_equal(ts_node_type(fn), "function_definition");
 	oeap_names names;
 	assert_int_equal(oeap_scope_names(src, fn, (size_t)(strstr(text, "    # here") - text), &names), 0);
@@ -481,7 +482,7 @@ static void names_case(const char *what, const char *body, const char *present, 
 	if (names.dead != dead)
 		fail_msg("%s: dead is %d, expected %d", what, names.dead, dead);
 	oeap_names_free(&names);
-	pysource_free(src);
+	oeap_pysource_free(src);
 	free(text);
 }
 
@@ -615,20 +616,20 @@ static void test_indent_unit_inline(void **state)
 	(void)state;
 	/* A one-line block (`if x: pass`) says nothing; the first real block decides. */
 	static const char two[] = "if x: pass\ndef f():\n  return 1\n";
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(two, sizeof(two) - 1, "two.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_parse(two, sizeof(two) - 1, "two.py", &src, &err), 0);
 	char unit[16];
 	assert_int_equal(oeap_indent_unit(src, unit, sizeof(unit)), 0);
 	assert_string_equal(unit, "  ");
-	pysource_free(src);
+	oeap_pysource_free(src);
 	/* Nested blocks: what a block adds to its owner's indentation. */
 	static const char nested[] = "class A:\n        def f(self):\n            return 1\n";
-	assert_int_equal(pysource_parse(nested, sizeof(nested) - 1, "nested.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_parse(nested, sizeof(nested) - 1, "nested.py", &src, &err), 0);
 	assert_int_equal(oeap_indent_unit(src, unit, sizeof(unit)), 0);
 	assert_string_equal(unit, "        ");
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 /* ---- methods of a class (tests/fixtures/defs/method-oea) ------------------- */

@@ -16,6 +16,7 @@
 
 #include "binding.h"
 #include "buf.h"
+#include "library.h"
 #include "pipeline.h"
 /* the layout of oea_problem (the CLI builds the binding's block from it) */
 #include "../../native/include/oea.h"
@@ -475,10 +476,10 @@ static void test_library_path_forms(void **state)
 	char detail[1024];
 	assert_int_not_equal(oeap_library_probe(def, "native/liboea.so", detail, sizeof(detail)), 0);
 	assert_non_null(strstr(detail, "native/liboea.so is a relative path"));
-	assert_null(oeap_library_resolve("/opt/liboea.so"));
-	assert_null(oeap_library_resolve("liboea-not-installed-anywhere.so.9"));
+	assert_null(oeap_library_realpath_own_env("/opt/liboea.so"));
+	assert_null(oeap_library_realpath_own_env("liboea-not-installed-anywhere.so.9"));
 	/* the C library is on every loader's search path */
-	char *libc = oeap_library_resolve("libc.so.6");
+	char *libc = oeap_library_realpath_own_env("libc.so.6");
 	assert_non_null(libc);
 	assert_int_equal(libc[0], '/');
 	free(libc);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "opt.h"
 
 typedef struct fixture {
 	char *dir;
@@ -63,7 +64,7 @@ static int open_at(const fixture *f, const char *rel, const char *patch, int nee
 	char *argv[] = {(char *)"status", (char *)"-C", dir, (char *)"--patch", (char *)patch, NULL};
 	int argc = patch ? 5 : 3;
 	assert_int_equal(oeap_cli_parse(cli, "status", "", "", (const oeap_option[]){OEAP_COMMON_OPTIONS, {0}}, argc,
-	                                argv, NULL, NULL, &first),
+	                                argv, NULL, &first),
 	                 0);
 	oeap_error_clear(err);
 	return oeap_cli_open(cli, need_target, err);
@@ -238,6 +239,54 @@ static void without_installed_target_only_checkouts(void **state)
 	free(dir);
 }
 
+/* A command's options bound to its struct (opt.h): a switch, a value with a short letter, a long-only
+ * value, a callback; two names for one field; the last value wins; operands after options (GNU order). */
+typedef struct bound_opts {
+	int sw, other;
+	const char *val, *long_only;
+	int calls;
+	const char *last_arg;
+} bound_opts;
+
+static int on_cb(const char *arg, void *user)
+{
+	bound_opts *o = user;
+	o->calls++;
+	o->last_arg = arg;
+	return 0;
+}
+
+static void options_bind_to_fields(void **state)
+{
+	(void)state;
+	static const oeap_option opts[] = {
+		OEAP_COMMON_OPTIONS,
+		OEAP_OPT_SWITCH("switch", 0, bound_opts, sw, "a switch"),
+		OEAP_OPT_SWITCH("alias", 0, bound_opts, sw, "the same switch"),
+		OEAP_OPT_SWITCH("other", 'o', bound_opts, other, "another"),
+		OEAP_OPT_VALUE("value", 'v', "X", bound_opts, val, "a value"),
+		OEAP_OPT_VALUE("long-only", 0, "Y", bound_opts, long_only, "a long-only value"),
+		OEAP_OPT_CALLBACK("cb", 0, "Z", on_cb, "a callback"),
+		OEAP_OPT_END,
+	};
+	char *argv[] = {(char *)"status", (char *)"--alias", (char *)"-v", (char *)"one", (char *)"operand",
+	                (char *)"--value=two", (char *)"--long-only", (char *)"y", (char *)"--cb", (char *)"z1",
+	                (char *)"--cb=z2", (char *)"-o", NULL};
+	bound_opts o;
+	memset(&o, 0, sizeof(o));
+	oeap_cli cli;
+	int first = 0;
+	assert_int_equal(oeap_cli_parse(&cli, "status", "", "", opts, 12, argv, &o, &first), 0);
+	assert_int_equal(o.sw, 1);
+	assert_int_equal(o.other, 1);
+	assert_string_equal(o.val, "two");
+	assert_string_equal(o.long_only, "y");
+	assert_int_equal(o.calls, 2);
+	assert_string_equal(o.last_arg, "z2");
+	assert_int_equal(first, 11);
+	assert_string_equal(argv[first], "operand");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +299,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(apply_hint_names_the_root_or_the_interpreter, setup, teardown),
 		cmocka_unit_test_setup_teardown(installed_target_must_be_a_package_path, setup, teardown),
 		cmocka_unit_test_setup_teardown(without_installed_target_only_checkouts, setup, teardown),
+		cmocka_unit_test(options_bind_to_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "command.h"
+#include "opt.h"
 
 /* What the steps below saw: a global, since the printers get a const result. */
 static struct {
@@ -85,7 +86,7 @@ static int run_at(const char *dir, const char *rel, int json, fake_result *r, in
 	snprintf(path, sizeof(path), "%s/%s", dir, rel);
 	char *argv[] = {(char *)"status", (char *)"-C", path, (char *)"--json", NULL};
 	assert_int_equal(oeap_cli_parse(&cli, "status", "", "", (const oeap_option[]){OEAP_COMMON_OPTIONS, {0}},
-	                                json ? 4 : 3, argv, NULL, NULL, &first),
+	                                json ? 4 : 3, argv, NULL, &first),
 	                 0);
 	int rc = oeap_command_run(&cli, 1, &steps, NULL, r, with_exit_code ? &r->exit_code : NULL);
 	assert_int_equal(seen.freed, 1);

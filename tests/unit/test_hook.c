@@ -334,10 +334,27 @@ static void test_edited_ours_is_kept(void **state)
 	free(p);
 }
 
+/* The post-* hooks keep their state where apply and revert write it: the
+ * fragment src/scripts/hook_work_tree.sh names OEAP_HOOK_STATE_FILE as a
+ * literal, which this holds to the macro. */
+static void test_work_tree_hooks_name_the_state_file(void **state)
+{
+	(void)state;
+	oeap_hook_config cfg = {"/usr/bin/oeapatch", "sglang-oea", NULL, "", "python/sglang/x.py", 0, 0};
+	const char *names[] = {"post-merge", "post-checkout", "post-rewrite"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		oeap_buf b = OEAP_BUF_INIT;
+		assert_int_equal(oeap_hook_render(names[i], &cfg, &b), 0);
+		assert_non_null(strstr(b.data, "record=${gitdir:+$gitdir/" OEAP_HOOK_STATE_FILE "}\n"));
+		oeap_buf_free(&b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_hooks_dir, setup, teardown),
+		cmocka_unit_test(test_work_tree_hooks_name_the_state_file),
 		cmocka_unit_test_setup_teardown(test_hooks_dir_worktree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_fresh, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chain_and_restore, setup, teardown),

@@ -793,7 +793,7 @@ static void test_apply_checks_its_own_result(void **state)
 	free(dir);
 }
 
-/* A real era padded with comment lines to PYSOURCE_MAX_BYTES + 1 bytes: apply
+/* A real era padded with comment lines to OEAP_PYSOURCE_MAX_BYTES + 1 bytes: apply
  * and revert refuse it as bad input before any other work (no bytes out),
  * naming its size; the same era unpadded still applies. */
 static void test_size_limit_refused(void **state)
@@ -801,7 +801,7 @@ static void test_size_limit_refused(void **state)
 	(void)state;
 	size_t n;
 	char *era = tu_read("tests/fixtures/eras/2025-08_topk_config.py", &n);
-	size_t len = PYSOURCE_MAX_BYTES + 1;
+	size_t len = OEAP_PYSOURCE_MAX_BYTES + 1;
 	char *big = malloc(len);
 	assert_non_null(big);
 	memcpy(big, era, n);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pyparse.h"
 #include "pysource.h"
 
 /* 1-based line of byte offset `off` in `text`. */
@@ -23,10 +24,10 @@ static void parses(const char *rel, const char *want_eol, size_t want_bom)
 {
 	size_t len;
 	char *buf = tu_read(rel, &len);
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	if (pysource_parse(buf, len, rel, &src, &err))
+	if (oeap_pysource_parse(buf, len, rel, &src, &err))
 		fail_msg("%s: %s: line %ld: %s", rel, err.where, err.line, err.message);
 	assert_non_null(src);
 	assert_int_equal(err.kind, OEAP_ERR_NONE);
@@ -34,20 +35,20 @@ static void parses(const char *rel, const char *want_eol, size_t want_bom)
 	assert_int_equal(src->len, len);
 	assert_string_equal(src->eol, want_eol);
 	assert_int_equal(src->bom, want_bom);
-	TSNode root = pysource_root(src);
+	TSNode root = oeap_pysource_root(src);
 	assert_string_equal(ts_node_type(root), "module");
 	assert_false(ts_node_has_error(root));
-	pysource_free(src);
+	oeap_pysource_free(src);
 	free(buf);
 }
 
 /* Parses a fixture that must be refused; returns the error (buffer freed). */
 static oeap_error refused_buf(const char *buf, size_t len)
 {
-	pysource *src = (pysource *)1;
+	oeap_pysource *src = (oeap_pysource *)1;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, len, "inline.py", &src, &err), -1);
+	assert_int_equal(oeap_pysource_parse(buf, len, "inline.py", &src, &err), -1);
 	assert_null(src);
 	assert_int_equal(err.kind, OEAP_ERR_INPUT);
 	assert_string_equal(err.where, "inline.py");
@@ -90,10 +91,10 @@ static void test_refuse_syntax_error(void **state)
 	const char *open = strstr(buf, "topk_ids = fused_topk(\n");
 	assert_non_null(open);
 	long want = line_at(buf, (size_t)(open - buf));
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, len, "syntax_error.py", &src, &err), -1);
+	assert_int_equal(oeap_pysource_parse(buf, len, "syntax_error.py", &src, &err), -1);
 	assert_null(src);
 	assert_int_equal(err.kind, OEAP_ERR_INPUT);
 	assert_int_equal(err.line, want);
@@ -191,37 +192,37 @@ static void test_refuse_overlong_and_surrogate(void **state)
 	assert_non_null(strstr(err.message, "invalid UTF-8 at offset 5"));
 	/* Valid multi-byte text is fine. */
 	static const char ok[] = "s = 'caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80'\n";
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(ok, sizeof(ok) - 1, "ok.py", &src, &err), 0);
-	pysource_free(src);
+	assert_int_equal(oeap_pysource_parse(ok, sizeof(ok) - 1, "ok.py", &src, &err), 0);
+	oeap_pysource_free(src);
 }
 
 static void test_bom_offsets_absolute(void **state)
 {
 	(void)state;
 	static const char buf[] = "\xef\xbb\xbfimport os\nx = 1\n";
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, sizeof(buf) - 1, "bom.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_parse(buf, sizeof(buf) - 1, "bom.py", &src, &err), 0);
 	assert_int_equal(src->bom, 3);
-	TSNode root = pysource_root(src);
+	TSNode root = oeap_pysource_root(src);
 	assert_int_equal(ts_node_named_child_count(root), 2);
 	TSNode imp = ts_node_named_child(root, 0), assign = ts_node_named_child(root, 1);
-	assert_int_equal(pysource_start(src, imp), 3);
-	assert_int_equal(pysource_end(src, imp), 12);
-	assert_int_equal(pysource_start(src, assign), 13);
-	assert_int_equal(pysource_end(src, assign), 18);
-	char *t = pysource_text(src, imp);
+	assert_int_equal(oeap_pysource_start(src, imp), 3);
+	assert_int_equal(oeap_pysource_end(src, imp), 12);
+	assert_int_equal(oeap_pysource_start(src, assign), 13);
+	assert_int_equal(oeap_pysource_end(src, assign), 18);
+	char *t = oeap_pysource_text(src, imp);
 	assert_string_equal(t, "import os");
 	free(t);
-	assert_true(pysource_text_eq(src, assign, "x = 1"));
-	assert_false(pysource_text_eq(src, assign, "x = 2"));
-	assert_false(pysource_text_eq(src, assign, "x = 1\n"));
-	assert_int_equal(pysource_line_of(src, pysource_start(src, assign)), 2);
-	assert_int_equal(pysource_line_start(src, pysource_start(src, imp)), 0);
-	pysource_free(src);
+	assert_true(oeap_pysource_text_eq(src, assign, "x = 1"));
+	assert_false(oeap_pysource_text_eq(src, assign, "x = 2"));
+	assert_false(oeap_pysource_text_eq(src, assign, "x = 1\n"));
+	assert_int_equal(oeap_pysource_line_of(src, oeap_pysource_start(src, assign)), 2);
+	assert_int_equal(oeap_pysource_line_start(src, oeap_pysource_start(src, imp)), 0);
+	oeap_pysource_free(src);
 }
 
 static void test_bom_fixture(void **state)
@@ -229,32 +230,32 @@ static void test_bom_fixture(void **state)
 	(void)state;
 	size_t len;
 	char *buf = tu_read("tests/fixtures/variants/bom.py", &len);
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, len, "bom.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_parse(buf, len, "bom.py", &src, &err), 0);
 	assert_int_equal(src->bom, 3);
 	assert_memory_equal(buf, "\xef\xbb\xbf", 3);
 	/* Every module-level statement's text is at its absolute offset. */
-	TSNode root = pysource_root(src);
+	TSNode root = oeap_pysource_root(src);
 	uint32_t n = ts_node_named_child_count(root);
 	assert_true(n > 10);
 	for (uint32_t i = 0; i < n; i++) {
 		TSNode c = ts_node_named_child(root, i);
-		size_t s = pysource_start(src, c), e = pysource_end(src, c);
+		size_t s = oeap_pysource_start(src, c), e = oeap_pysource_end(src, c);
 		assert_int_equal(s, 3 + ts_node_start_byte(c));
-		char *t = pysource_text(src, c);
+		char *t = oeap_pysource_text(src, c);
 		assert_int_equal(strlen(t), e - s);
 		assert_memory_equal(t, buf + s, e - s);
 		/* Lines of the BOM file count like everyone else's. */
-		assert_int_equal(pysource_line_of(src, s), (long)ts_node_start_point(c).row + 1);
+		assert_int_equal(oeap_pysource_line_of(src, s), (long)ts_node_start_point(c).row + 1);
 		free(t);
 	}
 	/* The first statement is the variant's comment, right after the BOM. */
 	assert_string_equal(ts_node_type(ts_node_child(root, 0)), "comment");
-	assert_int_equal(pysource_start(src, ts_node_child(root, 0)), 3);
+	assert_int_equal(oeap_pysource_start(src, ts_node_child(root, 0)), 3);
 	assert_int_equal(buf[3], '#');
-	pysource_free(src);
+	oeap_pysource_free(src);
 	free(buf);
 }
 
@@ -263,18 +264,18 @@ static void test_crlf_fixture(void **state)
 	(void)state;
 	size_t len;
 	char *buf = tu_read("tests/fixtures/variants/crlf.py", &len);
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, len, "crlf.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_parse(buf, len, "crlf.py", &src, &err), 0);
 	assert_string_equal(src->eol, "\r\n");
 	/* line_start / next_line step over whole CRLF lines. */
-	size_t second = pysource_next_line(src, 0);
+	size_t second = oeap_pysource_next_line(src, 0);
 	assert_int_equal(buf[second - 1], '\n');
 	assert_int_equal(buf[second - 2], '\r');
-	assert_int_equal(pysource_line_of(src, second), 2);
-	assert_int_equal(pysource_line_start(src, second - 2), 0);
-	pysource_free(src);
+	assert_int_equal(oeap_pysource_line_of(src, second), 2);
+	assert_int_equal(oeap_pysource_line_start(src, second - 2), 0);
+	oeap_pysource_free(src);
 	free(buf);
 }
 
@@ -282,17 +283,17 @@ static void test_no_eol_counts_as_lf(void **state)
 {
 	(void)state;
 	static const char buf[] = "x = 1";
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, 5, "one.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_parse(buf, 5, "one.py", &src, &err), 0);
 	assert_string_equal(src->eol, "\n");
-	pysource_free(src);
+	oeap_pysource_free(src);
 	static const char crlf[] = "x = 1\r\ny = 2";
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(crlf, sizeof(crlf) - 1, "crlf.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_parse(crlf, sizeof(crlf) - 1, "crlf.py", &src, &err), 0);
 	assert_string_equal(src->eol, "\r\n");
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 static void test_line_helpers(void **state)
@@ -301,41 +302,41 @@ static void test_line_helpers(void **state)
 	/* offsets:   0..5 "a = 1\n", 6 "\n", 7..16 "def f():\n", 16..  "    return 2" (no newline) */
 	static const char buf[] = "a = 1\n\ndef f():\n    return 2";
 	const size_t len = sizeof(buf) - 1;
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, len, "small.py", &src, &err), 0);
-	assert_int_equal(pysource_line_of(src, 0), 1);
-	assert_int_equal(pysource_line_of(src, 5), 1); /* the '\n' belongs to line 1 */
-	assert_int_equal(pysource_line_of(src, 6), 2);
-	assert_int_equal(pysource_line_of(src, 7), 3);
-	assert_int_equal(pysource_line_of(src, 16), 4);
-	assert_int_equal(pysource_line_of(src, len), 4);
+	assert_int_equal(oeap_pysource_parse(buf, len, "small.py", &src, &err), 0);
+	assert_int_equal(oeap_pysource_line_of(src, 0), 1);
+	assert_int_equal(oeap_pysource_line_of(src, 5), 1); /* the '\n' belongs to line 1 */
+	assert_int_equal(oeap_pysource_line_of(src, 6), 2);
+	assert_int_equal(oeap_pysource_line_of(src, 7), 3);
+	assert_int_equal(oeap_pysource_line_of(src, 16), 4);
+	assert_int_equal(oeap_pysource_line_of(src, len), 4);
 
-	assert_int_equal(pysource_line_start(src, 0), 0);
-	assert_int_equal(pysource_line_start(src, 5), 0);
-	assert_int_equal(pysource_line_start(src, 6), 6);
-	assert_int_equal(pysource_line_start(src, 10), 7);
-	assert_int_equal(pysource_line_start(src, 20), 16);
-	assert_int_equal(pysource_line_start(src, len), 16);
+	assert_int_equal(oeap_pysource_line_start(src, 0), 0);
+	assert_int_equal(oeap_pysource_line_start(src, 5), 0);
+	assert_int_equal(oeap_pysource_line_start(src, 6), 6);
+	assert_int_equal(oeap_pysource_line_start(src, 10), 7);
+	assert_int_equal(oeap_pysource_line_start(src, 20), 16);
+	assert_int_equal(oeap_pysource_line_start(src, len), 16);
 
-	assert_int_equal(pysource_next_line(src, 0), 6);
-	assert_int_equal(pysource_next_line(src, 5), 6);
-	assert_int_equal(pysource_next_line(src, 6), 7);
-	assert_int_equal(pysource_next_line(src, 7), 16);
-	assert_int_equal(pysource_next_line(src, 16), len); /* last line: no newline */
-	assert_int_equal(pysource_next_line(src, len), len);
+	assert_int_equal(oeap_pysource_next_line(src, 0), 6);
+	assert_int_equal(oeap_pysource_next_line(src, 5), 6);
+	assert_int_equal(oeap_pysource_next_line(src, 6), 7);
+	assert_int_equal(oeap_pysource_next_line(src, 7), 16);
+	assert_int_equal(oeap_pysource_next_line(src, 16), len); /* last line: no newline */
+	assert_int_equal(oeap_pysource_next_line(src, len), len);
 
 	/* The return statement's node text and position. */
-	TSNode root = pysource_root(src);
+	TSNode root = oeap_pysource_root(src);
 	TSNode f = ts_node_named_child(root, 1);
 	assert_string_equal(ts_node_type(f), "function_definition");
 	TSNode body = ts_node_child_by_field_name(f, "body", 4);
 	TSNode ret = ts_node_named_child(body, 0);
-	assert_int_equal(pysource_start(src, ret), 20);
-	assert_int_equal(pysource_end(src, ret), len);
-	assert_true(pysource_text_eq(src, ret, "return 2"));
-	pysource_free(src);
+	assert_int_equal(oeap_pysource_start(src, ret), 20);
+	assert_int_equal(oeap_pysource_end(src, ret), len);
+	assert_true(oeap_pysource_text_eq(src, ret, "return 2"));
+	oeap_pysource_free(src);
 }
 
 static void test_check_bytes_alone(void **state)
@@ -344,14 +345,14 @@ static void test_check_bytes_alone(void **state)
 	const char *eol = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_check_bytes("a\r\nb\r\n", 6, "x", &eol, &err), 0);
+	assert_int_equal(oeap_pysource_check_bytes("a\r\nb\r\n", 6, "x", &eol, &err), 0);
 	assert_string_equal(eol, "\r\n");
-	assert_int_equal(pysource_check_bytes("a\nb\n", 4, "x", &eol, &err), 0);
+	assert_int_equal(oeap_pysource_check_bytes("a\nb\n", 4, "x", &eol, &err), 0);
 	assert_string_equal(eol, "\n");
 	/* A syntax error is not the byte check's business. */
-	assert_int_equal(pysource_check_bytes("def (:\n", 7, "x", &eol, &err), 0);
+	assert_int_equal(oeap_pysource_check_bytes("def (:\n", 7, "x", &eol, &err), 0);
 	assert_int_equal(err.kind, OEAP_ERR_NONE);
-	assert_int_equal(pysource_check_bytes("a\nb\r\n", 5, "x", &eol, &err), -1);
+	assert_int_equal(oeap_pysource_check_bytes("a\nb\r\n", 5, "x", &eol, &err), -1);
 	assert_int_equal(err.kind, OEAP_ERR_INPUT);
 	assert_non_null(strstr(err.message, "1 LF, 1 CRLF"));
 	assert_int_equal(err.line, 2);
@@ -365,18 +366,18 @@ static void test_size_limit(void **state)
 	oeap_error err;
 	char want[64];
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_check_size(0, "t.py", &err), 0);
-	assert_int_equal(pysource_check_size(PYSOURCE_MAX_BYTES, "t.py", &err), 0);
+	assert_int_equal(oeap_pysource_check_size(0, "t.py", &err), 0);
+	assert_int_equal(oeap_pysource_check_size(OEAP_PYSOURCE_MAX_BYTES, "t.py", &err), 0);
 	assert_int_equal(err.kind, OEAP_ERR_NONE);
-	assert_int_equal(pysource_check_size(PYSOURCE_MAX_BYTES + 1, "t.py", &err), -1);
+	assert_int_equal(oeap_pysource_check_size(OEAP_PYSOURCE_MAX_BYTES + 1, "t.py", &err), -1);
 	assert_int_equal(err.kind, OEAP_ERR_INPUT);
 	assert_string_equal(err.where, "t.py");
-	snprintf(want, sizeof(want), "%zu bytes", PYSOURCE_MAX_BYTES + 1);
+	snprintf(want, sizeof(want), "%zu bytes", OEAP_PYSOURCE_MAX_BYTES + 1);
 	assert_non_null(strstr(err.message, want));
-	snprintf(want, sizeof(want), "limit of %zu bytes", PYSOURCE_MAX_BYTES);
+	snprintf(want, sizeof(want), "limit of %zu bytes", OEAP_PYSOURCE_MAX_BYTES);
 	assert_non_null(strstr(err.message, want));
 	/* SIZE_MAX must not wrap into "fits". */
-	assert_int_equal(pysource_check_size((size_t)-1, "t.py", NULL), -1);
+	assert_int_equal(oeap_pysource_check_size((size_t)-1, "t.py", NULL), -1);
 }
 
 static void test_missing_node_refused(void **state)
@@ -406,16 +407,16 @@ static void test_deep_nesting(void **state)
 	memset(buf + n, ')', DEPTH);
 	n += DEPTH;
 	buf[n++] = '\n';
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(buf, n, "deep.py", &src, &err), 0);
-	pysource_free(src);
+	assert_int_equal(oeap_pysource_parse(buf, n, "deep.py", &src, &err), 0);
+	oeap_pysource_free(src);
 	/* One closing parenthesis fewer: an error, found and named. */
 	memmove(buf + n - 2, buf + n - 1, 1);
 	n--;
 	src = NULL;
-	assert_int_equal(pysource_parse(buf, n, "deep.py", &src, &err), -1);
+	assert_int_equal(oeap_pysource_parse(buf, n, "deep.py", &src, &err), -1);
 	assert_null(src);
 	assert_int_equal(err.kind, OEAP_ERR_INPUT);
 	assert_non_null(strstr(err.message, "syntax error"));
@@ -452,17 +453,17 @@ static void test_refuse_what_python3_refuses(void **state)
 {
 	(void)state;
 	for (size_t i = 0; i < sizeof(PY3_CASES) / sizeof(PY3_CASES[0]); i++) {
-		pysource *src = NULL;
+		oeap_pysource *src = NULL;
 		oeap_error err;
 		oeap_error_clear(&err);
-		if (pysource_parse(PY3_CASES[i].bad, strlen(PY3_CASES[i].bad), "py2.py", &src, &err) == 0)
+		if (oeap_pysource_parse(PY3_CASES[i].bad, strlen(PY3_CASES[i].bad), "py2.py", &src, &err) == 0)
 			fail_msg("case %zu accepted: %s", i, PY3_CASES[i].bad);
 		if (err.kind != OEAP_ERR_INPUT || err.line != PY3_CASES[i].line || !strstr(err.message, PY3_CASES[i].why))
 			fail_msg("case %zu: kind %d line %ld: %s", i, err.kind, err.line, err.message);
 		oeap_error_clear(&err);
-		if (pysource_parse(PY3_CASES[i].good, strlen(PY3_CASES[i].good), "py3.py", &src, &err))
+		if (oeap_pysource_parse(PY3_CASES[i].good, strlen(PY3_CASES[i].good), "py3.py", &src, &err))
 			fail_msg("case %zu: the Python 3 spelling refused: %s", i, err.message);
-		pysource_free(src);
+		oeap_pysource_free(src);
 	}
 }
 
@@ -486,7 +487,7 @@ static void test_line_kinds(void **state)
 	static const unsigned char want[] = {0, 2, 2, 0, 1, 1, 1, 0, 2, 0, 0, 0, 0, 0};
 	unsigned char *kinds = NULL;
 	size_t n = 0;
-	assert_int_equal(pysource_line_kinds(text, sizeof(text) - 1, &kinds, &n), 0);
+	assert_int_equal(oeap_pysource_line_kinds(text, sizeof(text) - 1, &kinds, &n), 0);
 	assert_int_equal(n, sizeof(want));
 	for (size_t i = 0; i < n; i++)
 		if (kinds[i] != want[i])
@@ -495,7 +496,7 @@ static void test_line_kinds(void **state)
 }
 
 /*
- * pysource_parse_inserted() checks again only what the insertions changed
+ * oeap_pysource_parse_inserted() checks again only what the insertions changed
  * (the rest passed in the original): its verdicts must be a parse from
  * scratch's, word for word. Every snippet below inserted at every line start
  * of BASE (inside strings, before a block's first statement, between
@@ -536,29 +537,29 @@ static const char *const SNIPPETS[] = {
 	"    x = 1 <> 2\n", "\tif a:\n\t\tpass\n",
 };
 
-static void expect_inserted_like_scratch(const pysource *old, const char *text, size_t len, const size_t *at,
+static void expect_inserted_like_scratch(const oeap_pysource *old, const char *text, size_t len, const size_t *at,
                                          const size_t *ins_len, size_t n)
 {
-	pysource *a = NULL, *b = NULL;
+	oeap_pysource *a = NULL, *b = NULL;
 	oeap_error ea, eb;
 	oeap_error_clear(&ea);
 	oeap_error_clear(&eb);
-	int ra = pysource_parse(text, len, "t.py", &a, &ea);
-	int rb = pysource_parse_inserted(old, text, len, at, ins_len, n, "t.py", &b, &eb);
+	int ra = oeap_pysource_parse(text, len, "t.py", &a, &ea);
+	int rb = oeap_pysource_parse_inserted(old, text, len, at, ins_len, n, "t.py", &b, &eb);
 	if (ra != rb || ea.kind != eb.kind || ea.line != eb.line || strcmp(ea.message, eb.message) != 0)
 		fail_msg("%zu insertion(s), the first at %zu: from scratch %d (line %ld: %s), inserted %d (line %ld: %s)\n%.*s",
 		         n, at[0], ra, ea.line, ea.message, rb, eb.line, eb.message, (int)len, text);
-	pysource_free(a);
-	pysource_free(b);
+	oeap_pysource_free(a);
+	oeap_pysource_free(b);
 }
 
 static void test_inserted_checks_like_scratch(void **state)
 {
 	(void)state;
-	pysource *old = NULL;
+	oeap_pysource *old = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(pysource_parse(BASE, strlen(BASE), "base.py", &old, &err), 0);
+	assert_int_equal(oeap_pysource_parse(BASE, strlen(BASE), "base.py", &old, &err), 0);
 	size_t starts[64], nstarts = 0;
 	starts[nstarts++] = 0;
 	for (size_t i = 0; BASE[i]; i++)
@@ -579,9 +580,9 @@ static void test_inserted_checks_like_scratch(void **state)
 			memcpy(text + starts[i] + sl, BASE + starts[i], blen - starts[i]);
 			size_t at[2] = {starts[i], 0}, lens[2] = {sl, 0};
 			expect_inserted_like_scratch(old, text, blen + sl, at, lens, 1);
-			pysource *p = NULL;
-			refused += pysource_parse(text, blen + sl, "t.py", &p, &err) != 0;
-			pysource_free(p);
+			oeap_pysource *p = NULL;
+			refused += oeap_pysource_parse(text, blen + sl, "t.py", &p, &err) != 0;
+			oeap_pysource_free(p);
 			runs++;
 			/* and "    x = 1\n" at a later line start */
 			for (size_t j = i + 1; j < nstarts; j += 3) {
@@ -604,10 +605,10 @@ static void test_inserted_checks_like_scratch(void **state)
 	/* both verdicts occur, so the comparison means something */
 	assert_true(refused > 0 && refused < runs);
 	free(text);
-	pysource_free(old);
+	oeap_pysource_free(old);
 }
 
-/* pysource_line_kinds() as it was before its fast paths (runs of bytes that
+/* oeap_pysource_line_kinds() as it was before its fast paths (runs of bytes that
  * change no state skipped at once): the fast one must classify every line the
  * same, on every fixture and on texts made of the bytes that matter. */
 static int reference_line_kinds(const char *buf, size_t len, unsigned char **kinds, size_t *n)
@@ -627,9 +628,9 @@ static int reference_line_kinds(const char *buf, size_t len, unsigned char **kin
 			/* A one-quote string cannot span lines unless the newline is escaped. */
 			if (in_str && !triple && !escape)
 				in_str = 0;
-			k[++line] = in_str ? PYSOURCE_LINE_STRING
-			            : depth || backslash ? PYSOURCE_LINE_CONTINUED
-			                                 : PYSOURCE_LINE_CODE;
+			k[++line] = in_str ? OEAP_PYSOURCE_LINE_STRING
+			            : depth || backslash ? OEAP_PYSOURCE_LINE_CONTINUED
+			                                 : OEAP_PYSOURCE_LINE_CODE;
 			escape = comment = backslash = 0;
 			continue;
 		}
@@ -684,7 +685,7 @@ static void expect_line_kinds_like_reference(const char *text, size_t len, const
 	unsigned char *a = NULL, *b = NULL;
 	size_t na = 0, nb = 0;
 	assert_int_equal(reference_line_kinds(text, len, &a, &na), 0);
-	assert_int_equal(pysource_line_kinds(text, len, &b, &nb), 0);
+	assert_int_equal(oeap_pysource_line_kinds(text, len, &b, &nb), 0);
 	assert_int_equal(na, nb);
 	for (size_t i = 0; i < na; i++)
 		if (a[i] != b[i])
@@ -724,7 +725,7 @@ static void test_line_kinds_fast_paths(void **state)
 	}
 }
 
-/* pysource_walk() visits what a plain cursor walk visits, in the same order
+/* oeap_pysource_walk() visits what a plain cursor walk visits, in the same order
  * (it counts siblings instead of asking the cursor for one past the last),
  * and skips exactly the subtrees its visitor says. */
 typedef struct walk_log {
@@ -742,7 +743,7 @@ static int log_visit(TSNode n, void *user)
 		assert_non_null(w->nodes);
 	}
 	w->nodes[w->n++] = n;
-	return w->skip_calls && strcmp(ts_node_type(n), "call") == 0 ? PYSOURCE_WALK_SKIP : PYSOURCE_WALK_DESCEND;
+	return w->skip_calls && strcmp(ts_node_type(n), "call") == 0 ? OEAP_PYSOURCE_WALK_SKIP : OEAP_PYSOURCE_WALK_DESCEND;
 }
 
 static void test_walk_like_cursor(void **state)
@@ -753,15 +754,15 @@ static void test_walk_like_cursor(void **state)
 	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
 		size_t len = 0;
 		char *text = tu_read(files[f], &len);
-		pysource *src = NULL;
+		oeap_pysource *src = NULL;
 		oeap_error err;
 		oeap_error_clear(&err);
-		assert_int_equal(pysource_parse(text, len, files[f], &src, &err), 0);
+		assert_int_equal(oeap_pysource_parse(text, len, files[f], &src, &err), 0);
 		for (int skip = 0; skip < 2; skip++) {
 			walk_log w = {NULL, 0, 0, skip};
-			assert_int_equal(pysource_walk(pysource_root(src), log_visit, &w), 0);
+			assert_int_equal(oeap_pysource_walk(oeap_pysource_root(src), log_visit, &w), 0);
 			size_t i = 0;
-			TSTreeCursor c = ts_tree_cursor_new(pysource_root(src));
+			TSTreeCursor c = ts_tree_cursor_new(oeap_pysource_root(src));
 			for (int more = 1; more;) {
 				TSNode n = ts_tree_cursor_current_node(&c);
 				assert_true(i < w.n);
@@ -782,15 +783,15 @@ static void test_walk_like_cursor(void **state)
 			free(w.nodes);
 		}
 		/* below a node that is not the root: its subtree only */
-		TSNode fn = ts_node_named_child(pysource_root(src), 3);
+		TSNode fn = ts_node_named_child(oeap_pysource_root(src), 3);
 		walk_log w = {NULL, 0, 0, 0};
-		assert_int_equal(pysource_walk(fn, log_visit, &w), 0);
+		assert_int_equal(oeap_pysource_walk(fn, log_visit, &w), 0);
 		assert_true(w.n >= 1);
 		for (size_t k = 0; k < w.n; k++)
 			assert_true(ts_node_start_byte(w.nodes[k]) >= ts_node_start_byte(fn) &&
 			            ts_node_end_byte(w.nodes[k]) <= ts_node_end_byte(fn));
 		free(w.nodes);
-		pysource_free(src);
+		oeap_pysource_free(src);
 		free(text);
 	}
 }

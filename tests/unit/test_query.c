@@ -8,14 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "predicate.h"
+#include "pyparse.h"
 #include "query.h"
 
-static pysource *parse(const char *text)
+static oeap_pysource *parse(const char *text)
 {
-	pysource *src = NULL;
+	oeap_pysource *src = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
-	if (pysource_parse(text, strlen(text), "inline.py", &src, &err))
+	if (oeap_pysource_parse(text, strlen(text), "inline.py", &src, &err))
 		fail_msg("inline source does not parse: %s", err.message);
 	return src;
 }
@@ -50,15 +52,15 @@ static oeap_error refused(const char *q)
 static void expect_starts(const char *text, const char *q, const char *capture, const char *scope_type,
                           size_t scope_at, const size_t *want, size_t nwant)
 {
-	pysource *src = parse(text);
+	oeap_pysource *src = parse(text);
 	oeap_query *query = compile(q);
-	TSNode scope = pysource_root(src);
+	TSNode scope = oeap_pysource_root(src);
 	if (scope_type) {
 		scope = ts_node_named_descendant_for_byte_range(scope, (uint32_t)scope_at, (uint32_t)scope_at);
 		while (!ts_node_is_null(scope) && strcmp(ts_node_type(scope), scope_type) != 0)
 			scope = ts_node_parent(scope);
 		assert_false(ts_node_is_null(scope));
-		assert_int_equal(pysource_start(src, scope), scope_at);
+		assert_int_equal(oeap_pysource_start(src, scope), scope_at);
 	}
 	TSNode *nodes = NULL;
 	size_t n = 0;
@@ -68,12 +70,12 @@ static void expect_starts(const char *text, const char *q, const char *capture, 
 	if (n != nwant)
 		fail_msg("%zu nodes collected, expected %zu", n, nwant);
 	for (size_t i = 0; i < n; i++)
-		assert_int_equal(pysource_start(src, nodes[i]), want[i]);
+		assert_int_equal(oeap_pysource_start(src, nodes[i]), want[i]);
 	if (n == 0)
 		assert_null(nodes);
 	free(nodes);
 	oeap_query_free(query);
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 static void test_new_syntax_error(void **state)
@@ -125,19 +127,19 @@ static void test_has_capture(void **state)
 static void test_collect_unknown_capture(void **state)
 {
 	(void)state;
-	pysource *src = parse("a = 1\n");
+	oeap_pysource *src = parse("a = 1\n");
 	oeap_query *q = compile("(identifier) @x");
 	TSNode *nodes = (TSNode *)1;
 	size_t n = 7;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(oeap_query_collect(q, src, pysource_root(src), "y", &nodes, &n, &err), -1);
+	assert_int_equal(oeap_query_collect(q, src, oeap_pysource_root(src), "y", &nodes, &n, &err), -1);
 	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
 	assert_non_null(strstr(err.message, "no capture @y"));
 	assert_null(nodes);
 	assert_int_equal(n, 0);
 	oeap_query_free(q);
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 /* "a = 1\n" 0..5, "b = 2\n" 6..11, "c = a\n" 12..17: identifiers at 0, 6, 12, 16. */
@@ -221,37 +223,37 @@ static void test_predicates_all_must_hold(void **state)
 static void test_bad_regex(void **state)
 {
 	(void)state;
-	pysource *src = parse(ABC);
+	oeap_pysource *src = parse(ABC);
 	oeap_query *q = compile("((identifier) @x (#match? @x \"a(\"))");
 	TSNode *nodes = NULL;
 	size_t n = 0;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(oeap_query_collect(q, src, pysource_root(src), "x", &nodes, &n, &err), -1);
+	assert_int_equal(oeap_query_collect(q, src, oeap_pysource_root(src), "x", &nodes, &n, &err), -1);
 	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
 	assert_string_equal(err.where, "inline.scm");
 	assert_non_null(strstr(err.message, "bad regular expression \"a(\""));
 	assert_null(nodes);
 	assert_int_equal(n, 0);
 	oeap_query_free(q);
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 static void test_predicate_arity(void **state)
 {
 	(void)state;
-	pysource *src = parse(ABC);
+	oeap_pysource *src = parse(ABC);
 	oeap_query *q = compile("((identifier) @x (#eq? @x))");
 	TSNode *nodes = NULL;
 	size_t n = 0;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(oeap_query_collect(q, src, pysource_root(src), "x", &nodes, &n, &err), -1);
+	assert_int_equal(oeap_query_collect(q, src, oeap_pysource_root(src), "x", &nodes, &n, &err), -1);
 	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
 	assert_non_null(strstr(err.message, "#eq? takes a capture"));
 	free(nodes);
 	oeap_query_free(q);
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 /*
@@ -356,30 +358,30 @@ static void test_many_each_its_own(void **state)
 	assert_false(oeap_query_has_capture(qs[1], "in"));
 	assert_true(oeap_query_has_capture(qs[1], "id"));
 	assert_false(oeap_query_has_capture(qs[2], "s"));
-	pysource *src = parse(text);
+	oeap_pysource *src = parse(text);
 	TSNode *nodes = NULL;
 	size_t n = 0;
 	oeap_error err;
 	oeap_error_clear(&err);
 	/* a.scm: @in is the module, so only x = 1 */
-	assert_int_equal(oeap_query_collect(qs[0], src, pysource_root(src), "s", &nodes, &n, &err), 0);
+	assert_int_equal(oeap_query_collect(qs[0], src, oeap_pysource_root(src), "s", &nodes, &n, &err), 0);
 	assert_int_equal(n, 1);
-	assert_int_equal(pysource_start(src, nodes[0]), 0);
+	assert_int_equal(oeap_pysource_start(src, nodes[0]), 0);
 	free(nodes);
 	/* b.scm has no @in of its own: every statement, at any depth */
-	assert_int_equal(oeap_query_collect(qs[1], src, pysource_root(src), "s", &nodes, &n, &err), 0);
+	assert_int_equal(oeap_query_collect(qs[1], src, oeap_pysource_root(src), "s", &nodes, &n, &err), 0);
 	assert_int_equal(n, 2);
-	assert_int_equal(pysource_start(src, nodes[0]), 0);
-	assert_int_equal(pysource_start(src, nodes[1]), 19);
+	assert_int_equal(oeap_pysource_start(src, nodes[0]), 0);
+	assert_int_equal(oeap_pysource_start(src, nodes[1]), 19);
 	free(nodes);
 	/* c.scm cannot collect a.scm's capture */
 	nodes = NULL;
-	assert_int_equal(oeap_query_collect(qs[2], src, pysource_root(src), "s", &nodes, &n, &err), -1);
+	assert_int_equal(oeap_query_collect(qs[2], src, oeap_pysource_root(src), "s", &nodes, &n, &err), -1);
 	assert_null(nodes);
-	assert_int_equal(oeap_query_collect(qs[2], src, pysource_root(src), "fn", &nodes, &n, &err), 0);
+	assert_int_equal(oeap_query_collect(qs[2], src, oeap_pysource_root(src), "fn", &nodes, &n, &err), 0);
 	assert_int_equal(n, 1);
 	free(nodes);
-	pysource_free(src);
+	oeap_pysource_free(src);
 	/* freed in any order: the shared query goes with the last */
 	oeap_query_free(qs[1]);
 	oeap_query_free(qs[0]);
@@ -419,25 +421,25 @@ static void test_source_order_and_dedup(void **state)
 	                        "(call) @x\n"
 	                        "(identifier) @x\n"
 	                        "((identifier) @x (#match? @x \"^[ac]$\"))";
-	pysource *src = parse(text);
+	oeap_pysource *src = parse(text);
 	oeap_query *query = compile(q);
 	TSNode *nodes = NULL;
 	size_t n = 0;
 	oeap_error err;
 	oeap_error_clear(&err);
-	assert_int_equal(oeap_query_collect(query, src, pysource_root(src), "x", &nodes, &n, &err), 0);
+	assert_int_equal(oeap_query_collect(query, src, oeap_pysource_root(src), "x", &nodes, &n, &err), 0);
 	static const size_t starts[] = {0, 4, 4, 6, 9};
 	static const char *types[] = {"identifier", "call", "identifier", "identifier", "identifier"};
 	static const char *texts[] = {"a", "f(b)", "f", "b", "c"};
 	assert_int_equal(n, 5);
 	for (size_t i = 0; i < n; i++) {
-		assert_int_equal(pysource_start(src, nodes[i]), starts[i]);
+		assert_int_equal(oeap_pysource_start(src, nodes[i]), starts[i]);
 		assert_string_equal(ts_node_type(nodes[i]), types[i]);
-		assert_true(pysource_text_eq(src, nodes[i], texts[i]));
+		assert_true(oeap_pysource_text_eq(src, nodes[i], texts[i]));
 	}
 	free(nodes);
 	oeap_query_free(query);
-	pysource_free(src);
+	oeap_pysource_free(src);
 }
 
 static void test_collect_with_bom(void **state)
@@ -456,7 +458,7 @@ static void test_collect_with_bom(void **state)
  * (queries without predicates). collect keeps the cursor out of subtrees no
  * pattern rooted at the scope reaches into; it must find exactly these.
  */
-static size_t reference_collect(const char *qs, const pysource *src, TSNode scope, const char *capture,
+static size_t reference_collect(const char *qs, const oeap_pysource *src, TSNode scope, const char *capture,
                                 TSNode *out, size_t cap)
 {
 	uint32_t off = 0, cap_id = UINT32_MAX, in_id = UINT32_MAX;
@@ -511,12 +513,12 @@ static size_t reference_collect(const char *qs, const pysource *src, TSNode scop
 /* collect == reference_collect for `q` under every node of `src` of type
  * `scope_type` (and under the module when it is "module"); returns how many
  * nodes were collected over all scopes, so the caller can see it found any. */
-static size_t expect_like_reference(const pysource *src, const char *qs, const char *capture,
+static size_t expect_like_reference(const oeap_pysource *src, const char *qs, const char *capture,
                                     const char *scope_type)
 {
 	oeap_query *query = compile(qs);
 	size_t total = 0, scopes = 0;
-	TSTreeCursor c = ts_tree_cursor_new(pysource_root(src));
+	TSTreeCursor c = ts_tree_cursor_new(oeap_pysource_root(src));
 	for (int more = 1; more;) {
 		TSNode scope = ts_tree_cursor_current_node(&c);
 		if (!strcmp(ts_node_type(scope), scope_type)) {
@@ -595,14 +597,14 @@ static void test_in_scope_walk_finds_what_the_full_walk_finds(void **state)
 	                           "(expression_statement (assignment left: (pattern_list) @pair)))))) @in)";
 	static const char block_first[] = "((block . (_) @first) @in)";
 	static const char block_last[] = "((block (_) @last .) @in)";
-	pysource *src = parse(SHAPES);
+	oeap_pysource *src = parse(SHAPES);
 	assert_int_equal(expect_like_reference(src, select, "function", "module"), 3);
 	assert_int_equal(expect_like_reference(src, imports, "import", "module"), 3);
 	assert_true(expect_like_reference(src, chain, "chain", "function_definition") >= 4);
 	assert_int_equal(expect_like_reference(src, deep, "pair", "function_definition"), 2);
 	assert_true(expect_like_reference(src, block_first, "first", "block") > 5);
 	assert_true(expect_like_reference(src, block_last, "last", "block") > 5);
-	pysource_free(src);
+	oeap_pysource_free(src);
 	/* The real files, with the definition's own anchor queries. */
 	static const char *const files[] = {"tests/fixtures/variants/large.py", "tests/fixtures/variants/decorated.py",
 	                                    "tests/fixtures/eras/2024-12_positional.py",
@@ -613,11 +615,11 @@ static void test_in_scope_walk_finds_what_the_full_walk_finds(void **state)
 		src = NULL;
 		oeap_error err;
 		oeap_error_clear(&err);
-		assert_int_equal(pysource_parse(text, len, files[i], &src, &err), 0);
+		assert_int_equal(oeap_pysource_parse(text, len, files[i], &src, &err), 0);
 		assert_true(expect_like_reference(src, select, "function", "module") >= 1);
 		assert_true(expect_like_reference(src, imports, "import", "module") >= 1);
 		assert_true(expect_like_reference(src, chain, "chain", "function_definition") >= 1);
-		pysource_free(src);
+		oeap_pysource_free(src);
 		free(text);
 	}
 }
@@ -699,7 +701,7 @@ static const char DIFF_SOURCE[] =
 	"weights, ids = topk_weights, topk_ids\n"
 	"t = f(a)(b).c(d, e)\n";
 
-static size_t expect_engines_agree(const pysource *src, const char *qs, const char *what)
+static size_t expect_engines_agree(const oeap_pysource *src, const char *qs, const char *what)
 {
 	size_t total = 0;
 	static const char *const scopes[] = {"module", "function_definition", "class_definition", "block",
@@ -728,7 +730,7 @@ static size_t expect_engines_agree(const pysource *src, const char *qs, const ch
 		if (k == ncaps)
 			ncaps++;
 	}
-	TSTreeCursor c = ts_tree_cursor_new(pysource_root(src));
+	TSTreeCursor c = ts_tree_cursor_new(oeap_pysource_root(src));
 	for (int more = 1; more;) {
 		TSNode scope = ts_tree_cursor_current_node(&c);
 		int take = 0;
@@ -780,14 +782,14 @@ static void test_subset_matches_like_treesitter(void **state)
 		"tests/fixtures/refuse/two_chains.py", "tests/fixtures/refuse/two_select_experts.py",
 		"tests/fixtures/refuse/nested_select_experts.py", NULL};
 	char *texts[sizeof(files) / sizeof(files[0])];
-	pysource *srcs[sizeof(files) / sizeof(files[0])];
+	oeap_pysource *srcs[sizeof(files) / sizeof(files[0])];
 	oeap_error err;
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		size_t len = sizeof(DIFF_SOURCE) - 1;
 		texts[i] = files[i] ? tu_read(files[i], &len) : NULL;
 		oeap_error_clear(&err);
 		srcs[i] = NULL;
-		assert_int_equal(pysource_parse(files[i] ? texts[i] : DIFF_SOURCE, len, "diff.py", &srcs[i], &err), 0);
+		assert_int_equal(oeap_pysource_parse(files[i] ? texts[i] : DIFF_SOURCE, len, "diff.py", &srcs[i], &err), 0);
 	}
 	for (size_t q = 0; q < sizeof(SUBSET_QUERIES) / sizeof(SUBSET_QUERIES[0]); q++) {
 		size_t len = 0;
@@ -804,7 +806,7 @@ static void test_subset_matches_like_treesitter(void **state)
 			fail_msg("%s finds nothing in any file: it tests nothing", SUBSET_INLINE[q]);
 	}
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		pysource_free(srcs[i]);
+		oeap_pysource_free(srcs[i]);
 		free(texts[i]);
 	}
 }
@@ -859,6 +861,40 @@ static void test_subset_structure_checked_on_demand(void **state)
 	oeap_query_free(q);
 }
 
+/*
+ * The one predicate rule of both engines (predicate.h): an operand its match
+ * did not capture constrains nothing, while a captured operand whose text
+ * could not be read (NULL: out of memory) is an error, never "holds" (the
+ * tree-sitter engine once took it for "holds", the subset's for an error).
+ */
+static void test_predicate_null_operand(void **state)
+{
+	(void)state;
+	oeap_error err;
+	for (int is_match = 0; is_match <= 1; is_match++)
+		for (int negate = 0; negate <= 1; negate++) {
+			oeap_error_clear(&err);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 0, NULL, 1, "x", &err), 1);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 1, "x", 0, NULL, &err), 1);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 0, NULL, 0, NULL, &err), 1);
+			assert_int_equal(err.kind, OEAP_ERR_NONE);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 1, NULL, 1, "x", &err), -1);
+			assert_int_equal(err.kind, OEAP_ERR_INTERNAL);
+			assert_non_null(strstr(err.message, "out of memory"));
+			oeap_error_clear(&err);
+			assert_int_equal(oeap_predicate_eval("q.scm", is_match, negate, 1, "x", 1, NULL, &err), -1);
+			assert_int_equal(err.kind, OEAP_ERR_INTERNAL);
+		}
+	/* and the verdicts on texts */
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_predicate_eval("q.scm", 0, 0, 1, "topk", 1, "topk", &err), 1);
+	assert_int_equal(oeap_predicate_eval("q.scm", 0, 1, 1, "topk", 1, "topk", &err), 0);
+	assert_int_equal(oeap_predicate_eval("q.scm", 1, 0, 1, "select_experts", 1, "^select_", &err), 1);
+	assert_int_equal(oeap_predicate_eval("q.scm", 1, 1, 1, "select_experts", 1, "^select_", &err), 0);
+	assert_int_equal(oeap_predicate_eval("q.scm", 1, 0, 1, "x", 1, "(", &err), -1);
+	assert_int_equal(err.kind, OEAP_ERR_DEFINITION);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -889,6 +925,7 @@ int main(void)
 		cmocka_unit_test(test_subset_matches_like_treesitter),
 		cmocka_unit_test(test_outside_subset_goes_to_treesitter),
 		cmocka_unit_test(test_subset_structure_checked_on_demand),
+		cmocka_unit_test(test_predicate_null_operand),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,9 @@
 /*
- * test_checkout.c - the git side of `check` and `verify --ref`: revisions
+ * test_history.c - the git side of `check` and `verify --ref`: revisions
  * that touched the target (renames followed, deletions seen), ranges, named
  * revisions without the file, unborn HEAD, the blob cache, and the dry run's
  * verdicts. Repositories are built here with libgit2 (bare ones: nothing in
- * checkout.c may need a work tree).
+ * history.c may need a work tree).
  */
 #include "testutil.h"
 
@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "buf.h"
-#include "checkout.h"
+#include "history.h"
+#include "pyparse.h"
+#include "revcheck.h"
 #include "pipeline.h"
 
 #define T "python/sglang/srt/layers/moe/topk.py"
@@ -446,23 +448,23 @@ static void test_incremental_parse_equals_scratch(void **state)
 			lens[n++] = lens[base];
 		}
 	}
-	pysource *prev = NULL;
+	oeap_pysource *prev = NULL;
 	size_t parsed = 0, refused = 0, multi = 0;
 	for (size_t i = 0; i < n; i++) {
-		pysource *inc = NULL, *scratch = NULL;
+		oeap_pysource *inc = NULL, *scratch = NULL;
 		oeap_error ei, es;
 		oeap_error_clear(&ei);
 		oeap_error_clear(&es);
-		int rs = pysource_parse(texts[i], lens[i], "t.py", &scratch, &es), ri;
+		int rs = oeap_pysource_parse(texts[i], lens[i], "t.py", &scratch, &es), ri;
 		if (prev) {
-			pysource_edit *edits = NULL;
+			oeap_pysource_edit *edits = NULL;
 			size_t ne = 0;
 			assert_int_equal(oeap_text_edits(prev->buf, prev->len, texts[i], lens[i], &edits, &ne), 0);
 			multi += ne > 1;
-			ri = pysource_parse_edits(prev, texts[i], lens[i], edits, ne, "t.py", &inc, &ei);
+			ri = oeap_pysource_parse_edits(prev, texts[i], lens[i], edits, ne, "t.py", &inc, &ei);
 			free(edits);
 		} else {
-			ri = pysource_parse(texts[i], lens[i], "t.py", &inc, &ei);
+			ri = oeap_pysource_parse(texts[i], lens[i], "t.py", &inc, &ei);
 		}
 		if (ri != rs)
 			fail_msg("text %zu: the incremental parse %s, the parse from scratch %s (%s%s)", i,
@@ -474,15 +476,15 @@ static void test_incremental_parse_equals_scratch(void **state)
 			continue;
 		}
 		char why[512];
-		if (!same_tree(pysource_root(inc), pysource_root(scratch), why, sizeof(why)))
+		if (!same_tree(oeap_pysource_root(inc), oeap_pysource_root(scratch), why, sizeof(why)))
 			fail_msg("text %zu: %s", i, why);
 		parsed++;
-		pysource_free(scratch);
+		oeap_pysource_free(scratch);
 		/* the next text is parsed from this one, as check does */
-		pysource_free(prev);
+		oeap_pysource_free(prev);
 		prev = inc;
 	}
-	pysource_free(prev);
+	oeap_pysource_free(prev);
 	/* The sequence holds what it was made for. */
 	assert_true(parsed >= 15);
 	assert_true(refused >= 1);
@@ -497,7 +499,7 @@ static void test_text_edits(void **state)
 {
 	(void)state;
 	static const char a[] = "x = 1\ny = 2\nz = 3\nw = 4\n", b[] = "x = 1\ny = 20\nz = 3\nw = 5\n";
-	pysource_edit *e = NULL;
+	oeap_pysource_edit *e = NULL;
 	size_t n = 0;
 	assert_int_equal(oeap_text_edits(a, strlen(a), b, strlen(b), &e, &n), 0);
 	assert_int_equal(n, 2);
