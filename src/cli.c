@@ -20,6 +20,36 @@
 #include "quote.h"
 #include "target.h"
 
+/*
+ * An installed target that is a symbolic link: the package imported is a
+ * link tree (setuptools' strict editable mode makes one under the project's
+ * build/__editable__.*: real folders, each file a link into the checkout).
+ * Refused, naming the layout: the binding module written beside the file
+ * the link leads to is not where that import looks, and one added to the
+ * link tree is in no checkout (git and `check` do not see it) and is
+ * dropped by the next `pip install -e`. The editable modes that import the
+ * checkout's own folders (the default, compat) work.
+ */
+static int link_tree(const oeap_cli *cli, oeap_error *err)
+{
+	char path[PATH_MAX * 2], real[PATH_MAX];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s", cli->root, cli->rel);
+	if (lstat(path, &st) || !S_ISLNK(st.st_mode))
+		return 0;
+	if (!realpath(path, real))
+		snprintf(real, sizeof(real), "(a broken link)");
+	int editable = strstr(cli->root, "/__editable__.") != NULL;
+	return oeap_fail(err, OEAP_ERR_USAGE, cli->rel, 0,
+	                 "in %s is a symbolic link to %s: %s imports a link tree%s, where the binding module "
+	                 "written beside the linked file is not found (and one added there is lost at the next "
+	                 "install); refusing, nothing written. Install it so that the server imports the checkout's "
+	                 "own files (pip install -e DIR, default or compat mode), then apply",
+	                 cli->root, real, cli->python ? cli->python : "the server",
+	                 editable ? " (setuptools' strict editable mode)" : "");
+}
+
+
 int oeap_cli_open(oeap_cli *cli, int need_target, oeap_error *err)
 {
 	struct stat st;
@@ -91,6 +121,8 @@ loaded:
 		goto done;
 	}
 	if (!need_target)
+		goto done;
+	if (cli->layout == OEAP_LAYOUT_INSTALLED && (error = link_tree(cli, err)))
 		goto done;
 	if ((error = oeap_path_inside(cli->root, cli->rel, &cli->target, err)))
 		goto done;

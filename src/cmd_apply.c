@@ -16,6 +16,7 @@
 #include "hook.h"
 #include "library.h"
 #include "opt.h"
+#include "importsys.h"
 #include "pipeline.h"
 #include "pycache.h"
 #include "report.h"
@@ -229,6 +230,24 @@ static int check_library_trust(const oeap_cli *cli, const char *library, oeap_er
 	                 p.message, esc ? " (a development tree may set " : "", esc ? esc : "", esc ? "=true)" : "");
 }
 
+/* What the server imports, by verify's own rule (oeap_import_check): a
+ * package folder or an extension module that wins over the target, or a
+ * server's interpreter that cannot say, would leave what apply writes unrun. */
+static int check_import(const oeap_cli *cli, oeap_error *err)
+{
+	oeap_report rep;
+	int error = 0;
+	memset(&rep, 0, sizeof(rep));
+	if (oeap_import_check(cli->def, cli->target, cli->python, NULL, &rep, err))
+		return -1;
+	for (size_t i = 0; i < rep.n && !error; i++)
+		if (!rep.checks[i].ok)
+			error = oeap_fail(err, OEAP_ERR_INPUT, rep.checks[i].name, 0, "%s; refusing, nothing written",
+			                  rep.checks[i].detail);
+	oeap_report_free(&rep);
+	return error;
+}
+
 static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_error *err)
 {
 	const apply_opts *o = opts;
@@ -269,6 +288,8 @@ static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_err
 	if (oeap_library_probe(cli->def, r->library, detail, sizeof(detail)))
 		return oeap_fail(err, OEAP_ERR_INPUT, "library", 0,
 		                 "%s: the binding would load a library that does not work", detail);
+	if (check_import(cli, err))
+		return -1;
 	if ((error = plan(cli, o, r, err)))
 		goto done;
 	if (o->diff) {

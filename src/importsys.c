@@ -214,6 +214,8 @@ typedef struct probe {
 	char *origin[2];   /* the target's and the binding's module as resolved, or NULL */
 	char kind[2][16];  /* package, extension, source, sourceless, namespace, missing, other */
 	char *stop[2];     /* the level where resolution stopped (a module with no submodules), or NULL */
+	char *error;       /* what the probe raised (type: message), or NULL */
+	int spawn_errno;   /* it could not be started: errno */
 	char *cachedirs[4];
 	size_t ncachedirs;
 	oeap_pyc_verdicts verdicts;
@@ -222,6 +224,7 @@ typedef struct probe {
 static void probe_free(probe *p)
 {
 	free(p->prefix);
+	free(p->error);
 	for (int i = 0; i < 2; i++) {
 		free(p->origin[i]);
 		free(p->stop[i]);
@@ -301,8 +304,10 @@ static int run_probe(const char *python, char **envp, const char *names[2], cons
 	FILE *f;
 	char line[PATH_MAX * 4 + 64];
 	char *args[] = {(char *)names[0], (char *)names[1], (char *)paths[0], (char *)paths[1], NULL};
-	if ((fd = oeap_python_spawn(python, oeap_script_import_probe_py, args, envp, 1, &pid)) < 0)
+	if ((fd = oeap_python_spawn(python, oeap_script_import_probe_py, args, envp, 1, &pid)) < 0) {
+		pr->spawn_errno = errno;
 		return -1;
+	}
 	if ((f = fdopen(fd, "r"))) {
 		while (fgets(line, sizeof(line), f)) {
 			char a[8208], b[16], c[8208];
@@ -312,6 +317,8 @@ static int run_probe(const char *python, char **envp, const char *names[2], cons
 				continue;
 			if (line[0] == 'P' && sscanf(line, "P %8200s", a) == 1)
 				pr->prefix = unhex(a);
+			else if (line[0] == 'E' && sscanf(line, "E %8200s", a) == 1 && !pr->error)
+				pr->error = unhex(a);
 			else if (line[0] == 'R' && sscanf(line, "R %d %15s %8200s %8200s", &i, b, a, c) == 4 && (i == 0 || i == 1)) {
 				snprintf(pr->kind[i], sizeof(pr->kind[i]), "%s", b);
 				pr->origin[i] = unhex(a);
@@ -403,8 +410,7 @@ static int interp_check(oeap_report *rep, const char *check, const char *python,
 }
 
 /* One "import:WHAT" check by the C rules, level by level from `root`. */
-static int c_check(oeap_report *rep, const char *check, const char *name, const char *root, const char *path,
-                   const char *note)
+static int c_check(oeap_report *rep, const char *check, const char *name, const char *root, const char *path)
 {
 	char dir[PATH_MAX * 2], won[PATH_MAX * 2], stem[NAME_MAX + 1];
 	const char *why = NULL, *slash = strrchr(path, '/');
@@ -422,8 +428,8 @@ static int c_check(oeap_report *rep, const char *check, const char *name, const 
 			if (c_namespace_loser(dir, level, won, sizeof(won)))
 				return oeap_report_add(rep, check, 0, 0,
 				                       "%s: %s/%s has no __init__, so the module %s beside it wins: the server "
-				                       "never imports the patched %s; remove it%s",
-				                       name, dir, level, won, path, note);
+				                       "never imports the patched %s; remove it",
+				                       name, dir, level, won, path);
 			size_t n = strlen(dir);
 			snprintf(dir + n, sizeof(dir) - n, "/%s", level);
 			p = end + 1;
@@ -432,12 +438,12 @@ static int c_check(oeap_report *rep, const char *check, const char *name, const 
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if (oeap_import_c_winner(dir, stem, won, sizeof(won), &why))
 		return oeap_report_add(rep, check, 0, 0, "%s: the import system picks %s (%s), not the patched %s: the "
-		                                         "patch never runs; remove it%s",
-		                       name, won, why, path, note);
+		                                         "patch never runs; remove it",
+		                       name, won, why, path);
 	return oeap_report_add(rep, check, 1, 0,
 	                       "%s: nothing in %s wins over %s.py (no package folder %s/, no extension module: the import "
-	                       "system's order for CPython 3%s)",
-	                       name, dir, stem, stem, note);
+	                       "system's order for CPython 3)",
+	                       name, dir, stem, stem);
 }
 
 /* The nearest folder at or above `path` that exists (cut in place). */
@@ -496,8 +502,9 @@ static int trust_cache(oeap_report *rep, const oeap_patchdef *def, const char *c
 	return 0;
 }
 
-int oeap_import_verify(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
-                       int escape, const char *fix, oeap_report *rep, oeap_error *err)
+/* verify's checks (oeap_import_verify), or with `only_import` the two import checks alone (oeap_import_check). */
+static int import_run(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
+                      int escape, const char *fix, int only_import, oeap_report *rep, oeap_error *err)
 {
 	char mod[2][PATH_MAX], pp[PATH_MAX * 2 + 64], pdir[PATH_MAX * 2], note[PATH_MAX * 2 + 128];
 	char stems[2][NAME_MAX + 1];
@@ -539,21 +546,37 @@ int oeap_import_verify(const oeap_patchdef *def, const char *target, const char 
 		}
 		run_probe(python, envp, names, paths, &pr);
 	}
-	/* The import: the interpreter's answer, else the C rules. */
+	/* The import: the interpreter's answer; the C rules only where there is
+	 * no interpreter to ask (-C). A server's interpreter that was named or
+	 * found and cannot answer leaves what the server imports unknown: a
+	 * failed check, never the weaker rules in its place. */
 	note[0] = '\0';
-	if (python && named && !pr.ran)
-		snprintf(note, sizeof(note), "; %s could not be asked (exit %d), so the C rules decided", python, pr.status);
+	if (python && named && !pr.ran) {
+		if (pr.spawn_errno)
+			snprintf(note, sizeof(note), "cannot start it: %s", strerror(pr.spawn_errno));
+		else if (pr.error)
+			snprintf(note, sizeof(note), "it raised %s", pr.error);
+		else
+			snprintf(note, sizeof(note), "it exited %d", pr.status);
+	}
 	for (int i = 0; i < 2 && !rc; i++) {
 		const char *check = i ? "import:binding" : "import:target";
 		if (i == 1 && access(bind, F_OK))
 			continue; /* the binding check says it is missing */
 		if (pr.ran)
 			rc = interp_check(rep, check, python, pp, names[i], paths[i], &pr, i);
+		else if (python && named)
+			rc = oeap_report_add(rep, check, 0, 0,
+			                     "%s: the server's interpreter %s (%s) could not be asked what it imports (%s), so "
+			                     "whether the server runs %s is not known",
+			                     names[i], python, pp, note, paths[i]);
 		else
-			rc = c_check(rep, check, names[i], root, paths[i], note);
+			rc = c_check(rep, check, names[i], root, paths[i]);
 	}
 	if (rc)
 		goto oom;
+	if (only_import)
+		goto done;
 	/* The pycache prefix of the server's environment: the interpreter's
 	 * own (it read its environment), else PYTHONPYCACHEPREFIX. */
 	if (pr.ran) {
@@ -607,4 +630,16 @@ done:
 	free(root);
 	free(bind);
 	return rc;
+}
+
+int oeap_import_verify(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
+                       int escape, const char *fix, oeap_report *rep, oeap_error *err)
+{
+	return import_run(def, target, python, files, escape, fix, 0, rep, err);
+}
+
+int oeap_import_check(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
+                      oeap_report *rep, oeap_error *err)
+{
+	return import_run(def, target, python, files, 0, NULL, 1, rep, err);
 }

@@ -91,4 +91,14 @@ int oeap_import_c_winner(const char *dir, const char *name, char *out, size_t ca
 int oeap_import_verify(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
                        int escape, const char *fix, oeap_report *rep, oeap_error *err);
 
+/*
+ * The two import checks of oeap_import_verify() alone ("import:target", and
+ * "import:binding" when the module exists): the one rule apply also holds to
+ * before it writes (a package folder or an extension module beside the
+ * target, or a server's interpreter that cannot answer, is refused there
+ * with nothing written), so that apply, verify and status cannot disagree.
+ */
+int oeap_import_check(const oeap_patchdef *def, const char *target, const char *python, const oeap_env *files,
+                      oeap_report *rep, oeap_error *err);
+
 #endif

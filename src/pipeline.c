@@ -1,5 +1,8 @@
 #include "pipeline.h"
 
+#include "foreign.h"
+
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +325,35 @@ static int check_anchors(verify_run *v)
 	return ADD(v, "anchors", 1, 0, "each resolves once in the original: %s", lines);
 }
 
+/* The settings the definition declares, in words: its env_prefix and "*". */
+static const char *settings_words(const oeap_patchdef *def, char *out, size_t cap)
+{
+	if (def->env_prefix)
+		snprintf(out, cap, "%s*", def->env_prefix);
+	else
+		snprintf(out, cap, "the settings of %s", def->name);
+	return out;
+}
+
+/* Nothing outside our regions reads the definition's settings (foreign.h). */
+static int check_foreign(verify_run *v)
+{
+	oeap_foreign f;
+	char words[128], lines[160];
+	settings_words(v->def, words, sizeof(words));
+	if (!v->src)
+		return 0;
+	if (!oeap_foreign_find(v->def, v->src, &v->rs, &f))
+		return ADD(v, "foreign", 1, 0, "no code outside oeapatch's regions reads %s (another OEA would route twice)",
+		           words);
+	oeap_foreign_lines(&f, lines, sizeof(lines));
+	return ADD(v, "foreign", 0, f.lines[0],
+	           "%s outside oeapatch's regions read%s %s (%s): another OEA, a hand patch, that re-routes every "
+	           "batch a second time beside ours; remove it (git checkout the file, or delete that code) and apply "
+	           "again",
+	           lines, f.n > 1 ? "" : "s", words, f.first);
+}
+
 /* The region sits where its anchor demands it in the original. */
 static int check_placement(verify_run *v, const oeap_insertion *ins, const oeap_region *r)
 {
@@ -403,7 +435,7 @@ static int verify_impl(const oeap_patchdef *def, const char *buf, size_t len, co
 
 	if ((error = prepare_original(&v, known)) || (error = check_parse(&v)) || (error = check_markers(&v)) ||
 	    v.stop || (error = check_version(&v)) || (error = check_regions(&v)) || (error = check_integrity(&v)) ||
-	    (error = check_anchors(&v)) || v.stop)
+	    (error = check_anchors(&v)) || v.stop || (error = check_foreign(&v)))
 		goto done;
 	for (size_t i = 0; i < v.plan->n; i++) {
 		const oeap_insertion *ins = &v.plan->items[i];
@@ -535,8 +567,13 @@ int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t le
 			                  def->name, rep.version, def->name, def->version, def->version);
 			goto done;
 		}
+		const oeap_check *fc = first_failure(&rep);
+		if (!strcmp(fc->name, "foreign")) {
+			error = oeap_fail(err, OEAP_ERR_INPUT, what, fc->line, "%s; refusing, nothing written", fc->detail);
+			goto done;
+		}
 		if (rep.version == def->version && !(flags & OEAP_APPLY_REFRESH)) {
-			const oeap_check *c = first_failure(&rep);
+			const oeap_check *c = fc;
 			error = oeap_fail(err, OEAP_ERR_REGION, what, c->line,
 			                  "applied, but it no longer holds (%s: %s): refusing to move it silently; "
 			                  "`oeapatch apply --refresh` re-applies it at its anchors, `oeapatch revert` "
@@ -561,6 +598,19 @@ int oeap_apply_bytes_parsed(const oeap_patchdef *def, const char *buf, size_t le
 		goto done;
 	else
 		src = own;
+	/* Another OEA in the file (a hand patch): both would route. */
+	oeap_foreign f;
+	if (oeap_foreign_find(def, src, NULL, &f)) {
+		char words[128], lines[160];
+		oeap_foreign_lines(&f, lines, sizeof(lines));
+		error = oeap_fail(err, OEAP_ERR_INPUT, what, f.lines[0],
+		                  "%s%s read%s %s (%s): another OEA, a hand patch, is in this file, and with ours every "
+		                  "batch would be routed twice; refusing, nothing written. Remove it (git checkout the "
+		                  "file, or delete that code), then apply",
+		                  lines, base == buf ? "" : " of the file without our regions", f.n > 1 ? "" : "s",
+		                  settings_words(def, words, sizeof(words)), f.first);
+		goto done;
+	}
 	if ((error = oeap_plan_build(def, src, &o->plan, err)))
 		goto done;
 	if (oeap_plan_apply(base, blen, &o->plan, &out)) {

@@ -52,6 +52,21 @@ int oeap_target_parent(char *dir)
 	return 1;
 }
 
+/* Do `a`/`ra` and `b`/`rb` sit in the same folder (the folders resolved)? The
+ * binding module goes beside the file patched, and the import finds it only
+ * beside the file it imports. */
+static int same_folder(const char *a, const char *ra, const char *b, const char *rb)
+{
+	char pa[PATH_MAX * 2], pb[PATH_MAX * 2], x[PATH_MAX], y[PATH_MAX];
+	char *sa, *sb;
+	snprintf(pa, sizeof(pa), "%s/%s", a, ra);
+	snprintf(pb, sizeof(pb), "%s/%s", b, rb);
+	if (!(sa = strrchr(pa, '/')) || !(sb = strrchr(pb, '/')))
+		return 0;
+	*sa = *sb = '\0';
+	return realpath(pa, x) && realpath(pb, y) && !strcmp(x, y);
+}
+
 /*
  * From `start` (absolute) upward, as git searches for .git: the first folder
  * where the definition's target (a checkout) or its installed_target (a
@@ -65,7 +80,7 @@ int oeap_target_find_root(const oeap_patchdef *def, const char *start, char **ro
 {
 	char *dir = strdup(start);
 	struct stat st, inst;
-	const char *t;
+	const char *t, *irel = NULL;
 	*root = NULL;
 	*layout = OEAP_LAYOUT_NONE;
 	*rel = def->target;
@@ -73,8 +88,12 @@ int oeap_target_find_root(const oeap_patchdef *def, const char *start, char **ro
 		return -1;
 	do {
 		if ((t = oeap_target_first_existing(dir, def->targets, &st))) {
-			if (*layout == OEAP_LAYOUT_INSTALLED && (st.st_dev != inst.st_dev || st.st_ino != inst.st_ino))
-				continue; /* another file: the installed one found first stands */
+			/* Another file, or the same file imported from another folder (a
+			 * link tree of symlinks, as setuptools' strict editable mode
+			 * makes): the installed one found first stands. */
+			if (*layout == OEAP_LAYOUT_INSTALLED && (st.st_dev != inst.st_dev || st.st_ino != inst.st_ino ||
+			                                         !same_folder(*root, irel, dir, t)))
+				continue;
 			free(*root);
 			*root = strdup(dir);
 			*layout = OEAP_LAYOUT_CHECKOUT;
@@ -84,7 +103,7 @@ int oeap_target_find_root(const oeap_patchdef *def, const char *start, char **ro
 		if (*layout == OEAP_LAYOUT_NONE && (t = oeap_target_first_existing(dir, def->installed_targets, &inst))) {
 			*root = strdup(dir);
 			*layout = OEAP_LAYOUT_INSTALLED;
-			*rel = t;
+			*rel = irel = t;
 			if (!*root)
 				break;
 		}

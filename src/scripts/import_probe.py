@@ -7,7 +7,7 @@
 import sys
 if sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', False):
     del sys.path[0]
-import importlib.machinery as M, importlib.util as U, marshal, os
+import importlib.machinery as M, importlib.util as U, marshal, os, types
 w = sys.stdout.write
 def h(s):
     return os.fsencode(s).hex() if s else '-'
@@ -31,6 +31,15 @@ def resolve(name):
         locs = None if spec is None else spec.submodule_search_locations
         if not locs:
             return cur, spec
+        # A level without __init__ (SGLang's srt/, layers/, moe/) is a
+        # namespace portion, whose path the finder computes from the parent's
+        # __path__ in sys.modules, where the import system has put the parent
+        # by then: a placeholder module with the parent's spec stands in for
+        # it, so that no __init__ runs (without it PathFinder raises KeyError).
+        if cur not in sys.modules:
+            m = types.ModuleType(cur)
+            m.__path__, m.__spec__ = list(locs), spec
+            sys.modules[cur] = m
         cur = cur + '.' + p
         spec = M.PathFinder.find_spec(cur, list(locs))
     return None, spec
@@ -41,7 +50,11 @@ w('P %s\n' % h(pre))
 names, paths = sys.argv[1:3], sys.argv[3:5]
 dirs = set()
 for i, (name, path) in enumerate(zip(names, paths)):
-    stop, spec = resolve(name)
+    try:
+        stop, spec = resolve(name)
+    except Exception as e:
+        w('E %s\n' % h('%s: %s' % (type(e).__name__, e)))
+        sys.exit(3)
     origin = spec.origin if spec is not None and spec.has_location else None
     w('R %d %s %s %s\n' % (i, kind(spec), h(origin), h(stop)))
     if pre and tag:

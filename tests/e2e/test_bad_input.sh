@@ -136,11 +136,14 @@ if [ "$part" = as-nobody ]; then
   else
     as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
     # nobody must be able to run the binary and read the definition and the
-    # library (a build under /root is not): probe with a harmless --check.
+    # library: a copy in $work, since the build may be where nobody cannot
+    # enter (a clone in root's 0700 home); probe with a harmless --check.
+    e2e_reachable "$work"
+    OEAPATCH=$E2E_OEAPATCH OEA_LIBRARY=$E2E_LIBRARY
     probe=$(new_checkout "$fix/eras/2025-08_topk_config.py")
     chown -R 65534:65534 "$probe"
     "${as_nobody[@]}" "$OEAPATCH" apply --check -C "$probe" --library "$OEA_LIBRARY" >/dev/null 2>&1 ||
-      why="nobody cannot run $OEAPATCH here (a build under a directory nobody cannot enter?)"
+      why="nobody cannot run $OEAPATCH here (a temporary folder nobody cannot enter?)"
   fi
   if [ -n "$why" ]; then
     skip "read-only file (as nobody)" "$why"

@@ -10,6 +10,7 @@
 #  3. an extension module beside topk.py (the interpreter's own suffix,
 #     .abi3.so, .so) or beside the binding module wins: verify FAILs
 #     import:target / import:binding, with --python and with -C;
+#  3b. apply refuses those (the same rule), nothing written;
 #  4. a package folder topk/ (or _oeapatch_sglang_oea/) with an __init__
 #     wins: verify and status FAIL; a folder without __init__ does not; a
 #     package level without __init__ (moe/) loses to a module beside it
@@ -156,6 +157,23 @@ expect "verify -C with it" 1 "$OEAPATCH" verify -C "$site"
 has "import:binding by the C rules" "FAIL import:binding"
 rm "$moe/_oeapatch_sglang_oea$ext"
 expect "verify with nothing beside them" 0 server verify
+
+echo "== 3b. apply holds to the same rule: nothing written under a shadow"
+expect "revert -C SITE" 0 "$OEAPATCH" revert -C "$site"
+cp "$t" "$work/unpatched.py"
+for shadow in "topk$ext" topk/__init__.py; do
+	mkdir -p "$(dirname "$moe/$shadow")"
+	: >"$moe/$shadow"
+	expect "apply --python with $shadow is refused" 2 server apply --library "$OEA_LIBRARY"
+	has "it names the shadowing path" "imports $moe/$shadow ("
+	has "and that nothing was written" "refusing, nothing written"
+	expect "apply -C with $shadow is refused" 2 "$OEAPATCH" apply -C "$site" --library "$OEA_LIBRARY"
+	has "by the C rules" "the import system picks $moe/$shadow ("
+	check "the target is as it was" cmp -s "$work/unpatched.py" "$t"
+	check "no binding module" test ! -e "$b"
+	rm -rf "$moe/topk$ext" "$moe/topk"
+done
+expect "apply -C SITE with nothing beside it" 0 "$OEAPATCH" apply -C "$site" --library "$OEA_LIBRARY"
 
 echo "== 4. a package folder beside the target or the binding"
 mkdir "$moe/topk"

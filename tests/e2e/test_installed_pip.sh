@@ -16,9 +16,6 @@ set -uo pipefail
 
 : "${OEAPATCH:?set OEAPATCH to the oeapatch binary}"
 : "${OEA_LIBRARY:?set OEA_LIBRARY to liboea.so}"
-version=0.4.6.post5
-wheel_name=sglang-$version-py3-none-any.whl
-cache=${OEAPATCH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheels}
 installed_rel=sglang/srt/layers/moe/topk.py
 binding=sglang/srt/layers/moe/_oeapatch_sglang_oea.py
 python=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
@@ -26,22 +23,11 @@ python=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/oeapatch-pip.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 . "$(dirname "$0")/testlib.sh"
+version=$E2E_SGLANG_VERSION
 
-echo "== the wheel ($cache/$wheel_name)"
-if [ ! -s "$cache/$wheel_name" ]; then
-	mkdir -p "$cache"
-	if ! timeout 300 "$python" -m pip download --quiet --no-deps --only-binary :all: "sglang==$version" \
-		-d "$work/dl" >"$work/download.log" 2>&1 || [ ! -s "$work/dl/$wheel_name" ]; then
-		echo "SKIP  no cached $wheel_name and the package index is not reachable:"
-		sed 's/^/      | /' "$work/download.log" | tail -5
-		exit 77
-	fi
-	mv "$work/dl/$wheel_name" "$cache/$wheel_name"
-	ok "downloaded into the cache"
-else
-	ok "cached"
-fi
-wheel=$cache/$wheel_name
+e2e_sglang_wheel "$work"
+echo "== the wheel ($E2E_WHEEL)"
+wheel=$E2E_WHEEL
 
 echo "== pip install --no-deps into a fresh venv"
 if ! "$python" -m venv "$work/venv" >"$work/venv.log" 2>&1; then

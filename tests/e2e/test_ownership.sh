@@ -30,6 +30,9 @@ chmod 755 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/testlib.sh"
 e2e_git_env "$WORK"
+# What another user runs: a copy it can reach, wherever the build lives
+# (a clone in root's 0700 home).
+e2e_reachable "$WORK"
 
 checkout() { # checkout NAME: a fresh checkout holding the fixture; prints its root
 	local r=$WORK/$1
@@ -76,11 +79,11 @@ else
 		ok "... the binding module belongs to the directory's owner" ||
 		bad "binding owner" "$(owner "$(dirname "$R/$T")/_oeapatch_sglang_oea.py")"
 	nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
-	if "${nobody[@]}" "$OEAPATCH" apply --check -C "$R" --library "$OEA_LIBRARY" >/dev/null 2>&1; then
-		expect "... and the owner can revert it" 0 "${nobody[@]}" "$OEAPATCH" revert -C "$R"
-		expect "... and apply it again" 0 "${nobody[@]}" "$OEAPATCH" apply -C "$R" --library "$OEA_LIBRARY"
+	if "${nobody[@]}" "$E2E_OEAPATCH" apply --check -C "$R" --library "$E2E_LIBRARY" >/dev/null 2>&1; then
+		expect "... and the owner can revert it" 0 "${nobody[@]}" "$E2E_OEAPATCH" revert -C "$R"
+		expect "... and apply it again" 0 "${nobody[@]}" "$E2E_OEAPATCH" apply -C "$R" --library "$E2E_LIBRARY"
 	else
-		skip "the owner can revert it" "nobody cannot run $OEAPATCH here"
+		skip "the owner can revert it" "nobody cannot run $E2E_OEAPATCH here"
 	fi
 	expect "revert as root" 0 "$OEAPATCH" revert -C "$R"
 	[ "$(owner "$R/$T")" = 65534:65534 ] && ok "... keeps owner and group" ||
@@ -103,30 +106,30 @@ else
 	R=$(checkout group-only-user)
 	chown -R 65534:100 "$R"
 	member=(setpriv --reuid=65534 --regid=65534 --groups=100 --)
-	if "${member[@]}" "$OEAPATCH" apply --check -C "$R" --library "$OEA_LIBRARY" >/dev/null 2>&1; then
-		expect "apply by the owner, the file in a group it is in but not its own" 0 "${member[@]}" "$OEAPATCH" apply \
-			-C "$R" --library "$OEA_LIBRARY"
+	if "${member[@]}" "$E2E_OEAPATCH" apply --check -C "$R" --library "$E2E_LIBRARY" >/dev/null 2>&1; then
+		expect "apply by the owner, the file in a group it is in but not its own" 0 "${member[@]}" "$E2E_OEAPATCH" apply \
+			-C "$R" --library "$E2E_LIBRARY"
 		[ "$(owner "$R/$T")" = 65534:100 ] && ok "... keeps the group" || bad "apply lost the group" "$(owner "$R/$T")"
-		expect "... revert" 0 "${member[@]}" "$OEAPATCH" revert -C "$R"
+		expect "... revert" 0 "${member[@]}" "$E2E_OEAPATCH" revert -C "$R"
 		[ "$(owner "$R/$T")" = 65534:100 ] && ok "... keeps the group" || bad "revert lost the group" "$(owner "$R/$T")"
 	else
-		skip "the owner keeps a supplementary group" "nobody cannot run $OEAPATCH here"
+		skip "the owner keeps a supplementary group" "nobody cannot run $E2E_OEAPATCH here"
 	fi
 
 	# A group-writable file of another user: nobody may write it, but a
 	# replacement would be nobody's file. Refused before anything is written.
 	R=$(checkout other-owner)
 	chown -R 1:65534 "$R" && chmod -R g+w "$R"
-	if "${nobody[@]}" "$OEAPATCH" apply --check -C "$R" --library "$OEA_LIBRARY" >/dev/null 2>&1; then
+	if "${nobody[@]}" "$E2E_OEAPATCH" apply --check -C "$R" --library "$E2E_LIBRARY" >/dev/null 2>&1; then
 		before=$(ls -A "$(dirname "$R/$T")")
-		expect "apply by a writer who is not the owner" 2 "${nobody[@]}" "$OEAPATCH" apply -C "$R" \
-			--library "$OEA_LIBRARY"
+		expect "apply by a writer who is not the owner" 2 "${nobody[@]}" "$E2E_OEAPATCH" apply -C "$R" \
+			--library "$E2E_LIBRARY"
 		has "... is refused, saying whose file it is" "belongs to uid 1"
 		[ "$(owner "$R/$T")" = 1:65534 ] && cmp -s "$R/$T" "$FIX" &&
 			[ "$(ls -A "$(dirname "$R/$T")")" = "$before" ] && ok "... and nothing was written" ||
 			bad "something was written" "$(ls -la "$(dirname "$R/$T")")"
 	else
-		skip "a writer who cannot keep the owner is refused" "nobody cannot run $OEAPATCH here"
+		skip "a writer who cannot keep the owner is refused" "nobody cannot run $E2E_OEAPATCH here"
 	fi
 fi
 
@@ -178,11 +181,14 @@ else
 	NB=$WORK/nobody-home
 	mkdir -p "$NB" && chown 65534:65534 "$NB"
 	nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$NB" GIT_CONFIG_NOSYSTEM=1)
-	expect "check as another user" 2 "${nobody[@]}" "$OEAPATCH" check -C "$R" HEAD
+	expect "check as another user" 2 "${nobody[@]}" "$E2E_OEAPATCH" check -C "$R" HEAD
 	has "... names git's ownership check, not a missing setting" "git's ownership check refuses another user's repository"
 	has "... and the setting that overrides it" "safe.directory"
-	"${nobody[@]}" git config --global --add safe.directory "$R"
-	expect "... and with safe.directory set, it checks" 0 "${nobody[@]}" "$OEAPATCH" check -C "$R" HEAD
+	# From a folder nobody can enter (the clone's, in root's 0700 home) git
+	# cannot start: its own folder.
+	check "nobody's git trusts the repository (safe.directory)" \
+		bash -c 'cd "$1" && shift && "$@"' _ "$NB" "${nobody[@]}" git config --global --add safe.directory "$R"
+	expect "... and with safe.directory set, it checks" 0 "${nobody[@]}" "$E2E_OEAPATCH" check -C "$R" HEAD
 fi
 
 e2e_summary

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The per-process check (issue 26) on real releases, through the frameworks'
-own loaders: SGLang 0.5.23's load_plugins() and vLLM 0.33.0's
+own loaders: SGLang 0.5.23's load_plugins() and vLLM 0.34.0's (the newest:
+FusedMoEFactory's runners, no FusedMoE class) and 0.15.0's
 load_general_plugins().
 
 For each release, in its cached environment (tests/sglang/make_env.sh,
@@ -78,7 +79,7 @@ RELEASES = {
                "restrict": "SGLANG_PLUGINS",
                "load": "from sglang.srt.plugins import load_plugins; load_plugins()",
                "metric": "sglang:oea_worker_verified"},
-    "vllm": {"version": "0.33.0", "make_env": "tests/vllm/make_env.sh",
+    "vllm": {"version": "0.34.0", "make_env": "tests/vllm/make_env.sh",
              "package": "vllm", "site_sub": "", "prefix": "VLLM_OEA_",
              "target": "vllm/model_executor/layers/fused_moe/router/base_router.py",
              "patch": "vllm-oea/1", "restrict": "VLLM_PLUGINS",

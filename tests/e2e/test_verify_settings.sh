@@ -50,7 +50,7 @@ has "STATS named" "SGLANG_OEA_STATS='maybe' (the environment): expected a boolea
 expect "K0 unset, STATS=maybe: a warning (the binding only warns)" 0 EV SGLANG_OEA_STATS=maybe
 has "a WARN line" "WARN settings               SGLANG_OEA_STATS='maybe'"
 has "says the start with K0 on fails" "the start with it on will fail"
-has "counted in the verdict" "verified (22 checks, 1 warning)"
+has "counted in the verdict" "verified (23 checks, 1 warning)"
 expect "K0=-0 is off too" 0 EV SGLANG_OEA_K0=-0 SGLANG_OEA_STATS=maybe
 expect "MIN_BATCH above MAX_TOKENS's default, K0 on: fails" 1 EV SGLANG_OEA_K0=2 SGLANG_OEA_MIN_BATCH=2000
 has "the cross rule" "SGLANG_OEA_MAX_TOKENS (unset): its default 1024 is below SGLANG_OEA_MIN_BATCH (2000)"
@@ -89,7 +89,7 @@ expect "K0=16: fails (liboea routes at most 16 experts per token: never a change
 has "says why" "SGLANG_OEA_K0='16' (the environment): expected an integer in 0..15 (liboea routes at most 16 experts per token"
 expect "K0=8: verified with a warning (a no-op on top-8 models, verify does not know the model)" 0 EV SGLANG_OEA_K0=8
 has "the warning" "WARN settings               SGLANG_OEA_K0='8' (the environment): 8 or more: OEA changes only layers whose routed top-k is above k0"
-has "counted" "verified (22 checks, 1 warning)"
+has "counted" "verified (23 checks, 1 warning)"
 has "k0 stands" "settings: k0=8 min_batch=2"
 expect "K0=15 --json: a warning, not refused" 0 EV SGLANG_OEA_K0=15 --json
 check "severity warning, refused false, k0 15" "$PY" -c '

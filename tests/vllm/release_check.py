@@ -615,7 +615,7 @@ def phase_on_issue24(ref, binding, oracle):
 
 
 def runner_never_routed(binding):
-    """0.33: MoE layers are MoERunner objects (FusedMoEFactory); one whose
+    """0.33 on: MoE layers are MoERunner objects (FusedMoEFactory); one whose
     path reaches the router is not named by the statistics, one whose path
     never calls it (a monolithic kernel) is."""
     @case("K0=3, MoERunner layers: one that never calls its router is named in the stats "
@@ -652,7 +652,8 @@ def runner_never_routed(binding):
                 calls.append(("modular", topk_ids))
                 return x
 
-            def forward_monolithic(self, x, router_logits, input_ids=None):
+            # RoutedExperts.forward_monolithic's signature: 0.34 added x_scale.
+            def forward_monolithic(self, x, router_logits=None, input_ids=None, x_scale=None):
                 calls.append(("monolithic", None))
                 return x
 
