@@ -7,6 +7,9 @@ oea_problem parsed from native/include/oea.h itself (not the binding's copy).
 import ctypes
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -14,6 +17,34 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 HEADER = os.path.join(ROOT, "native", "include", "oea.h")
 
 RESULTS = []
+
+_TABLES = {}
+
+
+def settings_table(definition, target, fixture, module, library):
+    """{{settings_table}} as oeapatch renders it from the definition's
+    [setting:...] sections (src/bindingsettings.c): read from the module the
+    CLI writes when it applies `definition` (a patches/ folder) to `fixture`
+    laid at `target`, since the table's rules are the definition's and a test
+    must not restate them."""
+    if definition not in _TABLES:
+        cli = os.environ.get("OEAPATCH") or os.path.join(ROOT, "build", "src", "oeapatch")
+        work = tempfile.mkdtemp(prefix="oea-table-")
+        try:
+            path = os.path.join(work, target)
+            os.makedirs(os.path.dirname(path))
+            shutil.copyfile(fixture, path)
+            subprocess.run([cli, "-C", work, "--patch", definition, "apply", "--library",
+                            library], check=True, capture_output=True)
+            with open(os.path.join(os.path.dirname(path), module + ".py"),
+                      encoding="utf-8") as f:
+                written = f.read()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        m = re.search(r"^SETTINGS_TABLE = (\(\n.*?^\))$", written, re.S | re.M)
+        check(m, "no SETTINGS_TABLE in the module oeapatch wrote for " + definition)
+        _TABLES[definition] = m.group(1)
+    return _TABLES[definition]
 
 
 def case(name):

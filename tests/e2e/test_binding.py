@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 
+import oea_testlib
 from oea_testlib import (HEADER, RESULTS, VERBOSE, Oracle, case, check, distinct,
                          expected_layout, header_constants, parse_struct, summary)
 
@@ -89,33 +90,12 @@ def template():
             .replace("{{bool_false}}", repr(tuple(b["bool_false"].split()))))
 
 
-_TABLE = []
-
-
 def settings_table():
-    """{{settings_table}} as oeapatch renders it from patch.ini's [setting:...]
-    (src/bindingsettings.c): taken from a module the CLI writes, since the
-    table's rules are the definition's and this test must not restate them."""
-    if not _TABLE:
-        cli = os.environ.get("OEAPATCH") or os.path.join(ROOT, "build", "src", "oeapatch")
-        work = tempfile.mkdtemp(prefix="oea-table-")
-        try:
-            target = os.path.join(work, "python", "sglang", "srt", "layers", "moe", "topk.py")
-            os.makedirs(os.path.dirname(target))
-            shutil.copyfile(os.path.join(ROOT, "tests", "fixtures", "eras",
-                                         "2025-08_topk_config.py"), target)
-            subprocess.run([cli, "-C", work, "--patch", os.path.dirname(DEFINITION), "apply",
-                            "--library", os.environ.get("OEA_LIBRARY")
-                            or os.path.join(ROOT, "build", "native", "liboea.so")], check=True,
-                           capture_output=True)
-            with open(os.path.join(os.path.dirname(target), MODULE + ".py"),
-                      encoding="utf-8") as f:
-                written = f.read()
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        m = re.search(r"^SETTINGS_TABLE = (\(\n.*?^\))$", written, re.S | re.M)
-        _TABLE.append(m.group(1))
-    return _TABLE[0]
+    return oea_testlib.settings_table(
+        os.path.dirname(DEFINITION), os.path.join("python", "sglang", "srt", "layers", "moe",
+                                                  "topk.py"),
+        os.path.join(ROOT, "tests", "fixtures", "eras", "2025-08_topk_config.py"), MODULE,
+        os.environ.get("OEA_LIBRARY") or os.path.join(ROOT, "build", "native", "liboea.so"))
 
 
 def render(library, abi=3, patch="sglang-oea", version=2):

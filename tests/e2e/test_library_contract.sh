@@ -116,9 +116,10 @@ echo "== a library whose ABI is newer than the binding's (the binding's ABI + 1)
 # the contract changed, and equality, not "at least", is the rule.
 abi=$(sed -n 's/^abi *= *\([0-9][0-9]*\) *$/\1/p' "$SRC/patches/sglang-oea/patch.ini")
 newer=$((abi + 1))
-sed -e "s/return 2; }/return $newer; }/" -e 's/return \*(const uint32_t \*)p == 200 ? 0 : 2;/(void)p; return 0;/' \
+sed -e "s/oea_abi_version(void) { return $abi; }/oea_abi_version(void) { return $newer; }/" -e 's/return \*(const uint32_t \*)p == 200 ? 0 : 2;/(void)p; return 0;/' \
 	"$WORK/refuses.c" >"$WORK/newer.c"
 NEWER=$WORK/libs/libnewer.so
+check "the test library reports ABI $newer" grep -qF "oea_abi_version(void) { return $newer; }" "$WORK/newer.c"
 "$CC" -shared -fPIC -o "$NEWER" "$WORK/newer.c" || { echo "FAIL building libnewer"; exit 1; }
 expect "verify fails" 1 env SGLANG_OEA_LIBRARY="$NEWER" "$OEAPATCH" verify -C "$C"
 has "naming both ABIs" "$NEWER reports ABI $newer, the binding expects ABI $abi"
@@ -188,7 +189,11 @@ echo "== a bare name found only through the loader cache (a folder of /etc/ld.so
 # private mount namespace (unshare -m) shows it at /etc/ld.so.cache to the
 # commands of this section alone; nothing of the machine's loader set-up is
 # changed, and nothing is left to undo.
-mkdir -p "$WORK/cached" && cp "$LIB" "$WORK/cached/liboea.so.2"
+# ldconfig lists a library under its SONAME, not its file name: the cache's
+# entry is named as the library names itself (liboea.so.<ABI>).
+SONAME=$(objdump -p "$LIB" | awk '$1 == "SONAME" { print $2 }')
+check "liboea names itself liboea.so.<ABI>" test "$SONAME" = "liboea.so.$(sed -n 's/^abi *= *\([0-9][0-9]*\) *$/\1/p' "$SRC/patches/sglang-oea/patch.ini")"
+mkdir -p "$WORK/cached" && cp "$LIB" "$WORK/cached/$SONAME"
 printf '%s\n' "$WORK/cached" >"$WORK/ld.so.conf"
 # cached CMD...: CMD with the private cache at /etc/ld.so.cache
 cached() { unshare -m sh -c 'mount --bind "$0" /etc/ld.so.cache && exec "$@"' "$WORK/ld.so.cache" "$@"; }
@@ -198,22 +203,22 @@ elif ! cached true 2>"$WORK/unshare.log"; then
 	skip "a bare name found only through the loader cache" "no private mount namespace here (unshare -m): $(cat "$WORK/unshare.log")"
 else
 	listed=$(cached ldconfig -p)
-	check "the private cache lists the test's folder" grep -qF "$WORK/cached/liboea.so.2" <<<"$listed"
+	check "the private cache lists the test's folder" grep -qF "$WORK/cached/$SONAME" <<<"$listed"
 	check "the machine's cache does not" test -z "$(ldconfig -p | grep -F "$WORK/cached/")"
-	expect "verify finds it through the cache" 0 cached env SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
-	has "naming the cache and the file" "liboea.so.2 (found by the loader cache (/etc/ld.so.cache): $WORK/cached/liboea.so.2) loads"
-	expect "the module finds it the same way" 0 cached "$(command -v env)" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY=liboea.so.2 \
+	expect "verify finds it through the cache" 0 cached env SGLANG_OEA_LIBRARY=$SONAME "$OEAPATCH" verify -C "$C"
+	has "naming the cache and the file" "$SONAME (found by the loader cache (/etc/ld.so.cache): $WORK/cached/$SONAME) loads"
+	expect "the module finds it the same way" 0 cached "$(command -v env)" SGLANG_OEA_K0=3 SGLANG_OEA_LIBRARY=$SONAME \
 		"$PY" -c '
 import sys
 sys.path.insert(0, sys.argv[1])
 import _oeapatch_sglang_oea as m
 print(m.ENABLED, m._lib is not None, m._lib._name)' "$C/$(dirname "$B")"
-	has "enabled and loaded from the cache's file" "True True $WORK/cached/liboea.so.2"
+	has "enabled and loaded from the cache's file" "True True $WORK/cached/$SONAME"
 	C6=$WORK/from-cache
 	fresh "$C6"
-	expect "apply --library with that bare name" 0 cached "$OEAPATCH" apply -C "$C6" --library liboea.so.2
-	check "records the cache's file" grep -qF "RECORDED_LIBRARY = '$WORK/cached/liboea.so.2'" "$C6/$B"
-	expect "without the cache nothing finds it: verify fails" 1 env SGLANG_OEA_LIBRARY=liboea.so.2 "$OEAPATCH" verify -C "$C"
+	expect "apply --library with that bare name" 0 cached "$OEAPATCH" apply -C "$C6" --library $SONAME
+	check "records the cache's file" grep -qF "RECORDED_LIBRARY = '$WORK/cached/$SONAME'" "$C6/$B"
+	expect "without the cache nothing finds it: verify fails" 1 env SGLANG_OEA_LIBRARY=$SONAME "$OEAPATCH" verify -C "$C"
 fi
 
 echo "== a bare name is searched with the server's LD_LIBRARY_PATH (--env-file), not the shell's"

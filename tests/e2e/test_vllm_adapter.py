@@ -37,6 +37,7 @@ import sys
 import tempfile
 import types
 
+import oea_testlib
 from oea_testlib import HEADER, RESULTS, VERBOSE, Oracle, case, check, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,6 +65,9 @@ def placeholders():
 
 def render(library):
     prefix, true, false = placeholders()
+    table = oea_testlib.settings_table(
+        DEFINITION, "vllm/model_executor/layers/fused_moe/router/base_router.py",
+        os.path.join(ROOT, "tests", "fixtures", "vllm-0.15-router.py"), MODULE, library)
     text = ""
     for path in (CORE, os.path.join(DEFINITION, "adapter.py")):
         with open(path, encoding="utf-8") as f:
@@ -75,7 +79,7 @@ def render(library):
                        ("library_symbols", repr(("oea_abi_version", "oea_status_message",
                                                  "oea_has_cuda", "oea_problem_check",
                                                  "oea_route_host", "oea_route_cuda"))),
-                       ("problem_size", "144"),
+                       ("problem_size", "144"), ("settings_table", table),
                        ("problem_probe", repr({"num_experts": 1, "top_k": 1, "k0": 1,
                                                "logits_row_stride": 1, "ids_dtype": 3,
                                                "ids_row_stride": 1, "weights_row_stride": 1}))):
