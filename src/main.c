@@ -23,6 +23,7 @@ static const command commands[] = {
 	{"verify", cmd_verify, 0, "prove the patch is in place, intact, and bound to a loadable library"},
 	{"revert", cmd_revert, 0, "remove exactly what apply inserted"},
 	{"status", cmd_status, 0, "applied or not, which version, drift, library"},
+	{"replay", cmd_replay, 0, "route recorded traffic again for each k0 and batch size; recommend k0 bands"},
 	/* git integration (libgit2): gitrepo.h, history.h, revcheck.h, hook.h */
 	{"check", cmd_check, 1, "dry-run the patch on committed revisions (CI: does upstream still take it?)"},
 	{"hook", cmd_hook, 1, "install/uninstall/status of git hooks that verify or re-apply after pull"},
