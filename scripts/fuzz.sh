@@ -9,11 +9,11 @@
 #                           sub-directory per target; default: a temporary
 #                           directory, removed afterwards). Longer runs use it
 #                           to carry the corpus from one session to the next.
-#   OEAPATCH_FUZZ_TARGETS   the targets to run (default: all four)
+#   OEAPATCH_FUZZ_TARGETS   the targets to run (default: all five)
 #
 # The seed corpus is assembled at run time from tests/fixtures (eras,
-# variants, refuse) and tests/golden/*.expected.py; nothing generated is
-# committed. A crashing input is saved as
+# variants, refuse), tests/golden/*.expected.py and the recordings of
+# tests/fuzz/recording_seeds.py; nothing generated is committed. A crashing input is saved as
 # BUILD_DIR/fuzz-artifacts/<target>/crash-<sha1> (replay: BUILD_DIR/tests/fuzz/<target> FILE).
 # Prints one line per target (executions, time, result) and ends with
 # "N passed, M failed"; exits 1 when a target found a crash, leak or hang.
@@ -27,7 +27,7 @@ fi
 build=$(cd "$1" 2>/dev/null && pwd) || { echo "fuzz.sh: $1: no such build directory" >&2; exit 2; }
 seconds=${OEAPATCH_FUZZ_SECONDS:-15}
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: OEAPATCH_FUZZ_SECONDS must be a number of seconds" >&2; exit 2 ;; esac
-targets=${OEAPATCH_FUZZ_TARGETS:-"fuzz_roundtrip fuzz_regions fuzz_native fuzz_envfile"}
+targets=${OEAPATCH_FUZZ_TARGETS:-"fuzz_roundtrip fuzz_regions fuzz_native fuzz_envfile fuzz_recording"}
 
 for t in $targets; do
   if [ ! -x "$build/tests/fuzz/$t" ]; then
@@ -50,6 +50,8 @@ done
 for f in "$root"/tests/fuzz/seeds/*.env; do   # EnvironmentFile= shapes (fuzz_envfile)
   cp "$f" "$seeds/env-$(basename "$f")"
 done
+# Routing recordings (fuzz_recording), written by the binding's own encoder.
+python3 "$root/tests/fuzz/recording_seeds.py" "$seeds" || { echo "fuzz.sh: recording seeds failed" >&2; exit 2; }
 nseeds=$(ls "$seeds" | wc -l)
 corpora=${OEAPATCH_FUZZ_CORPUS:-"$work/corpus"}
 echo "fuzz: $nseeds seed files, ${seconds}s per target, build $build"

@@ -317,8 +317,9 @@ static int read_layers(const place *p, oeap_recording *rec, json_t *layers, tens
 		if (int_field(p, v, what, "topk_group", 0, l.groups, &x))
 			goto fail;
 		l.topk_group = (int32_t)x;
-		if (l.groups && l.experts % l.groups) {
-			bad(p, "%s: %d groups do not divide %d experts", what, l.groups, l.experts);
+		if (l.groups && (l.experts % l.groups || l.topk_group < 1)) {
+			bad(p, "%s: %d groups of %d experts with topk_group %d (liboea takes groups that divide the experts "
+			    "and a topk_group from 1 to the groups)", what, l.groups, l.experts, l.topk_group);
 			goto fail;
 		}
 		if (int_field(p, v, what, "min_batch", 0, OEA_MAX_ROWS + 1, &x))

@@ -7,7 +7,7 @@
 # without touching this file.
 
 # The options that take a separate argument, global or per command.
-_oeapatch_takes_arg='-C|--directory|--python|--patch|--library|--junit|--env-file|-n|--max-count|--ref|--only'
+_oeapatch_takes_arg='-C|--directory|--python|--patch|--library|--junit|--env-file|-n|--max-count|--ref|--only|--k0|--batch|--ep|--svg|--min-kept'
 
 _oeapatch_commands()
 {
