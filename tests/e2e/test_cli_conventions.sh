@@ -56,10 +56,10 @@ expect "oeapatch version" 0 "$OEAPATCH" version
 
 echo "== 2. help per command"
 expect "oeapatch help" 0 "$OEAPATCH" help
-for word in apply verify revert status check hook help version "-C, --directory" "--python" "--quiet" "--color"; do
+for word in apply verify revert status replay check hook help version "-C, --directory" "--python" "--quiet" "--color"; do
 	has "help lists $word" "$word"
 done
-for cmd in apply verify revert status check hook; do
+for cmd in apply verify revert status replay check hook; do
 	expect "oeapatch help $cmd" 0 "$OEAPATCH" help "$cmd"
 	has "help $cmd is $cmd's own help" "usage: oeapatch $cmd "
 	by_help=$out
