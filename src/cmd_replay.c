@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibration.h"
 #include "cli.h"
 #include "cmd.h"
 #include "fsio.h"
@@ -25,7 +26,7 @@
 #include "report.h"
 
 typedef struct replay_opts {
-	const char *k0, *batch, *ep, *svg, *min_kept;
+	const char *k0, *batch, *ep, *svg, *min_kept, *calibration;
 	int csv, recommend;
 } replay_opts;
 
@@ -48,6 +49,9 @@ static const oeap_option options[] = {
 	                "settings line that deploys it"),
 	OEAP_OPT_VALUE("min-kept", 0, "X", replay_opts, min_kept,
 	               "the floor of the p5 kept weight for --recommend, 0..1 (default: 0.9)"),
+	OEAP_OPT_VALUE("calibration", 0, "FILE", replay_opts, calibration,
+	               "the MoE layer's cost fitted by native/bench/moe_bench.py --calibrate on the serving GPU: also "
+	               "estimate the MoE-layer time per batch, before and after"),
 	OEAP_OPT_END,
 };
 
@@ -146,7 +150,7 @@ int cmd_replay(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	int p = oeap_cli_parse(&cli, "replay",
 	                       "FILE... [--k0 LIST] [--batch LIST] [--ep N] [--json | --csv] [--svg FILE] "
-	                       "[--recommend [--min-kept X]]",
+	                       "[--recommend [--min-kept X]] [--calibration FILE]",
 	                       "Route the calls of routing recordings (SGLANG_OEA_RECORD, VLLM_OEA_RECORD; "
 	                       "docs/recording.md) again with liboea's CPU reference, for each k0, as recorded and "
 	                       "regrouped into batch sizes: T before and after, the kept weight (mean, p5) and the "
@@ -168,12 +172,15 @@ int cmd_replay(int argc, char **argv)
 	oeap_recording rec;
 	oeap_replay r;
 	oeap_recommendation rc;
+	oeap_calibration cal;
 	memset(&rec, 0, sizeof(rec));
 	memset(&r, 0, sizeof(r));
 	int code = OEAP_EXIT_OK;
 	for (int i = first; i < argc; i++)
 		if (oeap_recording_add_file(&rec, argv[i], &err))
 			goto fail;
+	if (o.calibration && oeap_calibration_load(o.calibration, &rec, &cal, &err))
+		goto fail;
 	if (oeap_replay_run(&rec, &ro, &r, &err))
 		goto fail;
 	if (o.recommend)
@@ -184,14 +191,14 @@ int cmd_replay(int argc, char **argv)
 		/* nothing on stdout */
 	} else if (cli.json) {
 		json_t *j = oeap_cli_json_head(&cli, OEAP_EXIT_OK);
-		oeap_replay_json(j, &rec, &r, o.recommend ? &rc : NULL);
+		oeap_replay_json(j, &rec, &r, o.calibration ? &cal : NULL, o.recommend ? &rc : NULL);
 		if (o.svg)
 			json_object_set_new(j, "svg", oeap_json_str(o.svg));
 		oeap_json_emit(j);
 	} else if (o.csv) {
-		oeap_replay_write_csv(stdout, &r);
+		oeap_replay_write_csv(stdout, &r, o.calibration ? &cal : NULL);
 	} else {
-		oeap_replay_print_text(stdout, &rec, &r, o.recommend ? &rc : NULL);
+		oeap_replay_print_text(stdout, &rec, &r, o.calibration ? &cal : NULL, o.recommend ? &rc : NULL);
 	}
 	goto done;
 fail:

@@ -9,7 +9,8 @@
 
 #include "report.h"
 
-void oeap_replay_figures_of(const oeap_replay *r, size_t mode, size_t k, oeap_replay_figures *f)
+void oeap_replay_figures_of(const oeap_replay *r, const oeap_calibration *cal, size_t mode, size_t k,
+                            oeap_replay_figures *f)
 {
 	const oeap_replay_cell *c = oeap_replay_at(r, mode, k);
 	const oea_totals *t = &c->tot;
@@ -24,6 +25,11 @@ void oeap_replay_figures_of(const oeap_replay *r, size_t mode, size_t k, oeap_re
 	f->kept_mean = oeap_kept_mean(t);
 	f->kept_p5 = oeap_kept_quantile(t, 0.05);
 	f->changed = t->rerouted_rows ? (double)t->changed_slots / (double)t->rerouted_rows : 0;
+	f->rows = routed ? (double)(t->valid_rows + t->invalid_rows) / (double)routed : 0;
+	if (cal) {
+		f->us_before = oeap_calibration_us(cal, f->t_before, f->rows);
+		f->us_after = oeap_calibration_us(cal, f->t_after, f->rows);
+	}
 	if (r->ep && t->calls) {
 		f->ep_before = (double)c->ep_before / (double)t->calls;
 		f->ep_after = (double)c->ep_after / (double)t->calls;
@@ -51,7 +57,7 @@ static void print_kept(FILE *f, double v)
 		fprintf(f, " %9.3f", v);
 }
 
-void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_replay *r,
+void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_replay *r, const oeap_calibration *cal,
                             const oeap_recommendation *rc)
 {
 	fprintf(f, "recording: %zu file%s, %zu calls of %zu layer%s, %" PRIu64 " rows\n", rec->nfiles,
@@ -70,10 +76,18 @@ void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_repla
 			           "recording was cut (a crash, a kill or a full disk)\n",
 			        fl->path, fl->cut_bytes, fl->cut_reason);
 	}
-	fprintf(f, "T is the distinct experts per batch (what a memory-bound decode step pays for); no "
-	           "--calibration given, so no time estimate.\n\n");
+	if (cal)
+		fprintf(f, "MoE-layer time estimated by %s (%s on %s%s): t = %.4g us * T + %.4g us * rows * %d, fit error "
+		           "%.1f%% RMS, %.1f%% worst\n\n",
+		        cal->path, cal->model, cal->device, cal->smoke ? ", a SMOKE fit: its figures mean nothing" : "",
+		        cal->b_us, cal->a_us, cal->top_k, 100 * cal->rms_rel_error, 100 * cal->max_rel_error);
+	else
+		fprintf(f, "T is the distinct experts per batch (what a memory-bound decode step pays for); no "
+		           "--calibration given, so no time estimate.\n\n");
 	fprintf(f, "%-9s %3s %9s %9s %7s %9s %9s %9s", "batch", "k0", "T before", "T after", "cut", "kept mean",
 	        "kept p5", "changed");
+	if (cal)
+		fprintf(f, "  MoE us before -> after (saved)");
 	if (r->ep)
 		fprintf(f, "  EP%d busiest before -> after", r->ep);
 	fputc('\n', f);
@@ -82,11 +96,14 @@ void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_repla
 		const char *name = oeap_replay_mode_name(r, m, nb, sizeof(nb));
 		for (size_t k = 0; k < r->nk0; k++) {
 			oeap_replay_figures g;
-			oeap_replay_figures_of(r, m, k, &g);
+			oeap_replay_figures_of(r, cal, m, k, &g);
 			fprintf(f, "%-9s %3d %9.2f %9.2f %6.1f%%", k ? "" : name, r->k0[k], g.t_before, g.t_after, 100 * g.cut);
 			print_kept(f, g.kept_mean);
 			print_kept(f, g.kept_p5);
 			fprintf(f, " %9.2f", g.changed);
+			if (cal)
+				fprintf(f, "  %8.1f -> %8.1f (%5.1f%%)", g.us_before, g.us_after,
+				        g.us_before > 0 ? 100 * (g.us_before - g.us_after) / g.us_before : 0.0);
 			if (r->ep)
 				fprintf(f, "  %8.2f -> %.2f", g.ep_before, g.ep_after);
 			fputc('\n', f);
@@ -130,7 +147,8 @@ static json_t *num_or_null(double v)
 	return v < 0 ? json_null() : json_real(v);
 }
 
-void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r, const oeap_recommendation *rc)
+void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r, const oeap_calibration *cal,
+                      const oeap_recommendation *rc)
 {
 	json_t *files = json_array();
 	for (size_t i = 0; i < rec->nfiles; i++) {
@@ -147,13 +165,19 @@ void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r
 	json_object_set_new(j, "layers", json_integer((json_int_t)rec->nlayers));
 	json_object_set_new(j, "rows", json_integer((json_int_t)rec->rows));
 	json_object_set_new(j, "routed_top_k", json_integer(r->max_routed));
-	json_object_set_new(j, "calibration", json_null());
+	json_object_set_new(j, "calibration",
+	                    cal ? json_pack("{s:o,s:o,s:o,s:i,s:i,s:f,s:f,s:f,s:f,s:b}", "file", oeap_json_str(cal->path),
+	                                    "model", oeap_json_str(cal->model), "device", oeap_json_str(cal->device),
+	                                    "experts", cal->experts, "top_k", cal->top_k, "a_us", cal->a_us, "b_us",
+	                                    cal->b_us, "rms_rel_error", cal->rms_rel_error, "max_rel_error",
+	                                    cal->max_rel_error, "smoke", cal->smoke)
+	                        : json_null());
 	json_t *results = json_array();
 	for (size_t m = 0; m < r->nmodes; m++)
 		for (size_t k = 0; k < r->nk0; k++) {
 			const oea_totals *t = &oeap_replay_at(r, m, k)->tot;
 			oeap_replay_figures g;
-			oeap_replay_figures_of(r, m, k, &g);
+			oeap_replay_figures_of(r, cal, m, k, &g);
 			json_t *row = json_object();
 			json_object_set_new(row, "batch", r->mode[m] ? json_integer(r->mode[m]) : json_string("recorded"));
 			json_object_set_new(row, "k0", json_integer(r->k0[k]));
@@ -165,6 +189,12 @@ void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r
 			json_object_set_new(row, "kept_mean", num_or_null(g.kept_mean));
 			json_object_set_new(row, "kept_p5", num_or_null(g.kept_p5));
 			json_object_set_new(row, "changed_per_rerouted_row", json_real(g.changed));
+			json_object_set_new(row, "rows_mean", json_real(g.rows));
+			if (cal) {
+				json_object_set_new(row, "moe_us_before", json_real(g.us_before));
+				json_object_set_new(row, "moe_us_after", json_real(g.us_after));
+				json_object_set_new(row, "moe_us_saved", json_real(g.us_before - g.us_after));
+			}
 			if (r->ep) {
 				json_object_set_new(row, "ep_busiest_before", json_real(g.ep_before));
 				json_object_set_new(row, "ep_busiest_after", json_real(g.ep_after));
@@ -206,15 +236,15 @@ void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r
 	                                                   "k0", rc->value, "settings", line));
 }
 
-int oeap_replay_write_csv(FILE *f, const oeap_replay *r)
+int oeap_replay_write_csv(FILE *f, const oeap_replay *r, const oeap_calibration *cal)
 {
-	fprintf(f, "batch,k0,batches,gated,t_before_mean,t_after_mean,t_cut,kept_mean,kept_p5,changed_per_rerouted_row%s\n",
-	        r->ep ? ",ep_busiest_before,ep_busiest_after" : "");
+	fprintf(f, "batch,k0,batches,gated,t_before_mean,t_after_mean,t_cut,kept_mean,kept_p5,changed_per_rerouted_row%s%s\n",
+	        cal ? ",moe_us_before,moe_us_after" : "", r->ep ? ",ep_busiest_before,ep_busiest_after" : "");
 	for (size_t m = 0; m < r->nmodes; m++)
 		for (size_t k = 0; k < r->nk0; k++) {
 			char nb[16];
 			oeap_replay_figures g;
-			oeap_replay_figures_of(r, m, k, &g);
+			oeap_replay_figures_of(r, cal, m, k, &g);
 			fprintf(f, "%s,%d,%" PRIu64 ",%" PRIu64 ",%.6f,%.6f,%.6f,", oeap_replay_mode_name(r, m, nb, sizeof(nb)),
 			        r->k0[k], g.batches, g.gated, g.t_before, g.t_after, g.cut);
 			if (g.kept_mean >= 0)
@@ -222,6 +252,8 @@ int oeap_replay_write_csv(FILE *f, const oeap_replay *r)
 			else
 				fputc(',', f);
 			fprintf(f, ",%.6f", g.changed);
+			if (cal)
+				fprintf(f, ",%.3f,%.3f", g.us_before, g.us_after);
 			if (r->ep)
 				fprintf(f, ",%.6f,%.6f", g.ep_before, g.ep_after);
 			fputc('\n', f);

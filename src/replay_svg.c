@@ -61,13 +61,13 @@ int oeap_replay_write_svg(FILE *f, const oeap_replay *r)
 		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
 		for (size_t m = 1; m < r->nmodes; m++) {
 			oeap_replay_figures g;
-			oeap_replay_figures_of(r, m, k, &g);
+			oeap_replay_figures_of(r, NULL, m, k, &g);
 			fprintf(f, "%s%.1f,%.1f", m > 1 ? " " : "", X(r->mode[m]), Y(g.ratio));
 		}
 		fprintf(f, "\"/>\n");
 		for (size_t m = 1; m < r->nmodes; m++) {
 			oeap_replay_figures g;
-			oeap_replay_figures_of(r, m, k, &g);
+			oeap_replay_figures_of(r, NULL, m, k, &g);
 			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>k0=%d batch %d: T %.2f -> %.2f, p5 kept %.3f</title></circle>\n",
 			        X(r->mode[m]), Y(g.ratio), c, r->k0[k], r->mode[m], g.t_before, g.t_after, g.kept_p5);
 		}

@@ -4,6 +4,7 @@ routing and with OEA's, on a GPU.
 
     moe_bench.py [--lib PATH] [--models qwen3,dsv3] [--reps N] [--quick]
     moe_bench.py --device cpu --smoke [--lib PATH]
+    moe_bench.py --calibrate OUT.json [--models qwen3] [...]
 
 --device cpu --smoke runs the same code on the CPU with tiny layers (hidden 64,
 expert width 32), the plain loop and liboea's host path: a pre-flight that
@@ -27,6 +28,15 @@ The MoE kernel, in order of preference (the table says which ran):
      tokens sorted by expert so that only the used experts' weights are read;
   3. a torch loop over the used experts (two matmuls each): not a fused
      kernel; its time grows with T through launches, not through HBM reads.
+--calibrate OUT.json also fits, per model layer, the paper's cost model of a
+memory-bound decode step, t = b*T + a*B*k (T distinct experts, B rows, k
+the routed top-k; b the time to read one expert's weights, a the per-row
+per-slot compute), by least squares over every (B, T, t) it timed (each
+k0's T at each batch: T varies at fixed B), and writes the coefficients
+with the fit's relative error (RMS and worst) and the samples as
+OUT.json, which `oeapatch replay --calibration OUT.json` turns into the
+estimated MoE-layer time saved per batch size. Written atomically; the
+entry says "smoke": true on a --smoke run (its figures mean nothing).
 Exit status: 0 done, 1 a check on OEA's ids failed, 2 trouble (no GPU, no
 torch, no liboea).
 """
@@ -222,6 +232,36 @@ def time_us(fn, reps):
     return ts[len(ts) // 2]
 
 
+def fit_calibration(samples, k):
+    """Least squares of t = b*T + a*B*k (no constant: no experts, no rows,
+    no work) over samples [(B, T, t_us)]: (a, b, rms_rel, max_rel), the
+    relative errors of the fit on the samples themselves."""
+    stt = sum(T * T for B, T, t in samples)
+    stx = sum(T * B * k for B, T, t in samples)
+    sxx = sum((B * k) ** 2 for B, T, t in samples)
+    sty = sum(T * t for B, T, t in samples)
+    sxy = sum(B * k * t for B, T, t in samples)
+    det = stt * sxx - stx * stx
+    if not samples or det == 0:
+        raise ValueError("the samples do not determine a and b (T and B*k proportional)")
+    b = (sty * sxx - sxy * stx) / det
+    a = (sxy * stt - sty * stx) / det
+    rel = [abs(b * T + a * B * k - t) / t for B, T, t in samples if t > 0]
+    rms = (sum(r * r for r in rel) / len(rel)) ** 0.5 if rel else 0.0
+    return a, b, rms, max(rel) if rel else 0.0
+
+
+def write_calibration(path, entries, device):
+    import json
+    doc = {"format": "oeapatch-calibration", "version": 1, "device": device, "entries": entries}
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib")
@@ -231,6 +271,8 @@ def main():
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--smoke", action="store_true",
                     help="tiny layers, n in {1,16,64}, k0 in {3}: a pre-flight, not a measure")
+    ap.add_argument("--calibrate", metavar="OUT.json",
+                    help="fit t = b*T + a*B*k per model layer and write it (oeapatch replay --calibration)")
     a = ap.parse_args()
     global _device
     _device = dev = torch.device(a.device)
@@ -248,8 +290,10 @@ def main():
     H, I = (64, 32) if a.smoke else (None, None)
     reps = 2 if a.smoke else a.reps
     failed = 0
+    entries = []
     for name in a.models.split(","):
         m = MODELS[name]
+        samples = []
         moe = MoE(m, dev, H, I)
         h = moe.w13.shape[2]
         print("## %s layer: %d experts, top-%d, hidden %d, expert width %d; kernel: %s%s\n"
@@ -263,6 +307,7 @@ def main():
             x = torch.randn(n, h, generator=g, device=dev).to(torch.bfloat16)
             ids, w = framework_routing(m, logits, bias)
             base = time_us(lambda: moe.fn(x, ids, w), reps)
+            t_before = None
             for k0 in k0s:
                 i2, w2 = oea_ids(lib, m, logits, bias, ids, w, k0, stats)
                 if dev.type == "cuda":
@@ -274,13 +319,30 @@ def main():
                           file=sys.stderr)
                     failed = 1
                 t = time_us(lambda: moe.fn(x, i2, w2), reps)
+                if t_before is None:
+                    t_before = tb
+                    samples.append((n, tb, base))
+                samples.append((n, ta, t))
                 print("| %d | %d | %d | %d | %.1f | %.1f | %+.0f%% |"
                       % (n, k0, tb, ta, base, t, 100.0 * (t - base) / base))
                 sys.stdout.flush()
         print()
+        if a.calibrate:
+            k = m["K"]
+            ca, cb, rms, worst = fit_calibration(samples, k)
+            entries.append({"model": m["label"], "experts": m["E"], "top_k": k, "hidden": h,
+                            "expert_width": moe.w2.shape[2], "kernel": moe.kind, "smoke": a.smoke,
+                            "a_us": ca, "b_us": cb, "rms_rel_error": rms, "max_rel_error": worst,
+                            "samples": [list(x) for x in samples]})
+            print("calibration %s: t = %.4f us * T + %.5f us * B*k (RMS error %.1f%%, worst %.1f%%)\n"
+                  % (m["label"], cb, ca, 100 * rms, 100 * worst))
         del moe
         if dev.type == "cuda":
             torch.cuda.empty_cache()
+    if a.calibrate and not failed:
+        device = torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"
+        write_calibration(a.calibrate, entries, device)
+        print("calibration written to %s" % a.calibrate)
     return failed
 
 
