@@ -151,7 +151,11 @@ static int route_batch(oeap_replay *r, size_t mode, batch *b, int gate, oeap_err
 			.min_valid_rows = gate ? l->min_batch : 0,
 			.totals = &c->tot,
 		};
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		int rc = oea_route_host(&p);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		r->ref_seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 		if (rc != OEA_OK)
 			return oeap_fail(err, OEAP_ERR_INPUT, "replay", 0, "layer %lld: liboea refused a batch of %d rows at k0=%d: %s",
 			                 (long long)l->id, b->n, r->k0[k], oea_status_message(rc));

@@ -44,7 +44,8 @@ typedef struct oeap_replay {
 	int max_routed;                     /* the widest layer's routed top-k (R) */
 	int ep;
 	uint64_t routed_rows;               /* rows handed to liboea, all cells together */
-	double seconds;                     /* time spent routing (the engine's loop) */
+	double seconds;                     /* time spent replaying (the engine's loop) */
+	double ref_seconds;                 /* of which inside oea_route_host: the CPU reference's own speed */
 } oeap_replay;
 
 /* Runs the replay; fills `out` (zeroed by the caller). */

@@ -121,8 +121,9 @@ void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_repla
 				fprintf(f, " %d: %" PRIu64, r->mode[m], r->left_over[m]);
 		fputc('\n', f);
 	}
-	fprintf(f, "replayed %" PRIu64 " rows in %.2f s (%.0f rows/s)\n", r->routed_rows, r->seconds,
-	        r->seconds > 0 ? (double)r->routed_rows / r->seconds : 0.0);
+	fprintf(f, "replayed %" PRIu64 " rows in %.2f s (%.0f rows/s; liboea's CPU reference alone: %.2f s, %.0f rows/s)\n",
+	        r->routed_rows, r->seconds, r->seconds > 0 ? (double)r->routed_rows / r->seconds : 0.0, r->ref_seconds,
+	        r->ref_seconds > 0 ? (double)r->routed_rows / r->ref_seconds : 0.0);
 	if (!rc)
 		return;
 	fprintf(f, "\nrecommendation (smallest k0 whose p5 kept is at least %.3f; 0 = off):\n", rc->min_kept);
@@ -217,9 +218,12 @@ void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r
 		                    json_integer((json_int_t)r->left_over[m]));
 	}
 	json_object_set_new(j, "left_over_rows", left);
-	json_object_set_new(j, "speed", json_pack("{s:I,s:f,s:f}", "routed_rows", (json_int_t)r->routed_rows, "seconds",
-	                                          r->seconds,
-	                                          "rows_per_second", r->seconds > 0 ? (double)r->routed_rows / r->seconds : 0.0));
+	json_object_set_new(j, "speed",
+	                    json_pack("{s:I,s:f,s:f,s:f,s:f}", "routed_rows", (json_int_t)r->routed_rows, "seconds",
+	                              r->seconds, "rows_per_second",
+	                              r->seconds > 0 ? (double)r->routed_rows / r->seconds : 0.0, "reference_seconds",
+	                              r->ref_seconds, "reference_rows_per_second",
+	                              r->ref_seconds > 0 ? (double)r->routed_rows / r->ref_seconds : 0.0));
 	if (!rc)
 		return;
 	json_t *bands = json_array();

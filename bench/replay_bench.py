@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""How fast `oeapatch replay` is, against liboea's CPU reference's own speed
+(issue 33: a 1 GiB recording, 7 k0 values x 8 batch sizes, on one core, in
+minutes).
+
+    /usr/bin/python3 bench/replay_bench.py [--size MIB] [--build DIR] [--keep FILE]
+
+Writes a synthetic recording of about MIB MiB (default 128; --size 1024 for
+the goal's 1 GiB) with the binding's own encoder: a Qwen3-30B-A3B-shaped
+layer stack (128 experts, top-8, bf16 logits, int32 ids, 48 layers), decode
+batches of 1..64 rows, skewed routing (expert popularity ~ 1/rank, as real
+traffic is). Then replays it pinned to one core (taskset, when there is one)
+with --k0 1-7 and --batch 1,2,4,8,16,32,64,128 and prints: rows routed, wall
+time, the replay's rows/s and the reference's (the time inside
+oea_route_host, measured by the replay itself), and the time a 1 GiB
+recording would take at this rate. A measure, not a test.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def encoder():
+    ns = {"__name__": "oea_record"}
+    path = os.path.join(ROOT, "patches", "binding-core", "oea_record.py")
+    exec(compile(open(path, encoding="utf-8").read(), path, "exec"), ns)
+    return ns["encode_chunk"]
+
+
+def write_recording(path, mib, experts=128, top_k=8, layers=48, seed=33):
+    import torch
+    encode = encoder()
+    g = torch.Generator().manual_seed(seed)
+    popularity = torch.log(1.0 / torch.arange(1, experts + 1, dtype=torch.float32))
+    settings = {"experts": experts, "top_k": top_k, "shared": 0, "scoring": "softmax",
+                "renormalize": True, "groups": 0, "topk_group": 0, "min_batch": 1, "bias": None}
+    seq, chunk_no, written, rows = 0, 0, 0, 0
+    with open(path, "wb") as f:
+        while written < mib << 20:
+            calls, tensors = [], []
+            n = int(torch.randint(1, 65, (1,), generator=g))
+            for layer in range(layers):  # one decode step: every layer sees the batch
+                perm = torch.randperm(experts, generator=g)
+                logits = (torch.randn(n, experts, generator=g) + popularity[perm]).to(torch.bfloat16)
+                ids = torch.topk(logits.float(), top_k, dim=1).indices.to(torch.int32)
+                calls.append({"seq": seq, "layer": layer, "k0": 0})
+                tensors.append(("c%d.logits" % seq, "BF16", [n, experts],
+                                logits.view(torch.int16).numpy().tobytes()))
+                tensors.append(("c%d.ids" % seq, "I32", [n, top_k], ids.numpy().tobytes()))
+                seq += 1
+                rows += n
+            data = encode({"framework": "sglang", "prefix": "SGLANG_OEA_", "rank": "0",
+                           "chunk": str(chunk_no), "dropped": "0", "graph_missed": "0"},
+                          {l: settings for l in range(layers)}, calls, tensors)
+            f.write(data)
+            written += len(data)
+            chunk_no += 1
+    return written, rows, seq
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=int, default=128, help="MiB of recording (default 128)")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--keep", help="write the recording here and keep it")
+    a = ap.parse_args()
+    cli = os.path.join(a.build, "src", "oeapatch")
+    work = tempfile.mkdtemp(prefix="oea-replay-bench-")
+    try:
+        path = a.keep or os.path.join(work, "bench.safetensors")
+        t0 = time.time()
+        size, rows, calls = write_recording(path, a.size)
+        print("recording: %.1f MiB, %d calls, %d rows (written in %.1f s)"
+              % (size / 1048576, calls, rows, time.time() - t0))
+        cmd = [cli, "replay", "--json", "--k0", "1-7", "--batch", "1,2,4,8,16,32,64,128", path]
+        if shutil.which("taskset"):
+            cmd = ["taskset", "-c", "0"] + cmd
+        t0 = time.time()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.time() - t0
+        if p.returncode:
+            print(p.stderr, file=sys.stderr)
+            return 1
+        sp = json.loads(p.stdout)["speed"]
+        print("replay, one core, 7 k0 x (recorded + 8 batch sizes): %d rows routed in %.1f s wall"
+              % (sp["routed_rows"], wall))
+        print("  replay:                %10.0f rows/s" % (sp["routed_rows"] / wall))
+        print("  liboea's CPU reference: %9.0f rows/s (inside oea_route_host: %.1f s of %.1f s)"
+              % (sp["reference_rows_per_second"], sp["reference_seconds"], sp["seconds"]))
+        print("  replay / reference:    %10.2f" % (sp["routed_rows"] / wall / sp["reference_rows_per_second"]))
+        print("  a 1 GiB recording at this rate: %.1f minutes" % (wall * 1024.0 / (size / 1048576) / 60))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
