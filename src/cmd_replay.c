@@ -184,7 +184,7 @@ int cmd_replay(int argc, char **argv)
 	if (oeap_replay_run(&rec, &ro, &r, &err))
 		goto fail;
 	if (o.recommend)
-		oeap_recommend(&r, min_kept, &rc);
+		oeap_recommend(&r, &rec, min_kept, &rc);
 	if (o.svg && write_svg(o.svg, &r, &err))
 		goto fail;
 	if (cli.quiet) {

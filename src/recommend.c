@@ -7,6 +7,7 @@
  */
 #include "recommend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ static double cut_of(const oea_totals *t)
 	return t->t_before ? 1.0 - (double)t->t_after / (double)t->t_before : 0.0;
 }
 
-void oeap_recommend(const oeap_replay *r, double min_kept, oeap_recommendation *out)
+void oeap_recommend(const oeap_replay *r, const oeap_recording *rec, double min_kept, oeap_recommendation *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->min_kept = min_kept;
@@ -54,6 +55,19 @@ void oeap_recommend(const oeap_replay *r, double min_kept, oeap_recommendation *
 		b = &out->bands[out->nbands++];
 		*b = (oeap_band){.lo = out->nbands == 1 ? 1 : r->mode[m], .hi = 0, .k0 = pick, .cut_min = cut,
 		                 .cut_max = cut, .p5_min = p5};
+	}
+	uint64_t best = 0;
+	for (size_t i = 0; i < out->nbands; i++) {
+		const oeap_band *b = &out->bands[i];
+		uint64_t rows = 0;
+		for (size_t c = 0; rec && c < rec->ncalls; c++)
+			if (rec->calls[c].rows >= b->lo && (!b->hi || rec->calls[c].rows <= b->hi))
+				rows += (uint64_t)rec->calls[c].rows;
+		if (b->k0 && rows > best) {
+			best = rows;
+			out->single_k0 = b->k0;
+			out->single_min_batch = b->lo;
+		}
 	}
 	if (out->nbands == 1) {
 		snprintf(out->value, sizeof(out->value), "%d", out->bands[0].k0);

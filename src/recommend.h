@@ -25,9 +25,13 @@ typedef struct oeap_recommendation {
 	oeap_band bands[OEAP_REPLAY_MAX_LIST];
 	size_t nbands;
 	char value[512]; /* the K0 setting's value: "3", or bands */
+	/* One k0 for a binding whose K0 takes a single number: the band (k0 > 0) that holds the most rows of
+	 * the recorded calls, gated below its lower end (MIN_BATCH); 0: no such band. */
+	int single_k0, single_min_batch;
 } oeap_recommendation;
 
-/* Fills `out` from `r`: k0 values >= the widest layer's routed top-k count as off. */
-void oeap_recommend(const oeap_replay *r, double min_kept, oeap_recommendation *out);
+/* Fills `out` from `r` (and the single value from `rec`'s recorded calls): k0 values >= the widest
+ * layer's routed top-k count as off. */
+void oeap_recommend(const oeap_replay *r, const oeap_recording *rec, double min_kept, oeap_recommendation *out);
 
 #endif

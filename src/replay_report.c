@@ -141,6 +141,10 @@ void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_repla
 			fprintf(f, "  batch %-12s off    no k0 keeps the floor\n", range);
 	}
 	fprintf(f, "settings: %sK0=%s\n", oeap_replay_prefix(rec), rc->value);
+	if (rc->nbands > 1 && rc->single_k0)
+		fprintf(f, "one k0 (for a K0 that takes a single number): %sK0=%d %sMIN_BATCH=%d, the band that holds "
+		           "the most recorded rows\n",
+		        oeap_replay_prefix(rec), rc->single_k0, oeap_replay_prefix(rec), rc->single_min_batch);
 }
 
 static json_t *num_or_null(double v)
@@ -236,8 +240,16 @@ void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r
 	}
 	char line[600];
 	snprintf(line, sizeof(line), "%sK0=%s", oeap_replay_prefix(rec), rc->value);
-	json_object_set_new(j, "recommendation", json_pack("{s:f,s:o,s:s,s:s}", "min_kept", rc->min_kept, "bands", bands,
-	                                                   "k0", rc->value, "settings", line));
+	json_t *one = json_null();
+	if (rc->single_k0) {
+		char single[600];
+		snprintf(single, sizeof(single), "%sK0=%d %sMIN_BATCH=%d", oeap_replay_prefix(rec), rc->single_k0,
+		         oeap_replay_prefix(rec), rc->single_min_batch);
+		one = oeap_json_str(single);
+	}
+	json_object_set_new(j, "recommendation", json_pack("{s:f,s:o,s:s,s:o,s:o}", "min_kept", rc->min_kept, "bands",
+	                                                   bands, "k0", rc->value, "settings", oeap_json_str(line),
+	                                                   "single_k0_settings", one));
 }
 
 int oeap_replay_write_csv(FILE *f, const oeap_replay *r, const oeap_calibration *cal)

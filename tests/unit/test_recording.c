@@ -309,10 +309,10 @@ static void test_recommend(void **state)
 	assert_true(oeap_kept_quantile(&oeap_replay_at(&r, 2, 1)->tot, 0.05) > 0.9309 &&
 	            oeap_kept_quantile(&oeap_replay_at(&r, 2, 1)->tot, 0.05) < 0.9311);
 	oeap_recommendation rc;
-	oeap_recommend(&r, 0.9, &rc);
+	oeap_recommend(&r, NULL, 0.9, &rc);
 	assert_string_equal(rc.value, "1-7:0,8-31:4,32-:3");
 	assert_int_equal(rc.nbands, 3);
-	oeap_recommend(&r, 0.5, &rc);
+	oeap_recommend(&r, NULL, 0.5, &rc);
 	assert_string_equal(rc.value, "3");
 }
 
