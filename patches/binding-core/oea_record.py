@@ -79,13 +79,19 @@ class Recorder:
             p, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | _os.O_APPEND | _os.O_CLOEXEC, 0o640))
         self._fd = None
         self._closing = False
+        self._waiting = False
+        import ctypes
+        self._string_at = ctypes.string_at
         self._thread = _threading.Thread(target=self._run, name="oeapatch-recorder", daemon=True)
         self._thread.start()
 
     # ---- the forward's side: a few attribute reads, a copy, an append
     def record(self, layer, settings, k0, logits, ids, bias, rows=None):
         """Queues one call: logits [n, E] and ids [n, K] (any device), `rows`
-        the valid rows (an int, a 1-element tensor, or None: all n)."""
+        the valid rows (an int, a 1-element tensor, or None: all n), `bias`
+        bias_bytes() of the layer's correction bias or None. Host tensors
+        are copied here as bytes (ids are rewritten after this call); CUDA
+        tensors by non-blocking copies the writer waits for."""
         seq = self._seq
         self._seq = seq + 1
         if self.stopped is not None or len(self._queue) >= self.max_queue:
@@ -103,12 +109,18 @@ class Recorder:
                 rows = rows.reshape(-1)[:1].to("cpu", non_blocking=True)
             event = torch.cuda.Event()
             event.record()
+            data = (logits, ids)
+        elif logits.is_contiguous() and ids.is_contiguous():
+            # two memcpys into bytes: the cheapest copy Python has of a host tensor
+            data = (self._string_at(logits.data_ptr(), logits.numel() * logits.element_size()),
+                    self._string_at(ids.data_ptr(), ids.numel() * ids.element_size()))
         else:
-            logits = logits.clone()
-            ids = ids.clone()
-        self._queue.append((seq, layer, settings, k0, logits, ids, bias, rows, event))
-        with self._cond:
-            self._cond.notify()
+            data = (logits.clone(), ids.clone())
+        self._queue.append((seq, layer, settings, k0, data, logits.dtype, ids.dtype,
+                            tuple(logits.shape), tuple(ids.shape), bias, rows, event))
+        if self._waiting:
+            with self._cond:
+                self._cond.notify()
 
     # ---- the writer's side
     def close(self, timeout=10.0):
@@ -132,7 +144,9 @@ class Recorder:
             with self._cond:
                 if not self._queue and not self._closing:
                     # a quiet server still gets its calls onto disk within a second
+                    self._waiting = True
                     idle = not self._cond.wait(1.0)
+                    self._waiting = False
                 closing = self._closing
             while self._queue and size < self.chunk_bytes:
                 item = self._queue.popleft()
@@ -154,20 +168,21 @@ class Recorder:
                 return
 
     def _take(self, item):
-        seq, layer, settings, k0, logits, ids, bias, rows, event = item
+        seq, layer, settings, k0, data, ldtype, idtype, lshape, ishape, bias, rows, event = item
         if event is not None:
             event.synchronize()
-        n = logits.shape[0]
+        n = lshape[0]
         if rows is not None:
             n = max(0, min(n, int(rows) if isinstance(rows, int) else int(rows.item())))
-        logits = logits[:n].contiguous()
-        ids = ids[:n].contiguous()
-        ldt = _REC_DTYPES.get(str(logits.dtype).replace("torch.", ""))
-        idt = _REC_DTYPES.get(str(ids.dtype).replace("torch.", ""))
-        if ldt not in ("F32", "BF16", "F16") or idt not in ("I32", "I64"):
-            raise ValueError("dtypes %s, %s" % (logits.dtype, ids.dtype))
-        return (seq, layer, settings, k0, _bytes_of(logits), _bytes_of(ids), bias, ldt, idt,
-                tuple(logits.shape), tuple(ids.shape))
+        ldt = _REC_DTYPES.get(str(ldtype).replace("torch.", ""))
+        idt = _REC_DTYPES.get(str(idtype).replace("torch.", ""))
+        if ldt not in ("F32", "BF16", "F16") or idt not in ("I32", "I64") or len(lshape) != 2 or \
+                len(ishape) != 2 or ishape[0] != lshape[0]:
+            raise ValueError("logits %s %s, ids %s %s" % (ldtype, lshape, idtype, ishape))
+        lb, ib = (x if isinstance(x, bytes) else _bytes_of(x.contiguous()) for x in data)
+        lrow, irow = len(lb) // max(1, lshape[0]), len(ib) // max(1, ishape[0])
+        return (seq, layer, settings, k0, lb[:n * lrow], ib[:n * irow], bias, ldt, idt,
+                (n, lshape[1]), (n, ishape[1]))
 
     def _flush(self, calls):
         layers, tensors, entries = {}, [], []
