@@ -192,6 +192,18 @@ def summary():
     return 1 if failed or not RESULTS else 0
 
 
+def no_torch():
+    """True (with the SKIP line printed) when this interpreter has no torch: the
+    test's main then exits 77, which ctest reports as skipped."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        import sys
+        print("SKIP: no torch in %s" % sys.executable)
+        return True
+    return False
+
+
 def library_args(description=None):
     """The arguments every Python test takes (ctest passes --library; -v for
     tracebacks), parsed, with VERBOSE set."""

@@ -107,10 +107,7 @@ def refused():
 def main():
     args = tl.library_args(__doc__)
     LIB[0] = args.library
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("SKIP: no torch in %s" % sys.executable)
+    if tl.no_torch():
         return 77
     try:
         for t in (fit, smoke_and_replay, refused):

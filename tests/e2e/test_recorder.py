@@ -248,10 +248,7 @@ def killed():
 def main():
     args = tl.library_args(__doc__)
     LIB[0] = args.library
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("SKIP: no torch in %s" % sys.executable)
+    if tl.no_torch():
         return 77
     for t in (exact, full_disk, readonly_folder, cap, full_queue, killed):
         t()

@@ -127,14 +127,21 @@ static int read_bytes(oeap_recording *rec, size_t size, char *msg, size_t msglen
 	return rc;
 }
 
+/* Two good chunks (calls 0-3 of layer 3), read into rec. */
+static void read_two_chunks(oeap_recording *rec)
+{
+	size_t a = good_chunk(file, 0);
+	size_t b = good_chunk(file + a, 2);
+	char msg[1024];
+	memset(rec, 0, sizeof(*rec));
+	assert_int_equal(read_bytes(rec, a + b, msg, sizeof(msg)), 0);
+}
+
 static void test_reads_chunks(void **state)
 {
 	(void)state;
-	size_t a = good_chunk(file, 0);
-	size_t b = good_chunk(file + a, 2);
-	oeap_recording rec = {0};
-	char msg[1024];
-	assert_int_equal(read_bytes(&rec, a + b, msg, sizeof(msg)), 0);
+	oeap_recording rec;
+	read_two_chunks(&rec);
 	assert_int_equal(rec.ncalls, 4);
 	assert_int_equal(rec.nlayers, 1);
 	assert_int_equal(rec.layers[0].id, 3);
@@ -249,11 +256,8 @@ static void test_refuses_bytes(void **state)
 static void test_replay_is_liboea(void **state)
 {
 	(void)state;
-	size_t a = good_chunk(file, 0);
-	size_t b = good_chunk(file + a, 2);
-	oeap_recording rec = {0};
-	char msg[1024];
-	assert_int_equal(read_bytes(&rec, a + b, msg, sizeof(msg)), 0);
+	oeap_recording rec;
+	read_two_chunks(&rec);
 	oeap_replay_opts o = {.k0 = {2}, .nk0 = 1, .batch = {3, 20}, .nbatch = 2, .ep = 2};
 	oeap_replay r = {0};
 	oeap_error err;
