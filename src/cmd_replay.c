@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "fsio.h"
+#include "k0bands.h"
 #include "opt.h"
 #include "recommend.h"
 #include "recording.h"
@@ -26,7 +27,7 @@
 #include "report.h"
 
 typedef struct replay_opts {
-	const char *k0, *batch, *ep, *svg, *min_kept, *calibration;
+	const char *k0, *batch, *ep, *svg, *min_kept, *calibration, *bands;
 	int csv, recommend;
 } replay_opts;
 
@@ -49,6 +50,9 @@ static const oeap_option options[] = {
 	                "settings line that deploys it"),
 	OEAP_OPT_VALUE("min-kept", 0, "X", replay_opts, min_kept,
 	               "the floor of the p5 kept weight for --recommend, 0..1 (default: 0.9)"),
+	OEAP_OPT_VALUE("bands", 0, "K0", replay_opts, bands,
+	               "also replay the recorded calls as a server with this K0 value would route them: a number, or "
+	               "bands by batch size such as 1-7:0,8-31:4,32-:3 (what --recommend prints)"),
 	OEAP_OPT_VALUE("calibration", 0, "FILE", replay_opts, calibration,
 	               "the MoE layer's cost fitted by native/bench/moe_bench.py --calibrate on the serving GPU: also "
 	               "estimate the MoE-layer time per batch, before and after"),
@@ -95,8 +99,15 @@ bad:
 	return oeap_fail(err, OEAP_ERR_USAGE, opt, 0, "'%s' is not a list of numbers and ranges such as 1-3,5", s);
 }
 
-static int check_options(const replay_opts *o, oeap_replay_opts *ro, double *min_kept, oeap_error *err)
+static int check_options(const replay_opts *o, oeap_replay_opts *ro, oeap_k0_bands *bands, double *min_kept,
+                         oeap_error *err)
 {
+	if (o->bands) {
+		char why[256];
+		if (oeap_k0_bands_parse(o->bands, OEA_MAX_TOPK - 1, bands, why, sizeof(why)))
+			return oeap_fail(err, OEAP_ERR_USAGE, "--bands", 0, "'%s': %s", o->bands, why);
+		ro->bands = bands;
+	}
 	if (o->k0 && parse_list("--k0", o->k0, 1, OEA_MAX_TOPK, ro->k0, &ro->nk0, err))
 		return -1;
 	if (o->batch && parse_list("--batch", o->batch, 1, OEA_MAX_ROWS, ro->batch, &ro->nbatch, err))
@@ -150,7 +161,7 @@ int cmd_replay(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	int p = oeap_cli_parse(&cli, "replay",
 	                       "FILE... [--k0 LIST] [--batch LIST] [--ep N] [--json | --csv] [--svg FILE] "
-	                       "[--recommend [--min-kept X]] [--calibration FILE]",
+	                       "[--recommend [--min-kept X]] [--bands K0] [--calibration FILE]",
 	                       "Route the calls of routing recordings (SGLANG_OEA_RECORD, VLLM_OEA_RECORD; "
 	                       "docs/recording.md) again with liboea's CPU reference, for each k0, as recorded and "
 	                       "regrouped into batch sizes: T before and after, the kept weight (mean, p5) and the "
@@ -167,7 +178,8 @@ int cmd_replay(int argc, char **argv)
 		oeap_fail(&err, OEAP_ERR_USAGE, "replay", 0, "no recording given (FILE...)");
 		return oeap_cli_error(&cli, &err);
 	}
-	if (check_options(&o, &ro, &min_kept, &err))
+	oeap_k0_bands bands;
+	if (check_options(&o, &ro, &bands, &min_kept, &err))
 		return oeap_cli_error(&cli, &err);
 	oeap_recording rec;
 	oeap_replay r;

@@ -114,8 +114,9 @@ static uint32_t busiest(const batch *b, const unsigned char *ids, int ep)
 	return most;
 }
 
-/* Routes the gathered batch once per k0 of `r`, into mode `mode`'s cells. */
-static int route_batch(oeap_replay *r, size_t mode, batch *b, int gate, oeap_error *err)
+/* Routes the gathered batch once per k0 of k0s[0..nk0), into cells[0..nk0). */
+static int route_with(oeap_replay *r, const int *k0s, size_t nk0, oeap_replay_cell *cells, batch *b, int gate,
+                      oeap_error *err)
 {
 	const oeap_rec_layer *l = b->layer;
 	size_t id_bytes = (size_t)b->n * (size_t)l->top_k * oeap_rec_dtype_size(b->ids_dtype);
@@ -124,8 +125,8 @@ static int route_batch(oeap_replay *r, size_t mode, batch *b, int gate, oeap_err
 		mark_processed(b);
 		ep_before = busiest(b, b->ids, r->ep);
 	}
-	for (size_t k = 0; k < r->nk0; k++) {
-		oeap_replay_cell *c = oeap_replay_at(r, mode, k);
+	for (size_t k = 0; k < nk0; k++) {
+		oeap_replay_cell *c = &cells[k];
 		memcpy(b->work_ids, b->ids, id_bytes);
 		oea_problem p = {
 			.struct_size = sizeof(oea_problem),
@@ -133,7 +134,7 @@ static int route_batch(oeap_replay *r, size_t mode, batch *b, int gate, oeap_err
 			.num_experts = l->experts,
 			.top_k = l->top_k,
 			.num_shared = l->shared,
-			.k0 = r->k0[k],
+			.k0 = k0s[k],
 			.scoring = l->scoring,
 			.renormalize = l->renormalize,
 			.num_expert_group = l->groups,
@@ -158,7 +159,7 @@ static int route_batch(oeap_replay *r, size_t mode, batch *b, int gate, oeap_err
 		r->ref_seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 		if (rc != OEA_OK)
 			return oeap_fail(err, OEAP_ERR_INPUT, "replay", 0, "layer %lld: liboea refused a batch of %d rows at k0=%d: %s",
-			                 (long long)l->id, b->n, r->k0[k], oea_status_message(rc));
+			                 (long long)l->id, b->n, k0s[k], oea_status_message(rc));
 		r->routed_rows += (uint64_t)b->n;
 		if (r->ep) {
 			c->ep_before += ep_before;
@@ -166,6 +167,12 @@ static int route_batch(oeap_replay *r, size_t mode, batch *b, int gate, oeap_err
 		}
 	}
 	return 0;
+}
+
+/* Routes the gathered batch once per k0 of `r`, into mode `mode`'s cells. */
+static int route_batch(oeap_replay *r, size_t mode, batch *b, int gate, oeap_error *err)
+{
+	return route_with(r, r->k0, r->nk0, oeap_replay_at(r, mode, 0), b, gate, err);
 }
 
 /* Appends rows [from, from+count) of call `c` to the batch. */
@@ -268,6 +275,23 @@ int oeap_replay_run(const oeap_recording *rec, const oeap_replay_opts *o, oeap_r
 		gather(&b, c, 0, c->rows);
 		if (route_batch(r, 0, &b, 1, err))
 			goto done;
+	}
+	if (o->bands) {
+		/* as a server with these bands would have routed the recorded calls: k0 by the call's rows, with
+		 * the layer's gate; a call whose band is off is routed with k0 = R (counted, unchanged) */
+		r->has_bands = 1;
+		r->bands = *o->bands;
+		for (size_t ci = 0; ci < rec->ncalls; ci++) {
+			const oeap_rec_call *c = &rec->calls[ci];
+			const oeap_rec_layer *l = &rec->layers[c->layer];
+			int k0 = oeap_k0_bands_pick(o->bands, c->rows);
+			if (k0 == 0)
+				k0 = l->top_k - l->shared;
+			start(&b, l, c);
+			gather(&b, c, 0, c->rows);
+			if (route_with(r, &k0, 1, &r->bands_cell, &b, 1, err))
+				goto done;
+		}
 	}
 	for (size_t m = 1; m < r->nmodes; m++)
 		if (regroup(r, m, rec, &b, r->mode[m], err))

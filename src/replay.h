@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "k0bands.h"
 #include "oea.h"
 #include "recording.h"
 
@@ -26,6 +27,7 @@ typedef struct oeap_replay_opts {
 	int batch[OEAP_REPLAY_MAX_LIST]; /* regrouped batch sizes, 1..OEA_MAX_ROWS */
 	size_t nbatch;                /* 0: 1, 2, 4, ... 128 */
 	int ep;                       /* expert-parallel ranks to report the busiest of; 0: none */
+	const oeap_k0_bands *bands;   /* also replay the recorded calls with k0 by their rows; NULL: not */
 } oeap_replay_opts;
 
 /* One k0 at one batching. */
@@ -43,6 +45,9 @@ typedef struct oeap_replay {
 	uint64_t *left_over;                /* per mode: rows that did not fill a last batch of their layer */
 	int max_routed;                     /* the widest layer's routed top-k (R) */
 	int ep;
+	int has_bands;                      /* bands_cell holds the recorded calls routed by opts.bands */
+	oeap_k0_bands bands;
+	oeap_replay_cell bands_cell;
 	uint64_t routed_rows;               /* rows handed to liboea, all cells together */
 	double seconds;                     /* time spent replaying (the engine's loop) */
 	double ref_seconds;                 /* of which inside oea_route_host: the CPU reference's own speed */

@@ -9,10 +9,9 @@
 
 #include "report.h"
 
-void oeap_replay_figures_of(const oeap_replay *r, const oeap_calibration *cal, size_t mode, size_t k,
-                            oeap_replay_figures *f)
+static void cell_figures(const oeap_replay *r, const oeap_calibration *cal, const oeap_replay_cell *c,
+                         oeap_replay_figures *f)
 {
-	const oeap_replay_cell *c = oeap_replay_at(r, mode, k);
 	const oea_totals *t = &c->tot;
 	memset(f, 0, sizeof(*f));
 	f->batches = t->calls;
@@ -35,6 +34,32 @@ void oeap_replay_figures_of(const oeap_replay *r, const oeap_calibration *cal, s
 		f->ep_after = (double)c->ep_after / (double)t->calls;
 	}
 }
+
+void oeap_replay_figures_of(const oeap_replay *r, const oeap_calibration *cal, size_t mode, size_t k,
+                            oeap_replay_figures *f)
+{
+	cell_figures(r, cal, oeap_replay_at(r, mode, k), f);
+}
+
+/* The K0 value of --bands, as given back ("1-7:0,8-:3"). */
+static void bands_text(const oeap_k0_bands *b, char *buf, size_t len)
+{
+	size_t at = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < b->n && at < len; i++) {
+		if (b->n == 1 && !b->band[i].hi) {
+			snprintf(buf, len, "%d", b->band[i].k0);
+			return;
+		}
+		char hi[16] = "";
+		if (b->band[i].hi)
+			snprintf(hi, sizeof(hi), "%d", b->band[i].hi);
+		at += (size_t)snprintf(buf + at, len - at, "%s%d-%s:%d", i ? "," : "", b->band[i].lo, hi, b->band[i].k0);
+	}
+}
+
+static void print_row(FILE *f, const oeap_replay *r, const oeap_calibration *cal, const char *name,
+                      const char *k0, const oeap_replay_figures *g);
 
 const char *oeap_replay_mode_name(const oeap_replay *r, size_t mode, char *buf, size_t len)
 {
@@ -97,17 +122,20 @@ void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_repla
 		for (size_t k = 0; k < r->nk0; k++) {
 			oeap_replay_figures g;
 			oeap_replay_figures_of(r, cal, m, k, &g);
-			fprintf(f, "%-9s %3d %9.2f %9.2f %6.1f%%", k ? "" : name, r->k0[k], g.t_before, g.t_after, 100 * g.cut);
-			print_kept(f, g.kept_mean);
-			print_kept(f, g.kept_p5);
-			fprintf(f, " %9.2f", g.changed);
-			if (cal)
-				fprintf(f, "  %8.1f -> %8.1f (%5.1f%%)", g.us_before, g.us_after,
-				        g.us_before > 0 ? 100 * (g.us_before - g.us_after) / g.us_before : 0.0);
-			if (r->ep)
-				fprintf(f, "  %8.2f -> %.2f", g.ep_before, g.ep_after);
-			fputc('\n', f);
+			char k0[16];
+			snprintf(k0, sizeof(k0), "%d", r->k0[k]);
+			print_row(f, r, cal, k ? "" : name, k0, &g);
 		}
+		if (m == 0 && r->has_bands) {
+			oeap_replay_figures g;
+			cell_figures(r, cal, &r->bands_cell, &g);
+			print_row(f, r, cal, "", "K0*", &g);
+		}
+	}
+	if (r->has_bands) {
+		char b[256];
+		bands_text(&r->bands, b, sizeof(b));
+		fprintf(f, "\nK0*: the recorded calls with k0 by their rows from --bands %s (off: routed unchanged)\n", b);
 	}
 	fprintf(f, "\ncut = 1 - T after / T before (sums); kept: the share of a re-routed row's routing weight its new "
 	           "experts carry (p5: 5%% of rows keep less); changed: routed slots changed per re-routed row.\n");
@@ -147,9 +175,63 @@ void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_repla
 		        oeap_replay_prefix(rec), rc->single_k0, oeap_replay_prefix(rec), rc->single_min_batch);
 }
 
+static void print_row(FILE *f, const oeap_replay *r, const oeap_calibration *cal, const char *name,
+                      const char *k0, const oeap_replay_figures *g)
+{
+	fprintf(f, "%-9s %3s %9.2f %9.2f %6.1f%%", name, k0, g->t_before, g->t_after, 100 * g->cut);
+	print_kept(f, g->kept_mean);
+	print_kept(f, g->kept_p5);
+	fprintf(f, " %9.2f", g->changed);
+	if (cal)
+		fprintf(f, "  %8.1f -> %8.1f (%5.1f%%)", g->us_before, g->us_after,
+		        g->us_before > 0 ? 100 * (g->us_before - g->us_after) / g->us_before : 0.0);
+	if (r->ep)
+		fprintf(f, "  %8.2f -> %.2f", g->ep_before, g->ep_after);
+	fputc('\n', f);
+}
+
 static json_t *num_or_null(double v)
 {
 	return v < 0 ? json_null() : json_real(v);
+}
+
+/* One cell's JSON: its figures and liboea's sums. Takes `batch` and `k0`. */
+static json_t *cell_json(const oeap_replay *r, const oeap_calibration *cal, const oeap_replay_cell *c, json_t *batch,
+                         json_t *k0)
+{
+	const oea_totals *t = &c->tot;
+	oeap_replay_figures g;
+	cell_figures(r, cal, c, &g);
+	json_t *row = json_object();
+	json_object_set_new(row, "batch", batch);
+	json_object_set_new(row, "k0", k0);
+	json_object_set_new(row, "batches", json_integer((json_int_t)g.batches));
+	json_object_set_new(row, "gated", json_integer((json_int_t)g.gated));
+	json_object_set_new(row, "t_before_mean", json_real(g.t_before));
+	json_object_set_new(row, "t_after_mean", json_real(g.t_after));
+	json_object_set_new(row, "t_cut", json_real(g.cut));
+	json_object_set_new(row, "kept_mean", num_or_null(g.kept_mean));
+	json_object_set_new(row, "kept_p5", num_or_null(g.kept_p5));
+	json_object_set_new(row, "changed_per_rerouted_row", json_real(g.changed));
+	json_object_set_new(row, "rows_mean", json_real(g.rows));
+	if (cal) {
+		json_object_set_new(row, "moe_us_before", json_real(g.us_before));
+		json_object_set_new(row, "moe_us_after", json_real(g.us_after));
+		json_object_set_new(row, "moe_us_saved", json_real(g.us_before - g.us_after));
+	}
+	if (r->ep) {
+		json_object_set_new(row, "ep_busiest_before", json_real(g.ep_before));
+		json_object_set_new(row, "ep_busiest_after", json_real(g.ep_after));
+	}
+	/* liboea's sums, as the live server's totals hold them (the exactness check compares these) */
+	json_object_set_new(row, "totals",
+	                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "calls", (json_int_t)t->calls,
+	                              "gated", (json_int_t)t->gated, "t_before", (json_int_t)t->t_before,
+	                              "t_after", (json_int_t)t->t_after, "valid_rows", (json_int_t)t->valid_rows,
+	                              "rerouted_rows", (json_int_t)t->rerouted_rows, "changed_slots",
+	                              (json_int_t)t->changed_slots, "kept_fx", (json_int_t)t->kept_fx,
+	                              "kept_undefined", (json_int_t)t->kept_undefined));
+	return row;
 }
 
 void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r, const oeap_calibration *cal,
@@ -179,41 +261,15 @@ void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r
 	                        : json_null());
 	json_t *results = json_array();
 	for (size_t m = 0; m < r->nmodes; m++)
-		for (size_t k = 0; k < r->nk0; k++) {
-			const oea_totals *t = &oeap_replay_at(r, m, k)->tot;
-			oeap_replay_figures g;
-			oeap_replay_figures_of(r, cal, m, k, &g);
-			json_t *row = json_object();
-			json_object_set_new(row, "batch", r->mode[m] ? json_integer(r->mode[m]) : json_string("recorded"));
-			json_object_set_new(row, "k0", json_integer(r->k0[k]));
-			json_object_set_new(row, "batches", json_integer((json_int_t)g.batches));
-			json_object_set_new(row, "gated", json_integer((json_int_t)g.gated));
-			json_object_set_new(row, "t_before_mean", json_real(g.t_before));
-			json_object_set_new(row, "t_after_mean", json_real(g.t_after));
-			json_object_set_new(row, "t_cut", json_real(g.cut));
-			json_object_set_new(row, "kept_mean", num_or_null(g.kept_mean));
-			json_object_set_new(row, "kept_p5", num_or_null(g.kept_p5));
-			json_object_set_new(row, "changed_per_rerouted_row", json_real(g.changed));
-			json_object_set_new(row, "rows_mean", json_real(g.rows));
-			if (cal) {
-				json_object_set_new(row, "moe_us_before", json_real(g.us_before));
-				json_object_set_new(row, "moe_us_after", json_real(g.us_after));
-				json_object_set_new(row, "moe_us_saved", json_real(g.us_before - g.us_after));
-			}
-			if (r->ep) {
-				json_object_set_new(row, "ep_busiest_before", json_real(g.ep_before));
-				json_object_set_new(row, "ep_busiest_after", json_real(g.ep_after));
-			}
-			/* liboea's sums, as the live server's totals hold them (the exactness check compares these) */
-			json_object_set_new(row, "totals",
-			                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "calls", (json_int_t)t->calls,
-			                              "gated", (json_int_t)t->gated, "t_before", (json_int_t)t->t_before,
-			                              "t_after", (json_int_t)t->t_after, "valid_rows", (json_int_t)t->valid_rows,
-			                              "rerouted_rows", (json_int_t)t->rerouted_rows, "changed_slots",
-			                              (json_int_t)t->changed_slots, "kept_fx", (json_int_t)t->kept_fx,
-			                              "kept_undefined", (json_int_t)t->kept_undefined));
-			json_array_append_new(results, row);
-		}
+		for (size_t k = 0; k < r->nk0; k++)
+			json_array_append_new(results, cell_json(r, cal, oeap_replay_at(r, m, k),
+			                                         r->mode[m] ? json_integer(r->mode[m]) : json_string("recorded"),
+			                                         json_integer(r->k0[k])));
+	if (r->has_bands) {
+		char b[256];
+		bands_text(&r->bands, b, sizeof(b));
+		json_object_set_new(j, "bands", cell_json(r, cal, &r->bands_cell, json_string("recorded"), oeap_json_str(b)));
+	}
 	json_object_set_new(j, "results", results);
 	json_t *left = json_object();
 	for (size_t m = 1; m < r->nmodes; m++) {
@@ -252,27 +308,43 @@ void oeap_replay_json(json_t *j, const oeap_recording *rec, const oeap_replay *r
 	                                                   "single_k0_settings", one));
 }
 
+/* One CSV line; `k0` is quoted when it holds a comma (bands). */
+static void csv_row(FILE *f, const oeap_replay *r, const oeap_calibration *cal, const char *batch, const char *k0,
+                    const oeap_replay_figures *g)
+{
+	fprintf(f, strchr(k0, ',') ? "%s,\"%s\",%" PRIu64 ",%" PRIu64 ",%.6f,%.6f,%.6f," : "%s,%s,%" PRIu64 ",%" PRIu64 ",%.6f,%.6f,%.6f,",
+	        batch, k0, g->batches, g->gated, g->t_before, g->t_after, g->cut);
+	if (g->kept_mean >= 0)
+		fprintf(f, "%.6f,%.6f", g->kept_mean, g->kept_p5);
+	else
+		fputc(',', f);
+	fprintf(f, ",%.6f", g->changed);
+	if (cal)
+		fprintf(f, ",%.3f,%.3f", g->us_before, g->us_after);
+	if (r->ep)
+		fprintf(f, ",%.6f,%.6f", g->ep_before, g->ep_after);
+	fputc('\n', f);
+}
+
 int oeap_replay_write_csv(FILE *f, const oeap_replay *r, const oeap_calibration *cal)
 {
 	fprintf(f, "batch,k0,batches,gated,t_before_mean,t_after_mean,t_cut,kept_mean,kept_p5,changed_per_rerouted_row%s%s\n",
 	        cal ? ",moe_us_before,moe_us_after" : "", r->ep ? ",ep_busiest_before,ep_busiest_after" : "");
-	for (size_t m = 0; m < r->nmodes; m++)
+	for (size_t m = 0; m < r->nmodes; m++) {
 		for (size_t k = 0; k < r->nk0; k++) {
-			char nb[16];
+			char nb[16], k0[16];
 			oeap_replay_figures g;
 			oeap_replay_figures_of(r, cal, m, k, &g);
-			fprintf(f, "%s,%d,%" PRIu64 ",%" PRIu64 ",%.6f,%.6f,%.6f,", oeap_replay_mode_name(r, m, nb, sizeof(nb)),
-			        r->k0[k], g.batches, g.gated, g.t_before, g.t_after, g.cut);
-			if (g.kept_mean >= 0)
-				fprintf(f, "%.6f,%.6f", g.kept_mean, g.kept_p5);
-			else
-				fputc(',', f);
-			fprintf(f, ",%.6f", g.changed);
-			if (cal)
-				fprintf(f, ",%.3f,%.3f", g.us_before, g.us_after);
-			if (r->ep)
-				fprintf(f, ",%.6f,%.6f", g.ep_before, g.ep_after);
-			fputc('\n', f);
+			snprintf(k0, sizeof(k0), "%d", r->k0[k]);
+			csv_row(f, r, cal, oeap_replay_mode_name(r, m, nb, sizeof(nb)), k0, &g);
 		}
+		if (m == 0 && r->has_bands) {
+			char b[256];
+			oeap_replay_figures g;
+			cell_figures(r, cal, &r->bands_cell, &g);
+			bands_text(&r->bands, b, sizeof(b));
+			csv_row(f, r, cal, "recorded", b, &g); /* the value is quoted: it holds commas */
+		}
+	}
 	return ferror(f) ? -1 : 0;
 }

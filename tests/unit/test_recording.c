@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k0bands.h"
 #include "oea.h"
 #include "recommend.h"
 #include "recording.h"
@@ -316,8 +317,78 @@ static void test_recommend(void **state)
 	oeap_recommend(&r, NULL, 0.9, &rc);
 	assert_string_equal(rc.value, "1-7:0,8-31:4,32-:3");
 	assert_int_equal(rc.nbands, 3);
+	oeap_k0_bands back;
+	char why[128];
+	assert_int_equal(oeap_k0_bands_parse(rc.value, 15, &back, why, sizeof(why)), 0);
+	assert_int_equal(back.n, 3);
+	for (size_t i = 0; i < back.n; i++) {
+		assert_int_equal(back.band[i].lo, rc.bands[i].lo);
+		assert_int_equal(back.band[i].hi, rc.bands[i].hi);
+		assert_int_equal(back.band[i].k0, rc.bands[i].k0);
+	}
 	oeap_recommend(&r, NULL, 0.5, &rc);
 	assert_string_equal(rc.value, "3");
+}
+
+/* K0 bands: what parses, what is refused and why, which k0 a call of n rows gets; and the recommendation's
+ * value parses back to its bands. */
+static void test_k0_bands(void **state)
+{
+	(void)state;
+	oeap_k0_bands b;
+	char why[256];
+	assert_int_equal(oeap_k0_bands_parse("1-7:0,8-31:4,32-:3", 15, &b, why, sizeof(why)), 0);
+	assert_int_equal(b.n, 3);
+	assert_int_equal(oeap_k0_bands_pick(&b, 1), 0);
+	assert_int_equal(oeap_k0_bands_pick(&b, 7), 0);
+	assert_int_equal(oeap_k0_bands_pick(&b, 8), 4);
+	assert_int_equal(oeap_k0_bands_pick(&b, 31), 4);
+	assert_int_equal(oeap_k0_bands_pick(&b, 1000), 3);
+	assert_int_equal(oeap_k0_bands_parse("3", 15, &b, why, sizeof(why)), 0);
+	assert_int_equal(oeap_k0_bands_pick(&b, 5), 3);
+	assert_int_equal(oeap_k0_bands_parse("1-1:0,2-:2", 15, &b, why, sizeof(why)), 0);
+	static const struct {
+		const char *s, *why;
+	} bad[] = {
+		{"2-:3", "must start at 1"},       {"1-5:3,7-:2", "not at 6"},    {"1-5:3,6-9:2", "must be open"},
+		{"1-5:3,6-:16", "from 0 to 15"},   {"1-:3,4-:2", "only the last"}, {"1-5:3;6-:2", "separated by ','"},
+		{"", "expected LO-HI:K0"},         {"16", "expected LO-HI:K0"},    {"1-0:2,1-:3", "not below 1"},
+		{" 1-:3", "expected LO-HI:K0"},    {"1-:-1", "from 0 to 15"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		assert_int_equal(oeap_k0_bands_parse(bad[i].s, 15, &b, why, sizeof(why)), -1);
+		if (!strstr(why, bad[i].why))
+			fail_msg("'%s': \"%s\" lacks \"%s\"", bad[i].s, why, bad[i].why);
+	}
+}
+
+/* --bands replays the recorded calls with k0 by rows: one band is that k0's recorded cell, exactly. */
+static void test_replay_bands(void **state)
+{
+	(void)state;
+	oeap_recording rec;
+	read_two_chunks(&rec);
+	oeap_k0_bands b;
+	char why[64];
+	assert_int_equal(oeap_k0_bands_parse("1-:2", 15, &b, why, sizeof(why)), 0);
+	oeap_replay_opts o = {.k0 = {2, 3}, .nk0 = 2, .batch = {4}, .nbatch = 1, .bands = &b};
+	oeap_replay r = {0};
+	oeap_error err;
+	oeap_error_clear(&err);
+	assert_int_equal(oeap_replay_run(&rec, &o, &r, &err), 0);
+	assert_true(r.has_bands);
+	assert_memory_equal(&r.bands_cell.tot, &oeap_replay_at(&r, 0, 0)->tot, sizeof(oea_totals));
+	oeap_replay_free(&r);
+	/* rows 5 fall in the off band: routed unchanged, T after = T before, nothing re-routed */
+	assert_int_equal(oeap_k0_bands_parse("1-5:0,6-:2", 15, &b, why, sizeof(why)), 0);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(oeap_replay_run(&rec, &o, &r, &err), 0);
+	assert_int_equal(r.bands_cell.tot.calls, 4);
+	assert_int_equal(r.bands_cell.tot.t_after, r.bands_cell.tot.t_before);
+	assert_int_equal(r.bands_cell.tot.rerouted_rows, 0);
+	oeap_replay_free(&r);
+	oeap_recording_free(&rec);
 }
 
 int main(void)
@@ -326,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_reads_chunks),  cmocka_unit_test(test_cut_tail),
 		cmocka_unit_test(test_refuses),       cmocka_unit_test(test_refuses_bytes),
 		cmocka_unit_test(test_replay_is_liboea), cmocka_unit_test(test_recommend),
+		cmocka_unit_test(test_k0_bands),      cmocka_unit_test(test_replay_bands),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
