@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import xml.etree.ElementTree as ET
 
 import oea_testlib as tl
 from oea_testlib import case, check
@@ -186,8 +187,11 @@ def cap():
         size = os.path.getsize(rec.path)
         check(rec.stopped and "cap" in rec.stopped and size <= 40000, "%s, %d bytes" % (rec.stopped, size))
         check(rec.recorded + rec.dropped == 60 and rec.dropped > 0, "%d + %d" % (rec.recorded, rec.dropped))
-        rc, doc, err = replay(rec.path, "--k0", "2", "--recommend")
+        svg = os.path.join(d, "chart.svg")
+        rc, doc, err = replay(rec.path, "--k0", "2,3", "--recommend", "--svg", svg)
         check(rc == 0 and doc["calls"] == rec.recorded, err)
+        lines = ET.parse(svg).getroot().findall("{http://www.w3.org/2000/svg}polyline")
+        check(len(lines) == 2, "%d lines in the chart for two k0 values" % len(lines))
         check(doc["recommendation"]["settings"].startswith("VLLM_OEA_K0="), doc["recommendation"]["settings"])
         return "%d bytes, %d calls recorded, %d dropped" % (size, rec.recorded, rec.dropped)
 
