@@ -162,8 +162,8 @@ int cmd_replay(int argc, char **argv)
 	int p = oeap_cli_parse(&cli, "replay",
 	                       "FILE... [--k0 LIST] [--batch LIST] [--ep N] [--json | --csv] [--svg FILE] "
 	                       "[--recommend [--min-kept X]] [--bands K0] [--calibration FILE]",
-	                       "Route the calls of routing recordings (SGLANG_OEA_RECORD, VLLM_OEA_RECORD; "
-	                       "docs/recording.md) again with liboea's CPU reference, for each k0, as recorded and "
+	                       "Route the calls of routing recordings (the binding's recorder; docs/recording.md) "
+	                       "again with liboea's CPU reference, for each k0, as recorded and "
 	                       "regrouped into batch sizes: T before and after, the kept weight (mean, p5) and the "
 	                       "changed slots. Exit 0, or 2 on a bad recording or option.",
 	                       options, argc, argv, &o, &first);
