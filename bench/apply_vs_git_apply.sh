@@ -10,7 +10,7 @@
 # (~/.cache/oeapatch/sglang-<version>/checkout/..., written by tests/sglang),
 # else the largest fixture (tests/fixtures/variants/large.py); the first line
 # printed says which. Timed, per round:
-#   git apply --check   the diff `oeapatch apply --diff` prints, on the clean checkout
+#   git apply --check   the diff `oeapatch apply --full-diff` prints, on the clean checkout
 #   apply --check       oeapatch apply --check on the clean checkout
 #   verify              oeapatch verify on an applied copy
 #   status              oeapatch status on the applied copy
@@ -47,7 +47,7 @@ for d in c a; do
   git -C "$tmp/$d" add -A
   git -C "$tmp/$d" -c user.name=b -c user.email=b@example.invalid commit -qm base
 done
-"$cli" apply --diff -C "$tmp/c" --library "$lib" > "$tmp/oea.diff"
+"$cli" apply --full-diff -C "$tmp/c" --library "$lib" > "$tmp/oea.diff"
 "$cli" apply -q -C "$tmp/a" --library "$lib"
 git -C "$tmp/c" apply --check "$tmp/oea.diff"
 "$cli" verify -q -C "$tmp/a"

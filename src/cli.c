@@ -1,5 +1,8 @@
 #include "cli.h"
 
+/* SHA256_*: the module's digest by the code region.c and binding.c hash with (region.c says why not EVP). */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
@@ -270,19 +273,79 @@ static int differs(const char *a, size_t alen, const char *b, size_t blen)
 	return alen != blen || memcmp(a, b, alen) != 0;
 }
 
-int oeap_cli_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_, size_t new_len,
-                  const char *bind_old, size_t bind_old_len, const char *bind_new, size_t bind_new_len,
-                  oeap_buf *out, oeap_error *err)
+static void sha256_hex(const char *data, size_t len, char hex[65])
 {
-	char *bind_rel = oeap_binding_path(cli->def, oeap_cli_target_rel(cli));
-	int rc = 0;
-	if (!bind_rel)
-		rc = oeap_fail(err, OEAP_ERR_INTERNAL, cli->command, 0, "out of memory");
-	else if ((differs(old, old_len, new_, new_len) &&
-	          oeap_diff(oeap_cli_target_rel(cli), old, old_len, new_, new_len, out, err)) ||
-	         (differs(bind_old, bind_old_len, bind_new, bind_new_len) &&
-	          oeap_diff(bind_rel, bind_old, bind_old_len, bind_new, bind_new_len, out, err)))
-		rc = -1;
-	free(bind_rel);
-	return rc;
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256(data ? (const unsigned char *)data : (const unsigned char *)"", len, md);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+static size_t count_lines(const char *data, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += data[i] == '\n';
+	return n + (len && data[len - 1] != '\n');
+}
+
+int oeap_cli_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_, size_t new_len,
+                  const char *bind_old, size_t bind_old_len, const char *bind_new, size_t bind_new_len, int full,
+                  oeap_buf *out, oeap_module_summary *sum, oeap_error *err)
+{
+	memset(sum, 0, sizeof(*sum));
+	sum->full = full;
+	if (!(sum->path = oeap_binding_path(cli->def, oeap_cli_target_rel(cli))))
+		return oeap_fail(err, OEAP_ERR_INTERNAL, cli->command, 0, "out of memory");
+	int module = differs(bind_old, bind_old_len, bind_new, bind_new_len);
+	if (module) {
+		const char *now = bind_new ? bind_new : bind_old;
+		size_t now_len = bind_new ? bind_new_len : bind_old_len;
+		sum->change = !bind_old ? OEAP_MODULE_NEW : !bind_new ? OEAP_MODULE_REMOVED : OEAP_MODULE_REPLACED;
+		sum->bytes = now_len;
+		sum->lines = count_lines(now, now_len);
+		sha256_hex(now, now_len, sum->sha256);
+		if (sum->change == OEAP_MODULE_REPLACED) {
+			sum->old_bytes = bind_old_len;
+			sha256_hex(bind_old, bind_old_len, sum->old_sha256);
+		}
+	}
+	if ((differs(old, old_len, new_, new_len) &&
+	     oeap_diff(oeap_cli_target_rel(cli), old, old_len, new_, new_len, out, err)) ||
+	    (full && module && oeap_diff(sum->path, bind_old, bind_old_len, bind_new, bind_new_len, out, err)))
+		return -1;
+	return 0;
+}
+
+void oeap_cli_module_summary_free(oeap_module_summary *sum)
+{
+	free(sum->path);
+	sum->path = NULL;
+}
+
+static const char *const change_names[] = {"unchanged", "new", "replaced", "removed"};
+
+void oeap_cli_print_module_summary(const oeap_module_summary *sum, FILE *f)
+{
+	if (sum->change == OEAP_MODULE_UNCHANGED || sum->full) /* full: the diff shows it, and stays a patch */
+		return;
+	fprintf(f, "binding module %s: %s, ", sum->path, change_names[sum->change]);
+	if (sum->change == OEAP_MODULE_REPLACED)
+		fprintf(f, "%zu bytes sha256:%s -> ", sum->old_bytes, sum->old_sha256);
+	fprintf(f, "%zu bytes, %zu lines, sha256:%s (generated; --full-diff shows its diff)\n", sum->bytes,
+	        sum->lines, sum->sha256);
+}
+
+json_t *oeap_cli_module_summary_json(const oeap_module_summary *sum)
+{
+	if (sum->change == OEAP_MODULE_UNCHANGED)
+		return json_null();
+	json_t *j = json_pack("{s:o,s:s,s:I,s:I,s:s,s:b}", "path", oeap_json_str(sum->path), "change",
+	                      change_names[sum->change], "bytes", (json_int_t)sum->bytes, "lines",
+	                      (json_int_t)sum->lines, "sha256", sum->sha256, "in_diff", sum->full);
+	if (j && sum->change == OEAP_MODULE_REPLACED) {
+		json_object_set_new(j, "old_bytes", json_integer((json_int_t)sum->old_bytes));
+		json_object_set_new(j, "old_sha256", json_string(sum->old_sha256));
+	}
+	return j;
 }

@@ -57,15 +57,46 @@ void oeap_cli_json_definition(const oeap_cli *cli, json_t *j);
  * every command that works on one target file. */
 void oeap_cli_json_target(const oeap_cli *cli, json_t *j);
 
+/* What happens to the binding module, in the words --diff's summary uses. */
+typedef enum oeap_module_change {
+	OEAP_MODULE_UNCHANGED = 0,
+	OEAP_MODULE_NEW,
+	OEAP_MODULE_REPLACED,
+	OEAP_MODULE_REMOVED
+} oeap_module_change;
+
+/* --diff without --full-diff shows the binding module (thousands of generated lines that would bury the
+ * target's few) as this summary: its path, and size, lines and sha256 before and after. */
+typedef struct oeap_module_summary {
+	oeap_module_change change;
+	char *path;            /* relative to the checkout; owned, freed by oeap_cli_module_summary_free */
+	size_t bytes, lines;   /* after (REMOVED: before) */
+	char sha256[65];
+	size_t old_bytes;      /* REPLACED: before */
+	char old_sha256[65];
+	int full;              /* its whole diff is in the diff too (--full-diff) */
+} oeap_module_summary;
+
 /*
  * Appends to `out` the unified diff a command would make: the target from
- * `old` to `new_`, and the binding module from `bind_old` to `bind_new`
- * (NULL: absent). Unchanged files add nothing; paths are relative to the
- * checkout so that `git apply` takes the output as it is.
+ * `old` to `new_`, then the binding module from `bind_old` to `bind_new`
+ * (NULL: absent) when `full`, else only the target's and `sum` filled for
+ * the module. Unchanged files add nothing; paths are relative to the
+ * checkout so that `git apply` takes the output as it is (with `full`).
+ * `sum` is filled either way (caller frees with oeap_cli_module_summary_free).
  */
 int oeap_cli_diff(const oeap_cli *cli, const char *old, size_t old_len, const char *new_, size_t new_len,
-                  const char *bind_old, size_t bind_old_len, const char *bind_new, size_t bind_new_len,
-                  oeap_buf *out, oeap_error *err);
+                  const char *bind_old, size_t bind_old_len, const char *bind_new, size_t bind_new_len, int full,
+                  oeap_buf *out, oeap_module_summary *sum, oeap_error *err);
+
+void oeap_cli_module_summary_free(oeap_module_summary *sum);
+
+/* The summary's line after the diff on stdout (nothing when the module does not change, or its diff is
+ * in full: the output then stays a patch git apply takes). */
+void oeap_cli_print_module_summary(const oeap_module_summary *sum, FILE *f);
+
+/* The summary as JSON ("module_change": null when the module does not change). */
+json_t *oeap_cli_module_summary_json(const oeap_module_summary *sum);
 
 /* The target's path relative to the checkout, for messages and diffs. */
 const char *oeap_cli_target_rel(const oeap_cli *cli);

@@ -25,6 +25,7 @@
 typedef struct apply_opts {
 	int check;
 	int diff;
+	int full_diff;
 	int refresh;
 	int break_links;
 	int downgrade;
@@ -36,6 +37,8 @@ static const oeap_option options[] = {
 	OEAP_OPT_SWITCH("check", 0, apply_opts, check, "write nothing: say whether the patch lands (exit 0) or not"),
 	OEAP_OPT_SWITCH("dry-run", 0, apply_opts, check, "the same as --check"),
 	OEAP_OPT_SWITCH("diff", 0, apply_opts, diff, "write nothing: print the unified diff apply would make"),
+	OEAP_OPT_SWITCH("full-diff", 0, apply_opts, full_diff,
+	                "--diff with the generated binding module's whole diff (default: its path, size and sha256)"),
 	OEAP_OPT_SWITCH("refresh", 0, apply_opts, refresh,
 	                "move regions that upstream changes left away from their anchors (otherwise refused)"),
 	OEAP_OPT_VALUE("library", 0, "PATH", apply_opts, library,
@@ -154,6 +157,7 @@ typedef struct apply_result {
 	oeap_outcome out;
 	binding_plan bp;
 	oeap_buf diff;    /* --diff */
+	oeap_module_summary module; /* --diff: the binding module's change */
 	oeap_pyc_list bytecode; /* removed (--check: would be), so Python runs what was written */
 } apply_result;
 
@@ -163,6 +167,7 @@ static void apply_result_free(void *result)
 	oeap_pyc_list_free(&r->bytecode);
 	binding_plan_free(&r->bp);
 	oeap_buf_free(&r->diff);
+	oeap_cli_module_summary_free(&r->module);
 	oeap_outcome_free(&r->out);
 	free(r->buf);
 	free(r->library);
@@ -294,7 +299,9 @@ static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_err
 		goto done;
 	if (o->diff) {
 		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bp.old, r->bp.old_len,
-		                      r->bp.want.data, r->bp.want.len, &r->diff, err);
+		                      r->bp.want.data, r->bp.want.len,
+		                      /* a module apply refuses: its diff is how it differs */
+		                      o->full_diff || r->bp.refused, &r->diff, &r->module, err);
 		goto done;
 	}
 	/* Bytecode Python would run instead of the files as they are (an
@@ -378,8 +385,10 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 	if (r->bp.refused) /* --diff only: otherwise apply failed */
 		json_object_set_new(bind, "overwrite_refused", json_true());
 	json_object_set_new(j, "binding", bind);
-	if (o->diff)
+	if (o->diff) {
 		json_object_set_new(j, "diff", oeap_json_strn(r->diff.data ? r->diff.data : "", r->diff.len));
+		json_object_set_new(j, "module_change", oeap_cli_module_summary_json(&r->module));
+	}
 	else
 		json_object_set_new(j, o->check ? "bytecode_to_remove" : "bytecode_removed", oeap_pyc_list_json(&r->bytecode));
 	oeap_json_emit(j);
@@ -391,6 +400,7 @@ static void print_text(const oeap_cli *cli, const void *opts, const void *result
 	const apply_result *r = result;
 	if (o->diff) {
 		oeap_print_diff(r->diff.data ? r->diff.data : "", r->diff.len, stdout);
+		oeap_cli_print_module_summary(&r->module, stdout);
 		if (r->bp.refused)
 			fprintf(stderr, "oeapatch: %s: %s; `oeapatch apply` refuses to overwrite it (the diff above is how "
 			                "it differs from what this oeapatch writes)\n",
@@ -436,14 +446,14 @@ int cmd_apply(int argc, char **argv)
 {
 	int first = 0;
 	oeap_cli cli;
-	apply_opts o = {0, 0, 0, 0, 0, NULL};
+	apply_opts o = {0, 0, 0, 0, 0, 0, NULL};
 	oeap_error err;
 	apply_result r;
 	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
 	int p = oeap_cli_parse(&cli, "apply",
-	                       "[-C DIR | --python PATH] [--check | --diff] [--refresh] [--library PATH] [--json] [-q]",
+	                       "[-C DIR | --python PATH] [--check | --diff | --full-diff] [--refresh] [--library PATH] [--json] [-q]",
 	                       "Insert the env-gated OEA call site into the target file (a checkout's, or an "
 	                       "installed package's) and write the binding module beside it.",
 	                       options, argc, argv, &o, &first);
@@ -451,6 +461,7 @@ int cmd_apply(int argc, char **argv)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
+	o.diff |= o.full_diff;
 	if (o.check && o.diff) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "apply", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);

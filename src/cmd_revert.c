@@ -17,7 +17,7 @@
 #include "pycache.h"
 
 typedef struct revert_opts {
-	int check, diff, force, break_links;
+	int check, diff, full_diff, force, break_links;
 } revert_opts;
 
 static const oeap_option options[] = {
@@ -25,6 +25,8 @@ static const oeap_option options[] = {
 	OEAP_OPT_SWITCH("check", 0, revert_opts, check, "write nothing: say whether revert would succeed"),
 	OEAP_OPT_SWITCH("dry-run", 0, revert_opts, check, "the same as --check"),
 	OEAP_OPT_SWITCH("diff", 0, revert_opts, diff, "write nothing: print the unified diff revert would make"),
+	OEAP_OPT_SWITCH("full-diff", 0, revert_opts, full_diff,
+	                "--diff with the generated binding module's whole diff (default: its path, size and sha256)"),
 	OEAP_OPT_SWITCH("force", 0, revert_opts, force,
 	                "remove regions and the binding module even when they were edited by hand"),
 	OEAP_OPT_SWITCH("break-links", 0, revert_opts, break_links,
@@ -42,6 +44,7 @@ typedef struct revert_result {
 	char *bind_path;
 	int bind_ours;    /* it is one oeapatch generated: revert removes it */
 	oeap_buf diff;    /* --diff */
+	oeap_module_summary module; /* --diff: the binding module's change */
 	oeap_pyc_list bytecode; /* removed (--check: would be): none may run in place of what is left */
 } revert_result;
 
@@ -51,6 +54,7 @@ static void revert_result_free(void *result)
 	oeap_pyc_list_free(&r->bytecode);
 	oeap_outcome_free(&r->out);
 	oeap_buf_free(&r->diff);
+	oeap_cli_module_summary_free(&r->module);
 	free(r->bind_text);
 	free(r->bind_path);
 	free(r->buf);
@@ -104,7 +108,7 @@ static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_err
 		goto done;
 	if (o->diff) {
 		error = oeap_cli_diff(cli, r->buf, r->len, r->out.out, r->out.out_len, r->bind_ours ? r->bind_text : NULL,
-		                      r->bind_len, NULL, 0, &r->diff, err);
+		                      r->bind_len, NULL, 0, o->full_diff, &r->diff, &r->module, err);
 		goto done;
 	}
 	/* Bytecode that would run instead of what is left: a pyc of the patched
@@ -164,8 +168,10 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 	json_object_set_new(j, "before", json_string(oeap_file_state_name(r->out.before)));
 	json_object_set_new(j, "changed", json_boolean(r->out.changed));
 	json_object_set_new(j, "binding_removed", json_boolean(r->bind_ours));
-	if (o->diff)
+	if (o->diff) {
 		json_object_set_new(j, "diff", oeap_json_strn(r->diff.data ? r->diff.data : "", r->diff.len));
+		json_object_set_new(j, "module_change", oeap_cli_module_summary_json(&r->module));
+	}
 	else
 		json_object_set_new(j, o->check ? "bytecode_to_remove" : "bytecode_removed", oeap_pyc_list_json(&r->bytecode));
 	oeap_json_emit(j);
@@ -178,6 +184,7 @@ static void print_text(const oeap_cli *cli, const void *opts, const void *result
 	int writes = !o->check && !o->diff;
 	if (o->diff) {
 		oeap_print_diff(r->diff.data ? r->diff.data : "", r->diff.len, stdout);
+		oeap_cli_print_module_summary(&r->module, stdout);
 		return;
 	}
 	const char *verb = r->out.changed ? (writes ? "reverted" : "would be reverted")
@@ -197,19 +204,20 @@ int cmd_revert(int argc, char **argv)
 {
 	int first = 0;
 	oeap_cli cli;
-	revert_opts o = {0, 0, 0, 0};
+	revert_opts o = {0, 0, 0, 0, 0};
 	oeap_error err;
 	revert_result r;
 	memset(&r, 0, sizeof(r));
 	oeap_error_clear(&err);
 
-	int p = oeap_cli_parse(&cli, "revert", "[-C DIR | --python PATH] [--check | --diff] [--force] [--json] [-q]",
+	int p = oeap_cli_parse(&cli, "revert", "[-C DIR | --python PATH] [--check | --diff | --full-diff] [--force] [--json] [-q]",
 	                       "Remove exactly what apply inserted, and the binding module it wrote.", options, argc,
 	                       argv, &o, &first);
 	if (p)
 		return p > 0 ? OEAP_EXIT_OK : OEAP_EXIT_TROUBLE;
 	if ((p = oeap_cli_no_operands(&cli, argc, argv, first)))
 		return p;
+	o.diff |= o.full_diff;
 	if (o.check && o.diff) {
 		oeap_fail(&err, OEAP_ERR_USAGE, "revert", 0, "--check and --diff: choose one");
 		return oeap_cli_error(&cli, &err);

@@ -48,7 +48,27 @@ static const char *compose_dir(const char *prev, const char *next)
 	return buf;
 }
 
-static void print_options(const oeap_option *opts, FILE *f)
+static const char *entry_python(void);
+static int acts_on_target(const char *command);
+
+/* -C's default as this executable has it: the current folder, or, run through the wheel's console entry,
+ * the package of the interpreter that entry runs under for the commands that act on a target (the venv
+ * default below). `command` NULL: the global help, which names both. */
+static void print_dir_default(const char *command, FILE *f)
+{
+	const char *entry = entry_python();
+	if (!entry || (command && !acts_on_target(command)))
+		fprintf(f, " (default: .)");
+	else if (command)
+		fprintf(f, " (default: the package %s imports, as --python %s: the environment this oeapatch is "
+		           "installed in)", entry, entry);
+	else
+		fprintf(f, " (default: apply, verify, revert and status act on the package %s imports, as "
+		           "--python %s, the environment this oeapatch is installed in; check and hook on .)", entry,
+		        entry);
+}
+
+static void print_options(const char *command, const oeap_option *opts, FILE *f)
 {
 	for (const oeap_option *o = opts; o->name; o++) {
 		char left[64];
@@ -57,7 +77,10 @@ static void print_options(const oeap_option *opts, FILE *f)
 			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->val, o->name, sep, o->arg ? o->arg : "");
 		else
 			snprintf(left, sizeof(left), "    --%s%s%s", o->name, sep, o->arg ? o->arg : "");
-		fprintf(f, "  %-28s %s\n", left, o->help);
+		fprintf(f, "  %-28s %s", left, o->help);
+		if (o->val == 'C' && o->bind == OEAP_OPT_BIND_NONE)
+			print_dir_default(command, f);
+		fputc('\n', f);
 	}
 }
 
@@ -65,7 +88,7 @@ static void usage(const char *command, const char *synopsis, const char *summary
                   FILE *f)
 {
 	fprintf(f, "usage: oeapatch %s %s\n\n%s\n\noptions:\n", command, synopsis, summary);
-	print_options(opts, f);
+	print_options(command, opts, f);
 	fprintf(f, "\nexit status: 0 done or holds, 1 a check found a difference, 2 usage error or trouble\n");
 }
 
@@ -77,7 +100,7 @@ static const oeap_option global_options[] = {
 
 void oeap_cli_print_global_options(FILE *f)
 {
-	print_options(global_options, f);
+	print_options(NULL, global_options, f);
 }
 
 /* --color's value; NULL (a bare --color) means always, as in git. */

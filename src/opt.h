@@ -57,7 +57,7 @@ enum { OEAP_OPT_JSON = 256, OEAP_OPT_PATCH, OEAP_OPT_PYTHON, OEAP_OPT_COLOR };
 #define OEAP_OPT_OWN(NAME, HAS_ARG, VAL, ARG, HELP) {NAME, HAS_ARG, VAL, ARG, HELP, OEAP_OPT_BIND_NONE, 0, NULL}
 #define OEAP_COMMON_OPTIONS                                                                                   \
 	OEAP_OPT_OWN("directory", required_argument, 'C', "DIR",                                                  \
-	             "a checkout, a site-packages folder, or any folder inside either (default: .)"),             \
+	             "a checkout, a site-packages folder, or any folder inside either"),                          \
 	OEAP_OPT_OWN("python", required_argument, OEAP_OPT_PYTHON, "PATH",                                        \
 	             "act on the package the interpreter PATH imports (instead of -C)"),                          \
 	OEAP_OPT_OWN("patch", required_argument, OEAP_OPT_PATCH, "NAME|DIR",                                      \

@@ -19,6 +19,7 @@
 #include "embedded_scripts.h"
 #include "fsio.h"
 #include "importsys.h"
+#include "target.h"
 
 /* The entry point name the wheel registers in both groups (pyproject.toml). */
 #define PLUGIN_NAME "oeapatch"
@@ -106,27 +107,6 @@ static int registers(const char *dist_info, const char *group)
 		}
 	}
 	fclose(f);
-	return found;
-}
-
-/* Whether `dir` is an environment's package folder: vLLM's target has the
- * same path in a checkout and installed, so the layout alone cannot say;
- * pip leaves a *.dist-info for every distribution it installs. */
-static int is_site(const char *dir)
-{
-	const char *base = strrchr(dir, '/');
-	base = base ? base + 1 : dir;
-	if (!strcmp(base, "site-packages") || !strcmp(base, "dist-packages"))
-		return 1;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int found = 0;
-	while (d && !found && (e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		found = n > 10 && strcmp(e->d_name + n - 10, ".dist-info") == 0;
-	}
-	if (d)
-		closedir(d);
 	return found;
 }
 
@@ -249,7 +229,7 @@ void oeap_plugin_check(const oeap_cli *cli, const oeap_env *env, oeap_plugin_sta
 
 	if (cli->python)
 		ask_python(cli, cli->nenv_files ? env : NULL, st);
-	else if (cli->layout == OEAP_LAYOUT_INSTALLED || is_site(cli->root))
+	else if (cli->layout == OEAP_LAYOUT_INSTALLED)
 		scan_site(cli->root, st);
 	else {
 		st->installed = -1;

@@ -1,6 +1,7 @@
 /* target.c - finding the target a command acts on (target.h). */
 #include "target.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
@@ -52,6 +53,33 @@ int oeap_target_parent(char *dir)
 	return 1;
 }
 
+int oeap_target_is_site(const char *dir)
+{
+	const char *base = strrchr(dir, '/');
+	base = base ? base + 1 : dir;
+	if (!strcmp(base, "site-packages") || !strcmp(base, "dist-packages"))
+		return 1;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int found = 0;
+	while (d && !found && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		found = n > 10 && strcmp(e->d_name + n - 10, ".dist-info") == 0;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Is `rel` one of the alternatives `alts` (NULL-terminated, may be NULL)? */
+static int listed(char *const *alts, const char *rel)
+{
+	for (size_t i = 0; alts && alts[i]; i++)
+		if (!strcmp(alts[i], rel))
+			return 1;
+	return 0;
+}
+
 /* Do `a`/`ra` and `b`/`rb` sit in the same folder (the folders resolved)? The
  * binding module goes beside the file patched, and the import finds it only
  * beside the file it imports. */
@@ -96,7 +124,11 @@ int oeap_target_find_root(const oeap_patchdef *def, const char *start, char **ro
 				continue;
 			free(*root);
 			*root = strdup(dir);
-			*layout = OEAP_LAYOUT_CHECKOUT;
+			/* vLLM's package sits at the top of its repository, so the checkout's path is also the
+			 * installed one: a folder that is site-packages (by name, or holding what pip installed)
+			 * is the installed layout, whichever list matched. */
+			*layout = listed(def->installed_targets, t) && oeap_target_is_site(dir) ? OEAP_LAYOUT_INSTALLED
+			                                                                       : OEAP_LAYOUT_CHECKOUT;
 			*rel = t;
 			break;
 		}

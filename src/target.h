@@ -22,6 +22,10 @@ const char *oeap_target_first_existing(const char *dir, char *const *alts, struc
 /* Cuts the last component off an absolute path; 0 when it was "/". */
 int oeap_target_parent(char *dir);
 
+/* Does `dir` look like a folder pip installs into: named site-packages or dist-packages, or holding a
+ * *.dist-info folder (a --target or --prefix install)? A checkout holds none. */
+int oeap_target_is_site(const char *dir);
+
 /*
  * From `start` (absolute) upward, as git searches for .git: the first folder
  * where the definition's target (a checkout) or its installed_target (a

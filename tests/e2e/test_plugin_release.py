@@ -53,6 +53,7 @@ environment cannot be made (the package index unreachable).
 """
 
 import glob
+import hashlib
 import json
 import os
 import py_compile
@@ -226,11 +227,54 @@ def level(line):
     return words[1] if words[:1] == ["LOG"] else (words[0] if words else "")
 
 
+def check_words(r):
+    """Issue 36.5: what the wheel's oeapatch says about this environment
+    before it is patched: -C's default in its help, the layout of a
+    site-packages folder, and apply --diff's target first with the binding
+    module summarised (returned: JSON's module_change, checked against the
+    module apply then writes)."""
+    n = r.name
+    rc, out = run([r.cli, "help", "apply"], env=r.env())
+    line = [ln for ln in out.splitlines() if "--directory" in ln]
+    say(rc == 0 and line and "(default: the package %s imports" % r.py in line[0] and "(default: .)" not in out,
+        "%s: the wheel's `oeapatch help apply` gives -C's default as this venv's interpreter: %r"
+        % (n, line or out[-400:]))
+    rc, out = run([r.cli, "help", "check"], env=r.env())
+    say(rc == 0 and "(default: .)" in out, "%s: ... and check's as the current folder" % n)
+    rc, out = run([r.cli, "--json", "status"], env=r.env(), cwd=r.work)
+    doc = json.loads(out) if out.startswith("{") else {}
+    say(doc.get("layout") == "installed" and doc.get("root") == r.site,
+        "%s: status --json (the venv default) names the site-packages layout: %s %s"
+        % (n, doc.get("layout"), doc.get("root")))
+    rc, out = r.oeapatch("apply", "--diff")
+    lines = out.splitlines()
+    summary = [ln for ln in lines if ln.startswith("binding module ")]
+    say(rc == 0 and lines and lines[0].startswith("diff --git a/") and r.cfg["target"] in lines[0]
+        and len(summary) == 1 and summary[0] == lines[-1] and ": new, " in summary[0]
+        and "--full-diff" in summary[0] and len(lines) < 120,
+        "%s: apply --diff shows the target's change first and the module in one line (%d lines): %r"
+        % (n, len(lines), summary or out[-600:]))
+    rc, out = r.oeapatch("--json", "apply", "--diff")
+    doc = json.loads(out) if out.startswith("{") else {}
+    mc = doc.get("module_change") or {}
+    rc, full = r.oeapatch("apply", "--full-diff")
+    say(rc == 0 and mc.get("change") == "new" and "_oeapatch_" not in doc.get("diff", "_oeapatch_")
+        and "+++ b/" + mc.get("path", "?") in full and full.count("\n") > mc.get("lines", 0),
+        "%s: --json's module_change (%s, %s lines) and --full-diff's whole module (%d lines)"
+        % (n, mc.get("change"), mc.get("lines"), full.count("\n")))
+    return mc
+
+
 def check_release(r):
     n = r.name
     rc, out = r.oeapatch("revert")
+    mc = check_words(r)
     rc, out = r.oeapatch("apply")
     say(rc == 0, "%s: the wheel's oeapatch applies to the private copy (%s)" % (n, out.strip()[-200:]))
+    written = glob.glob(os.path.join(os.path.dirname(r.target), "_oeapatch_*.py"))
+    data = open(written[0], "rb").read() if len(written) == 1 else b""
+    say(hashlib.sha256(data).hexdigest() == mc.get("sha256") and len(data) == mc.get("bytes"),
+        "%s: the module apply wrote is the one apply --diff summarised (%d bytes)" % (n, len(data)))
     rc, out = r.oeapatch("verify", **r.k0())
     say(rc == 0, "%s: verify passes with K0=3%s" % (n, "" if rc == 0 else ": " + out[-800:]))
 
