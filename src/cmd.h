@@ -10,6 +10,7 @@ int cmd_apply(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_revert(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_definition(int argc, char **argv);
 /* recordings: cmd_replay.c (recording.h, replay.h, recommend.h, replay_report.h) */
 int cmd_replay(int argc, char **argv);
 /* git integration: cmd_check.c, cmd_hook.c */

@@ -23,6 +23,7 @@ static const command commands[] = {
 	{"verify", cmd_verify, 0, "prove the patch is in place, intact, and bound to a loadable library"},
 	{"revert", cmd_revert, 0, "remove exactly what apply inserted"},
 	{"status", cmd_status, 0, "applied or not, which version, drift, library"},
+	{"definition", cmd_definition, 0, "what a patch definition declares, as oeapatch reads it"},
 	{"replay", cmd_replay, 0, "route recorded traffic again for each k0 and batch size; recommend k0 bands"},
 	/* git integration (libgit2): gitrepo.h, history.h, revcheck.h, hook.h */
 	{"check", cmd_check, 1, "dry-run the patch on committed revisions (CI: does upstream still take it?)"},
@@ -35,9 +36,9 @@ static void usage(FILE *f)
 	fprintf(f, "usage: oeapatch [-C DIR | --python PATH] [--patch NAME|DIR] [--json] [-q] [--color[=WHEN]]\n"
 	           "                <command> [options]\n\ncommands:\n");
 	for (const command *c = commands; c->name; c++)
-		fprintf(f, "  %-8s %s\n", c->name, c->summary);
-	fprintf(f, "  %-8s %s\n", "help", "this help, or a command's: oeapatch help COMMAND");
-	fprintf(f, "  %-8s %s\n", "version", "print the version");
+		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fprintf(f, "  %-10s %s\n", "help", "this help, or a command's: oeapatch help COMMAND");
+	fprintf(f, "  %-10s %s\n", "version", "print the version");
 	fprintf(f, "\nglobal options (before the command, or after it):\n");
 	oeap_cli_print_global_options(f);
 	fprintf(f, "\n'oeapatch help <command>' describes a command; man oeapatch has the rest.\n");

@@ -57,10 +57,10 @@ includes() {
 }
 
 echo "== completing"
-offers "the commands" "apply verify revert status replay check hook help version" ""
+offers "the commands" "apply verify revert status definition replay check hook help version" ""
 offers "a prefix" "verify version" ve
 offers "a command after global options" "status" -C /tmp --color=never st
-offers "help's argument is a command" "apply verify revert status replay check hook help version" help ""
+offers "help's argument is a command" "apply verify revert status definition replay check hook help version" help ""
 offers "hook's action" "install uninstall status" hook ""
 offers "hook's action after an option" "install uninstall status" hook -C /tmp ""
 offers "no second action" "" hook install ""
