@@ -257,9 +257,14 @@ static char *unhex(const char *h)
 int oeap_python_spawn(const char *python, const char *script, char *const *args, char **envp, int quiet,
                       pid_t *pid)
 {
-	char *argv[20];
+	char *argv[20], here[PATH_MAX], abs[PATH_MAX * 2];
 	size_t k = 0;
 	int fds[2];
+	/* The child starts in / (below): a relative path with a slash (--python v/bin/python) is the
+	 * caller's, so it is made absolute from the caller's folder first; a bare name is PATH's. */
+	if (strchr(python, '/') && python[0] != '/' && getcwd(here, sizeof(here)) &&
+	    snprintf(abs, sizeof(abs), "%s/%s", here, python) < (int)sizeof(abs))
+		python = abs;
 	argv[k++] = (char *)python;
 	argv[k++] = (char *)"-c";
 	argv[k++] = (char *)script;

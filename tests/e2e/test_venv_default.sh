@@ -70,6 +70,10 @@ expect "--python chooses too" 0 entry --python "$WORK/venv/bin/python-entry" sta
 if grep -q "the environment oeapatch is installed in" <<<"$out"; then bad "--python given, yet it says the default"; else ok "--python given: no default line"; fi
 expect "--python --json" 0 entry --python "$WORK/venv/bin/python-entry" status --json
 has "--json: a given interpreter is not the default" "\"default\": false"
+# A relative --python is the caller's path, though the interpreter is started in /.
+expect "--python venv/bin/python (relative to the current folder)" 0 \
+	bash -c "cd '$WORK' && '$OEAPATCH' --python venv/bin/python-entry status --json"
+has "... finds the venv's package" "\"root\": \"$SITE\""
 if [ -s "$WORK/child-saw" ] && ! grep -qv '^unset$' "$WORK/child-saw"; then
 	ok "the interpreter oeapatch ran never saw OEAPATCH_ENTRY_PYTHON"
 else bad "OEAPATCH_ENTRY_PYTHON reached the interpreter" "$(cat "$WORK/child-saw" 2>/dev/null)"; fi

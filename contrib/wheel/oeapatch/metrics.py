@@ -37,6 +37,15 @@ __all__ = ["ENV", "setup", "write", "OeaCollector"]
 
 
 def _alive(pid):
+    """Whether the process `pid` runs. A pid that is no process's (0, a
+    negative one, which kill() takes as a process group or every process we
+    may signal, or a value that is no number) is not alive."""
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return False
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -44,6 +53,13 @@ def _alive(pid):
     except PermissionError:
         return True
     return True
+
+
+def live_verdicts(folder):
+    """The plugin's verdicts (verified-<pid>.json) of the processes that still
+    run: one gauge sample each."""
+    docs = (_read(path) for path in sorted(glob.glob(os.path.join(folder, "verified-*.json"))))
+    return [doc for doc in docs if doc and _alive(doc.get("pid"))]
 
 
 def write(folder, name, doc):
@@ -96,10 +112,8 @@ class OeaCollector:
                 fam.add_metric(list(key), sums[key])
             yield fam
         gauge = GaugeMetricFamily(self.gauge_name, self.gauge_help, labels=["patch", "pid"])
-        for path in sorted(glob.glob(os.path.join(self.folder, "verified-*.json"))):
-            doc = _read(path)
-            if doc and _alive(int(doc.get("pid", 0)) or -1):
-                gauge.add_metric([doc.get("patch", ""), str(doc.get("pid"))], doc.get("value", 0))
+        for doc in live_verdicts(self.folder):
+            gauge.add_metric([doc.get("patch", ""), str(doc.get("pid"))], doc.get("value", 0))
         yield gauge
 
 
