@@ -7,7 +7,14 @@
 # from the cubin (readelf; cuobjdump -elf when readelf is missing).
 #
 #   native/scripts/kernel-report.sh [--archs "80 90 100 120"] [--nvcc PATH] [--keep DIR]
-#                                   [--limit BYTES]   (default 65536)
+#                                   [--limit BYTES]   (default 65536) [--no-cache]
+#
+# The cubins and ptxas's output are kept under a content key (this script,
+# every file of native/src and native/include, the nvcc and its --version,
+# the architectures) in ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/kernel-report/
+# ($OEAPATCH_KERNEL_REPORT_CACHE): the same inputs give the same cubins, so
+# a fresh clone with the cache warm reads them instead of running nvcc for
+# minutes; any change of an input is another key. --no-cache compiles.
 #
 # Budget, checked for every kernel on every architecture: no spill stores or
 # loads, and at most 64 KiB (65536 bytes) of machine code: beyond that a
@@ -21,13 +28,15 @@ archs="80 90 100 120"
 nvcc=${CUDACXX:-}
 keep=""
 limit=65536
+use_cache=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--archs) archs=$2; shift 2 ;;
 	--nvcc) nvcc=$2; shift 2 ;;
 	--keep) keep=$2; shift 2 ;;
 	--limit) limit=$2; shift 2 ;;
-	-h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+	--no-cache) use_cache=0; shift ;;
+	-h | --help) sed -n '2,24p' "$0"; exit 0 ;;
 	*) echo "kernel-report: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -56,11 +65,31 @@ work=${keep:-$(mktemp -d)}
 mkdir -p "$work"
 [ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
 
+# The content key of what nvcc would make (see the top), and its cache entry.
+cache=""
+if [ "$use_cache" = 1 ]; then
+	key=$({
+		sha256sum "$0"
+		(cd "$here" && find src include -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+		readlink -f "$nvcc"
+		"$nvcc" --version
+		echo "archs $archs"
+	} | sha256sum | cut -c1-32)
+	cache=${OEAPATCH_KERNEL_REPORT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/kernel-report}/$key
+fi
+cached=0
+if [ -n "$cache" ] && [ -f "$cache/complete" ]; then
+	cp "$cache"/sm_*.cubin "$cache"/sm_*.log "$work/"
+	cached=1
+	echo "kernel-report: the cubins of key $key (cached: $cache)"
+fi
+
 # The same device-code flags as the library (native/CMakeLists.txt): the
 # report is about the code that ships. One architecture per job, in parallel.
 jobs=$(nproc 2>/dev/null || echo 2)
 pids=()
-for a in $archs; do
+[ "$cached" = 1 ] && archs_to_build="" || archs_to_build=$archs
+for a in $archs_to_build; do
 	"$nvcc" -cubin -arch="sm_$a" -O3 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true \
 		-Xptxas -v -I"$here/include" -I"$here/src" -o "$work/sm_$a.cubin" \
 		"$here/src/oea_cuda.cu" >"$work/sm_$a.log" 2>&1 &
@@ -73,6 +102,13 @@ done
 for p in "${pids[@]}"; do
 	wait "$p" || { cat "$work"/sm_*.log >&2; echo "kernel-report: nvcc failed" >&2; exit 2; }
 done
+# Stored whole or not at all (a copy, then one rename; a concurrent run that
+# stored the same key first wins, with the same bytes).
+if [ -n "$cache" ] && [ "$cached" = 0 ] && mkdir -p "$(dirname "$cache")" 2>/dev/null; then
+	tmp=$(mktemp -d "$cache.tmp.XXXXXX") &&
+		cp "$work"/sm_*.cubin "$work"/sm_*.log "$tmp/" && touch "$tmp/complete" &&
+		{ mv -T "$tmp" "$cache" 2>/dev/null || rm -rf "$tmp"; }
+fi
 
 status=0 summary=""
 printf '%-6s %-40s %5s %7s %7s %6s %8s\n' arch kernel regs spill_st spill_ld stack bytes
