@@ -26,13 +26,14 @@ case "$what" in build|demo|test) ;; *) echo "usage: setup-deps.sh [build|demo|te
 #         python3-yaml (the CI recipe's steps are run as written), acl (setfacl: apply keeps a
 #         file's ACL, tests/e2e/test_ownership.sh), shellcheck (the hook fragments of src/scripts/),
 #         python3-setuptools and python3-wheel (the build backend of the editable installs of
-#         tests/e2e/test_editable.sh).
+#         tests/e2e/test_editable.sh), ccache (scripts/test's compiles, kept across clones).
 debs=(build-essential cmake pkg-config git ca-certificates python3 python3-pip
       libgit2-dev libjansson-dev libinih-dev libssl-dev patchelf)
 case "$what" in
   demo) debs+=(python3-torch python3-numpy) ;;
   test) debs+=(python3-torch python3-numpy libcmocka-dev clang llvm libfuzzer-14-dev valgrind
-               python3-venv debootstrap python3-yaml acl shellcheck python3-setuptools python3-wheel) ;;
+               python3-venv debootstrap python3-yaml acl shellcheck python3-setuptools python3-wheel
+               ccache) ;;
 esac
 
 missing=()

@@ -64,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from phase_server import PhaseServer
 
@@ -258,7 +259,8 @@ def check_words(r):
     doc = json.loads(out) if out.startswith("{") else {}
     mc = doc.get("module_change") or {}
     rc, full = r.oeapatch("apply", "--full-diff")
-    say(rc == 0 and mc.get("change") == "new" and "_oeapatch_" not in doc.get("diff", "_oeapatch_")
+    say(rc == 0 and mc.get("change") == "new"
+        and "+++ b/" + mc.get("path", "?") not in doc.get("diff", "+++ b/" + mc.get("path", "?"))
         and "+++ b/" + mc.get("path", "?") in full and full.count("\n") > mc.get("lines", 0),
         "%s: --json's module_change (%s, %s lines) and --full-diff's whole module (%d lines)"
         % (n, mc.get("change"), mc.get("lines"), full.count("\n")))
@@ -758,6 +760,17 @@ def check_status(r):
         "%s: with %s leaving it out, the loader does not run the plugin" % (n, var))
 
 
+def timed(what, since=None):
+    """Where the test's time goes: each step's wall and CPU seconds (its own
+    and its children's: the interpreters, oeapatch, pip), printed as TIME
+    lines. timed(None) starts a measure."""
+    now = (time.monotonic(), sum(os.times()[:4]))
+    if what is not None and since is not None:
+        print("TIME %-60s %6.1f s wall %6.1f s cpu" % (what, now[0] - since[0], now[1] - since[1]),
+              flush=True)
+    return now
+
+
 def main():
     wheels = sorted(glob.glob(os.path.join(BUILD, "wheel-dist", "oeapatch-*.whl")))
     if not wheels:
@@ -770,7 +783,9 @@ def main():
     try:
         for fw in names:
             try:
+                t0 = timed(None)
                 r = Release(fw, wheels[-1], work)
+                timed("%s: the environment (make_env, venv, the wheel installed)" % fw, t0)
             except EnvironmentError as exc:
                 if "Network is unreachable" in str(exc) or "resolution" in str(exc):
                     print("SKIP %s: no environment and no network: %s" % (fw, exc))
@@ -778,13 +793,12 @@ def main():
                 say(False, "%s: environment: %s" % (fw, exc))
                 continue
             try:
-                check_release(r)
-                check_live_binding(r)
-                check_conflicts(r)
-                check_settings(r)
-                if fw == "vllm":
-                    check_metrics(r)
-                check_status(r)
+                steps = [check_release, check_live_binding, check_conflicts, check_settings]
+                steps += [check_metrics] if fw == "vllm" else []
+                for step in steps + [check_status]:
+                    t0 = timed(None)
+                    step(r)
+                    timed("%s: %s" % (fw, step.__name__), t0)
             finally:
                 r.server.close()
     finally:
