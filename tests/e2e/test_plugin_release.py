@@ -161,7 +161,9 @@ class Release:
         shutil.copyfile(real, self.target)
         # The venv: the release's site-packages and its torch, then the copy.
         self.venv = os.path.join(self.work, "venv")
-        run([release_py, "-m", "venv", self.venv], timeout=300)
+        # Without pip of its own (ensurepip: 5.5 CPU s a venv): the release's pip
+        # installs the wheel into it (pip --python, pip 22.3 on).
+        run([release_py, "-m", "venv", "--without-pip", self.venv], timeout=300)
         self.py = os.path.join(self.venv, "bin", "python")
         rc, purelib = run([self.py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
         purelib = purelib.strip()
@@ -175,7 +177,8 @@ class Release:
         lines.append(release_site)
         with open(os.path.join(purelib, "oeapatch_plugin_test.pth"), "w") as f:
             f.write("\n".join(lines) + "\n")
-        rc, out = run([self.py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        rc, out = run([release_py, "-m", "pip", "--python", self.py, "install", "--quiet",
+                       "--disable-pip-version-check",
                        "--no-deps", "--no-index", wheel], timeout=300)
         if rc != 0:
             raise EnvironmentError("pip install of the wheel: " + out[-1500:])
