@@ -1,7 +1,7 @@
 /*
  * bindingsettings.h - the binding's settings table, rendered from the
  * definition's [setting:NAME] sections into the module `apply` writes
- * ({{settings_table}} in patches/binding-core/oea_core.py). The binding's
+ * ({{settings_table}} in patches/binding-core/oea_core.py, the settings' part). The binding's
  * parse_settings() reads its names, types, defaults, ranges, cross rules,
  * switch and messages from that table only, so a setting's meaning is
  * written once, in patch.ini, for verify (settings.c) and the binding alike.

@@ -1,7 +1,7 @@
 # ------------------------------------------------ the SGLang adapter (patches/sglang-oea/adapter.py)
 # SGLang's gate (decode detection, DP attention, piecewise CUDA graphs,
 # speculative verify) and its argument mapping (select_experts' parameters,
-# TopKConfig); the rest is the shared core above (oea_core.py).
+# TopKConfig); the rest is the shared core above (patches/binding-core/).
 
 TARGET_FILE = "topk.py"
 METRICS_PREFIX = "sglang:oea_"

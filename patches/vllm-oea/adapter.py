@@ -1,7 +1,7 @@
 # ------------------------------------------------ the vLLM adapter (patches/vllm-oea/adapter.py)
 # vLLM's gate (decode detection from the forward context, CUDA-graph modes,
 # data parallelism, speculative verify) and its argument mapping for the three
-# eras of select_experts; the rest is the shared core above (oea_core.py).
+# eras of select_experts; the rest is the shared core above (patches/binding-core/).
 
 import weakref
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """End-to-end test of the SGLang binding module (what patches/sglang-oea/patch.ini's
-[binding] source joins: patches/binding-core/oea_core.py and patches/sglang-oea/adapter.py).
+[binding] source joins: the shared core of patches/binding-core/ and patches/sglang-oea/adapter.py).
 
 Usage: /usr/bin/python3 tests/e2e/test_binding.py --library PATH/liboea.so [-v]
 

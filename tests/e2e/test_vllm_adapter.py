@@ -43,7 +43,6 @@ from oea_testlib import HEADER, RESULTS, VERBOSE, Oracle, case, check, summary
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFINITION = os.path.join(ROOT, "patches", "vllm-oea")
-CORE = os.path.join(ROOT, "patches", "binding-core", "oea_core.py")
 PACKAGE = "vllm.model_executor.layers.fused_moe"
 MODULE = "_oeapatch_vllm_oea"
 # Where Debian's torch is too old: the torch of the newest SGLang releases of
@@ -63,13 +62,22 @@ def placeholders():
     return b["env_prefix"].strip(), tuple(b["bool_true"].split()), tuple(b["bool_false"].split())
 
 
+def sources():
+    """The module's files as patch.ini's [binding] source names them, in order."""
+    ini = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    with open(os.path.join(DEFINITION, "patch.ini"), encoding="utf-8") as f:
+        ini.read_file(f)
+    return [os.path.normpath(os.path.join(DEFINITION, name))
+            for name in ini["binding"]["source"].split()]
+
+
 def render(library):
     prefix, true, false = placeholders()
     table = oea_testlib.settings_table(
         DEFINITION, "vllm/model_executor/layers/fused_moe/router/base_router.py",
         os.path.join(ROOT, "tests", "fixtures", "vllm-0.15-router.py"), MODULE, library)
     text = ""
-    for path in (CORE, os.path.join(DEFINITION, "adapter.py")):
+    for path in sources():
         with open(path, encoding="utf-8") as f:
             part = f.read()
         text += part if part.endswith("\n") else part + "\n"

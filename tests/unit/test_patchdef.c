@@ -15,7 +15,6 @@
 static const char *DEF_FILES[] = {
 	"patch.ini",
 	"adapter.py",
-	"../binding-core/oea_core.py",
 	"anchors/select_experts.scm",
 	"anchors/routing_chain.scm",
 	"anchors/binds_pair.scm",
@@ -39,6 +38,7 @@ static int setup(void **state)
 	if (!f->dir)
 		return -1;
 	sprintf(f->dir, "%s/sglang-oea", f->root);
+	tu_copy_core(f->dir);
 	for (size_t i = 0; i < sizeof(DEF_FILES) / sizeof(DEF_FILES[0]); i++) {
 		char rel[PATH_MAX], dst[PATH_MAX + 64];
 		size_t len;
@@ -161,7 +161,7 @@ static void test_real_definition(void **state)
 	assert_string_equal(def->framework, "SGLang");
 	/* [binding] source: the shared core, then SGLang's adapter, as they are */
 	size_t clen, alen;
-	char *core = tu_read("patches/binding-core/oea_core.py", &clen);
+	char *core = tu_read_core(&clen);
 	char *adapter = tu_read("patches/sglang-oea/adapter.py", &alen);
 	assert_int_equal(strlen(def->binding_text), clen + alen);
 	assert_memory_equal(def->binding_text, core, clen);
@@ -597,7 +597,7 @@ static void test_binding_sources(void **state)
 	fixture *f = *state;
 	put(f, "a.py", "A = 1");
 	put(f, "b.py", "B = 2\n");
-	edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = a.py b.py ../binding-core/oea_core.py");
+	edit_ini(f, TU_SOURCE_LINE, "source = a.py b.py ../binding-core/oea_core.py");
 	oeap_patchdef *def = NULL;
 	oeap_error err;
 	oeap_error_clear(&err);
@@ -613,7 +613,7 @@ static void test_binding_sources(void **state)
 static void test_binding_source_missing(void **state)
 {
 	fixture *f = *state;
-	long line = edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = ../binding-core/oea_core.py nope.py");
+	long line = edit_ini(f, TU_SOURCE_LINE, "source = ../binding-core/oea_core.py nope.py");
 	(void)line;
 	oeap_error err = load_refused(f);
 	expect_definition_error(&err, "[binding] source", "nope.py", -1);
@@ -622,7 +622,7 @@ static void test_binding_source_missing(void **state)
 static void test_binding_source_absolute(void **state)
 {
 	fixture *f = *state;
-	edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = /etc/passwd adapter.py");
+	edit_ini(f, TU_SOURCE_LINE, "source = /etc/passwd adapter.py");
 	oeap_error err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "[binding] source: files are relative to the definition's folder, not absolute paths", -1);
 }
@@ -630,7 +630,7 @@ static void test_binding_source_absolute(void **state)
 static void test_binding_source_empty(void **state)
 {
 	fixture *f = *state;
-	edit_ini(f, "source = ../binding-core/oea_core.py adapter.py", "source = ");
+	edit_ini(f, TU_SOURCE_LINE, "source = ");
 	oeap_error err = load_refused(f);
 	expect_definition_error(&err, "patch.ini", "[binding] source: expected the module's files", -1);
 }

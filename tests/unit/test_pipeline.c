@@ -743,10 +743,12 @@ static void test_first_error_wins(void **state)
  * `callsite` as the call-site template. */
 static oeap_patchdef *def_with_callsite(const char *dir, const char *callsite)
 {
-	static const char *files[] = {"patch.ini", "adapter.py", "../binding-core/oea_core.py", "anchors/binds_pair.scm", "anchors/imports.scm",
+	static const char *files[] = {"patch.ini", "adapter.py", "anchors/binds_pair.scm", "anchors/imports.scm",
 	                              "anchors/routing_chain.scm", "anchors/select_experts.scm",
 	                              "templates/import.py", "templates/callsite.py"};
 	char rel[256], path[512];
+	snprintf(path, sizeof(path), "%s/def", dir);
+	tu_copy_core(path);
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		size_t n;
 		snprintf(rel, sizeof(rel), "patches/sglang-oea/%s", files[i]);

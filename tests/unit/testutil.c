@@ -80,10 +80,55 @@ const char *tu_at(const char *rel)
 	return buf[i];
 }
 
+const char *const tu_core_files[] = {"oea_core.py", "library.py", "stats.py", "plans.py", "route.py"};
+const size_t tu_ncore_files = sizeof(tu_core_files) / sizeof(tu_core_files[0]);
+
+char *tu_read_core(size_t *len)
+{
+	char *all = NULL;
+	size_t total = 0;
+	for (size_t i = 0; i < tu_ncore_files; i++) {
+		char rel[PATH_MAX];
+		size_t n;
+		snprintf(rel, sizeof(rel), "patches/binding-core/%s", tu_core_files[i]);
+		char *text = tu_read(rel, &n);
+		all = realloc(all, total + n + 2);
+		assert_non_null(all);
+		memcpy(all + total, text, n);
+		total += n;
+		if (n && text[n - 1] != '\n')
+			all[total++] = '\n';
+		free(text);
+	}
+	all[total] = '\0';
+	*len = total;
+	return all;
+}
+
+void tu_copy_core(const char *dir)
+{
+	/* DIR's parent by name: DIR need not exist yet */
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", dir);
+	char *slash = strrchr(parent, '/');
+	assert_non_null(slash);
+	*slash = '\0';
+	for (size_t i = 0; i < tu_ncore_files; i++) {
+		char rel[PATH_MAX], dst[PATH_MAX * 2];
+		size_t len;
+		snprintf(rel, sizeof(rel), "patches/binding-core/%s", tu_core_files[i]);
+		char *data = tu_read(rel, &len);
+		snprintf(dst, sizeof(dst), "%s/binding-core/%s", parent, tu_core_files[i]);
+		tu_write(dst, data, len);
+		free(data);
+	}
+}
+
 void tu_copy_definition(const char *dir)
 {
 	/* the definition and, beside it, the shared core its [binding] source names */
-	static const char *files[] = {"patch.ini", "adapter.py", "../binding-core/oea_core.py", "anchors/select_experts.scm",
+	tu_copy_core(dir);
+	static const char *files[] = {"patch.ini", "adapter.py", "anchors/select_experts.scm",
 	                              "anchors/routing_chain.scm", "anchors/binds_pair.scm", "anchors/imports.scm",
 	                              "templates/callsite.py", "templates/import.py"};
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {

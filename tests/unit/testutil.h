@@ -36,8 +36,24 @@ int tu_dir_setup(void **state);
 int tu_dir_teardown(void **state);
 const char *tu_at(const char *rel);
 
-/* Copies every file of patches/sglang-oea (patch.ini, the binding, anchors,
- * templates) into DIR, so that a test can edit one of them. */
+/* The shared core's files (patches/binding-core/), in the order the bundled
+ * definitions' [binding] source joins them before the adapter, and that
+ * source line as patch.ini has it (tests that edit it search for it). */
+extern const char *const tu_core_files[];
+extern const size_t tu_ncore_files;
+#define TU_SOURCE_LINE                                                                    \
+	"source = ../binding-core/oea_core.py ../binding-core/library.py ../binding-core/stats.py " \
+	"../binding-core/plans.py ../binding-core/route.py adapter.py"
+
+/* The core's files read and joined as the loader joins them. Caller frees. */
+char *tu_read_core(size_t *len);
+
+/* Copies the core's files into DIR/../binding-core (beside a definition at DIR). */
+void tu_copy_core(const char *dir);
+
+/* Copies every file of patches/sglang-oea (patch.ini, the adapter, anchors,
+ * templates) into DIR, and the shared core beside it (tu_copy_core), so that
+ * a test can edit one of them. */
 void tu_copy_definition(const char *dir);
 void tu_rmtree(const char *dir);
 
