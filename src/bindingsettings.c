@@ -25,7 +25,11 @@ static int put_str(oeap_buf *b, const char *s)
 
 static const char *type_name(oeap_setting_type t)
 {
-	return t == OEAP_SETTING_INT ? "int" : t == OEAP_SETTING_BOOL ? "bool" : t == OEAP_SETTING_PATH ? "path" : "string";
+	return t == OEAP_SETTING_INT      ? "int"
+	       : t == OEAP_SETTING_BOOL   ? "bool"
+	       : t == OEAP_SETTING_PATH   ? "path"
+	       : t == OEAP_SETTING_CHOICE ? "choice"
+	                                  : "string";
 }
 
 /* The default as a Python literal, parsed by the one value rule (validated when the definition loaded). */
@@ -38,6 +42,8 @@ static int put_default(const oeap_patchdef *def, const oeap_setting_def *s, oeap
 		return oeap_buf_printf(b, "%lld", v);
 	if (s->type == OEAP_SETTING_BOOL && oeap_setting_parse(def, s, s->default_value, &v) == 0)
 		return oeap_buf_puts(b, v ? "True" : "False");
+	if (s->type == OEAP_SETTING_CHOICE && oeap_setting_parse(def, s, s->default_value, &v) == 0)
+		return put_str(b, s->values[v]); /* the listed spelling, as a value is read */
 	return put_str(b, s->default_value);
 }
 
@@ -63,7 +69,15 @@ int oeap_binding_render_settings(const oeap_patchdef *def, oeap_buf *out, oeap_e
 		rc = rc || oeap_buf_puts(out, ", \"at_least\": ") ||
 		     (s->at_least ? put_str(out, s->at_least) : oeap_buf_puts(out, "None")) ||
 		     oeap_buf_printf(out, ", \"switch\": %s, \"expected\": ", s->is_switch ? "True" : "False") ||
-		     put_str(out, expected) || oeap_buf_puts(out, "},");
+		     put_str(out, expected) || oeap_buf_puts(out, ", \"values\": ");
+		if (!rc && s->values) { /* a choice's values, as written */
+			rc = oeap_buf_puts(out, "(");
+			for (char **w = s->values; !rc && *w; w++)
+				rc = put_str(out, *w) || oeap_buf_puts(out, ", ");
+			rc = rc || oeap_buf_puts(out, ")");
+		} else if (!rc)
+			rc = oeap_buf_puts(out, "None");
+		rc = rc || oeap_buf_puts(out, "},");
 	}
 	rc = rc || oeap_buf_puts(out, "\n)");
 	return rc ? oeap_fail(err, OEAP_ERR_INTERNAL, "binding", 0, "out of memory") : 0;

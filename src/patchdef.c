@@ -333,6 +333,7 @@ void oeap_patchdef_free(oeap_patchdef *def)
 		free(st->range_reason);
 		free(st->warn);
 		free(st->default_value);
+		oeap_def_words_free(st->values);
 	}
 	free(def->settings);
 	free(def);

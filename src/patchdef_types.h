@@ -50,6 +50,7 @@ typedef enum oeap_setting_type {
 	OEAP_SETTING_BOOL,    /* one of [binding] bool_true / bool_false, case-insensitive */
 	OEAP_SETTING_STRING,  /* any value */
 	OEAP_SETTING_PATH,    /* any value, a file name (shown as such) */
+	OEAP_SETTING_CHOICE,  /* one of `values`, ASCII case-insensitive, taken as the listed spelling */
 } oeap_setting_type;
 
 /*
@@ -72,6 +73,7 @@ typedef struct oeap_setting_def {
 	long long warn_from;
 	int has_warn_from;
 	char *warn;
+	char **values;    /* choice: the values it takes (NULL-terminated, at least one); else NULL */
 } oeap_setting_def;
 
 /* The largest [library] problem_size accepted (a struct far beyond any ABI's is a typo). */

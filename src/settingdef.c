@@ -48,6 +48,10 @@ int oeap_settingdefs_check(oeap_patchdef *def, oeap_error *err)
 		    (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least || s->range_reason || s->has_warn_from))
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
 			                 "min, max, at_least, range_reason and warn_from are for type = int");
+		if ((s->type == OEAP_SETTING_CHOICE) != (s->values != NULL))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'values' goes with type = choice, and a choice needs it");
+		if (s->type == OEAP_SETTING_CHOICE && !s->default_value)
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "a choice setting needs a 'default'");
 		if (!s->has_warn_from != !s->warn)
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "warn_from and warn go together");
 		if (s->has_warn_from && (s->warn_from <= s->min || s->warn_from > s->max))
@@ -78,7 +82,7 @@ int oeap_settingdefs_check(oeap_patchdef *def, oeap_error *err)
 				return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'at_least = %s' must name another int setting",
 				                 s->at_least);
 		}
-		if (s->is_switch && (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH))
+		if (s->is_switch && s->type != OEAP_SETTING_INT && s->type != OEAP_SETTING_BOOL)
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "a switch is an int or bool setting");
 		switches += s->is_switch;
 	}
@@ -146,6 +150,13 @@ int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, cons
 		else if (!word_in(p, (size_t)(e - p), def->bool_false))
 			return -1;
 		return 0;
+	case OEAP_SETTING_CHOICE:
+		for (char **w = s->values; w && *w; w++)
+			if (strlen(*w) == (size_t)(e - p) && strncasecmp(p, *w, (size_t)(e - p)) == 0) {
+				*out = w - s->values;
+				return 0;
+			}
+		return -1;
 	default:
 		return 0;
 	}
@@ -180,6 +191,10 @@ void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, 
 		break;
 	case OEAP_SETTING_PATH:
 		snprintf(buf, cap, "a path");
+		break;
+	case OEAP_SETTING_CHOICE:
+		join_words(s->values, t, sizeof(t));
+		snprintf(buf, cap, "one of %s", t);
 		break;
 	default:
 		snprintf(buf, cap, "a string");

@@ -472,7 +472,11 @@ static int take_default(const oeap_patchdef *def, size_t i, oeap_settings_result
 	const oeap_setting_def *s = &def->settings[i];
 	if (s->default_value && (s->type == OEAP_SETTING_INT || s->type == OEAP_SETTING_BOOL))
 		oeap_setting_parse(def, s, s->default_value, &res->values[i]); /* validated at load */
-	else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
+	else if (s->type == OEAP_SETTING_CHOICE) {
+		oeap_setting_parse(def, s, s->default_value, &res->values[i]); /* validated at load */
+		if (!(res->strings[i] = strdup(s->values[res->values[i]])))
+			return -1;
+	} else if (s->default_value && !(res->strings[i] = strdup(s->default_value)))
 		return -1;
 	return 0;
 }
@@ -491,6 +495,8 @@ static int check_values(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			res->nset++;
 		if (rc == 0) {
 			res->given[i] = 1;
+			if (s->type == OEAP_SETTING_CHOICE && !(res->strings[i] = strdup(s->values[res->values[i]])))
+				return -1;
 			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH) {
 				const char *a, *e;
 				oeap_setting_trim(v->value, &a, &e);

@@ -60,4 +60,13 @@ void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result 
 		snprintf(out->reason, sizeof(out->reason), "%s=%s: OEA is on", sw->name, v ? v : "?");
 	else
 		snprintf(out->reason, sizeof(out->reason), "OEA is on (the definition has no switch setting)");
+	/* how it runs: each choice setting (MODE=shadow: decided and counted, the framework's
+	 * routing kept), so that verify, status and the plugin's line say it */
+	for (size_t i = 0; i < def->nsettings; i++) {
+		if (def->settings[i].type != OEAP_SETTING_CHOICE)
+			continue;
+		const char *c = oeap_settings_effective(def, res, i, value, sizeof(value));
+		size_t used = strlen(out->reason);
+		snprintf(out->reason + used, sizeof(out->reason) - used, ", %s=%s", def->settings[i].name, c ? c : "?");
+	}
 }

@@ -130,7 +130,19 @@ def _text(environ, entry):
     return entry["default"]
 
 
-_READERS = {"int": _int, "bool": _bool, "string": _text, "path": _text}
+def _choice(environ, entry):
+    """One of the entry's values, ASCII case ignored, as the table spells it."""
+    text = _raw(environ, entry["name"])
+    if text is None:
+        return entry["default"]
+    if text.isascii():
+        for value in entry["values"]:
+            if text.lower() == value.lower():
+                return value
+    raise _refused(environ, entry)
+
+
+_READERS = {"int": _int, "bool": _bool, "string": _text, "path": _text, "choice": _choice}
 
 
 def parse_settings(environ):
@@ -174,11 +186,16 @@ def _settings_at_import():
 
 SETTINGS = _settings_at_import()
 K0 = SETTINGS["k0"]
+# shadow: route() takes the decisions and makes the liboea calls of "on", into
+# buffers of its own (plans.py, _Scratch), counts them and returns the
+# framework's routing as it came; the statistics are the point, so they are
+# kept as with {{env_prefix}}STATS on.
+SHADOW = SETTINGS["mode"] == "shadow"
 MIN_BATCH = SETTINGS["min_batch"]
 MAX_TOKENS = SETTINGS["max_tokens"]
 STRICT = SETTINGS["strict"]
 SPECULATIVE = SETTINGS["speculative"]
-STATS = SETTINGS["stats"]
+STATS = SETTINGS["stats"] or SHADOW
 STATS_INTERVAL = SETTINGS["stats_interval"]
 LIBRARY = SETTINGS["library"]
 ALLOW_UNTRUSTED = SETTINGS["allow_untrusted"]

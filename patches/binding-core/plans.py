@@ -83,7 +83,7 @@ class _Plan:
 
     __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias", "bias_source",
                  "checked", "renormalize", "launch", "owners", "index", "scratch", "fast",
-                 "dirty", "valid_set", "cuda_index", "widths")
+                 "dirty", "valid_set", "cuda_index", "widths", "shadow")
 
     def __init__(self):
         self.skip = None
@@ -94,6 +94,7 @@ class _Plan:
         self.dirty = False  # _launch wrote strides or a dtype of its own
         self.valid_set = False  # num_valid_rows points at a caller's tensor
         self.cuda_index = None
+        self.shadow = None  # shadow mode: _Scratch
 
     def reset_strides(self):
         """The fields route()'s fast path relies on: contiguous rows of the
@@ -226,8 +227,11 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     p.ids_dtype = _IDS_DTYPES[topk_ids.dtype]
     p.weights_dtype = _DTYPE_F32
     p.min_valid_rows = MIN_BATCH
-    if STATS:
-        p.stats = _stats_buffer(device)[0].data_ptr()
+    # No per-call oea_stats: liboea adds the call's figures to the device's
+    # running totals itself (stats.py), graph replays included.
+    totals = _stats_buffer(device) if STATS else None
+    if totals is not None:
+        p.totals = totals.data_ptr()
     plan.problem = p
     plan.num_shared = num_shared
     plan.routed = routed
@@ -248,8 +252,40 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     # torch.compile defers a traced function's list mutations past the graph.
     plan.index = len(_plan_ids)
     _plan_ids.append(plan)
-    plan.scratch = _stats_buffer(device)[0]
+    # the custom op's totals argument (what it declares it mutates): a tensor
+    # even with statistics off, never written then (p.totals stays NULL)
+    plan.scratch = totals if totals is not None else _stats_buffer(device)
+    if SHADOW:
+        plan.shadow = _Scratch(topk_ids.dtype, num_columns, device)
     return plan
+
+
+class _Scratch:
+    """Shadow mode's buffers of one plan: the ids and weights liboea re-routes
+    in place, copied from the framework's before each call and never read
+    after it (its totals are what counts). Allocated once, with the plan, for
+    the most rows a call can have ({{env_prefix}}MAX_TOKENS), so that a call
+    allocates nothing and a CUDA graph captures copies into the same memory
+    it replays; `views` keeps the row slices already cut (one per row count)."""
+
+    __slots__ = ("ids", "weights", "views")
+
+    def __init__(self, ids_dtype, num_columns, device):
+        rows = min(MAX_TOKENS, OEA_MAX_ROWS)
+        self.ids = _torch.zeros((rows, num_columns), dtype=ids_dtype, device=device)
+        self.weights = _torch.zeros((rows, num_columns), dtype=_torch.float32, device=device)
+        self.views = {}
+
+    def take(self, ids, weights):
+        """The scratch rows holding copies of `ids` and `weights` (device
+        copies; weights cast to float32)."""
+        n = ids.shape[0]
+        views = self.views.get(n)
+        if views is None:
+            views = self.views[n] = (self.ids[:n], self.weights[:n])
+        views[0].copy_(ids)
+        views[1].copy_(weights)
+        return views
 
 
 def _weights_tolerance(*dtypes):
@@ -326,7 +362,8 @@ def _init_torch():
 
 def _register_op():
     """torch.library.custom_op (torch >= 2.4): torch.compile sees one opaque
-    op that mutates ids, weights and the stats buffer, with a fake impl."""
+    op that mutates ids, weights and the totals (in shadow mode: the totals
+    only), with a fake impl."""
     import torch
     from typing import Optional
 
@@ -335,19 +372,21 @@ def _register_op():
         return None
     # One op per definition: the op's body routes by this module's plans, so a
     # process that imports two bindings (SGLang 0.4 installs vLLM) keeps two.
-    name = "oeapatch::%s_route_abi%d" % (_PATCH.replace("-", "_"), ABI_VERSION)
+    name = "oeapatch::%s_route_abi%d%s" % (_PATCH.replace("-", "_"), ABI_VERSION,
+                                           "_shadow" if SHADOW else "")
     namespace, _, opname = name.partition("::")
     if hasattr(getattr(torch.ops, namespace), opname):
         # Registered already in this process (a second copy of the framework): reuse it.
         return getattr(getattr(torch.ops, namespace), opname).default
 
-    @library.custom_op(name, mutates_args=("topk_ids", "topk_weights", "stats"))
+    @library.custom_op(name, mutates_args=("totals",) if SHADOW else
+                       ("topk_ids", "topk_weights", "totals"))
     def oea_route_op(
         router_logits: torch.Tensor,
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         num_valid_rows: Optional[torch.Tensor],
-        stats: torch.Tensor,
+        totals: torch.Tensor,
         plan_id: int,
         rows: int,
     ) -> None:
@@ -366,17 +405,18 @@ def _register_op():
                 return
             # rows: all of them, or a host-side num_token_non_padded (a tensor
             # count travels in num_valid_rows and is read on the device).
-            _launch(_plan_ids[plan_id], router_logits, topk_ids, topk_weights,
-                    num_valid_rows, rows)
+            plan = _plan_ids[plan_id]
+            if plan.shadow is not None:
+                topk_ids, topk_weights = plan.shadow.take(topk_ids, topk_weights)
+            _launch(plan, router_logits, topk_ids, topk_weights, num_valid_rows, rows)
         except Exception as exc:  # route()'s rule holds in compiled code too
             _failed(exc, topk_weights, topk_ids)
             return
         if STATS:
-            _accumulate(topk_ids.device)
             _launched(topk_ids.shape[0])
 
     @oea_route_op.register_fake
-    def _(router_logits, topk_ids, topk_weights, num_valid_rows, stats, plan_id, rows):
+    def _(router_logits, topk_ids, topk_weights, num_valid_rows, totals, plan_id, rows):
         return None
 
     return oea_route_op

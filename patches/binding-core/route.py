@@ -119,8 +119,9 @@ def check_ranks():
     store = distributed_c10d._get_default_store()
     if "keys" not in _ranks:
         rank, world = dist.get_rank(), dist.get_world_size()
-        mine = "k0=%d min_batch=%d max_tokens=%d speculative=%d abi=%s" % (
-            K0, MIN_BATCH, MAX_TOKENS, SPECULATIVE, ABI_VERSION if _lib is not None else "off")
+        mine = "k0=%d min_batch=%d max_tokens=%d speculative=%d mode=%s abi=%s" % (
+            K0, MIN_BATCH, MAX_TOKENS, SPECULATIVE, SETTINGS["mode"],
+            ABI_VERSION if _lib is not None else "off")
         prefix = "oeapatch/%s/%d/" % (_PATCH, _PATCH_VERSION)
         store.set(prefix + str(rank), mine)
         _ranks.update(rank=rank, mine=mine, keys=[prefix + str(r) for r in range(world)],
@@ -232,16 +233,27 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
                 _skip("small_batch", counted)
                 return topk_weights, topk_ids
 
+    if plan.shadow is not None and not (compiling and _op is not None):
+        # Shadow: the same call on copies in the plan's scratch (the custom op
+        # copies there itself); the framework's tensors go back as they came.
+        logits = router_logits
+        if not (plan.fast and logits.is_contiguous()):
+            logits = _normalise(logits, topk_ids, topk_weights)[0]
+        ids, weights = plan.shadow.take(topk_ids, topk_weights)
+        _launch(plan, logits, ids, weights, num_valid, rows)
+        if counted is not None:
+            _launched(counted)
+        return topk_weights, topk_ids
     if compiling or not plan.fast or not (router_logits.is_contiguous() and
                                           topk_ids.is_contiguous() and
                                           topk_weights.is_contiguous()):
         logits, ids, weights, cast_back = _normalise(router_logits, topk_ids, topk_weights)
         if _op is not None and compiling:
             _op(logits, ids, weights, num_valid, plan.scratch, plan.index, rows)
+            if plan.shadow is not None:
+                return topk_weights, topk_ids  # the op re-routed copies
         else:
             _launch(plan, logits, ids, weights, num_valid, rows)
-            if STATS:
-                _accumulate(ids.device)
         if cast_back is not None:
             weights = weights.to(cast_back)
         if counted is not None:
@@ -264,10 +276,8 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
             p.num_valid_rows = None
             plan.valid_set = False
         _call(plan, ids)
-        if STATS:
-            _accumulate(ids.device)
-            if counted is not None:
-                _launched(counted)
+        if counted is not None:
+            _launched(counted)
     return weights, ids
 
 
@@ -320,9 +330,10 @@ def _startup_line():
     if not ENABLED or _lib is None:
         return  # off, or the warning of _enable() said why
     logger.info(
-        "oeapatch: OEA routing on: k0=%d (layers with routed top-k <= %d are left alone), "
+        "oeapatch: OEA routing %s: k0=%d (layers with routed top-k <= %d are left alone), "
         "batches of %d..%d valid rows, decode detection: %s, strict=%s, stats=%s, "
         "liboea %s (ABI %d, %s)",
-        K0, K0, MIN_BATCH, MAX_TOKENS, DECODE_DETECTION, STRICT,
+        "in shadow mode (decided, computed and counted; the framework's routing is kept)"
+        if SHADOW else "on", K0, K0, MIN_BATCH, MAX_TOKENS, DECODE_DETECTION, STRICT,
         ("every %d s" % STATS_INTERVAL) if STATS else "off", LIBRARY, ABI_VERSION,
         "CUDA" if _has_cuda else "CPU only")

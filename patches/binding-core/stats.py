@@ -13,32 +13,68 @@ _skipped = {}  # reason -> rows, the adapter's SKIP_REASONS in order (_start)
 _last_log = [0.0]
 _stats_buffers = {}
 
+# oea_totals (native/include/oea.h; docs/oea-semantics.md rule 10): the
+# running sums liboea adds to in the call itself (device atomics on the GPU),
+# so counting costs route() nothing per call and a CUDA-graph replay counts
+# too. One per device, passed to every call while statistics are on.
+_TOTALS = ("calls", "gated", "t_before", "t_after", "valid_rows", "invalid_rows",
+           "nonfinite_rows", "rerouted_rows", "changed_slots", "kept_fx", "kept_undefined")
+_KEPT_BUCKETS = 16
+_KEPT_FX = float(1 << 24)  # OEA_KEPT_FX_BITS
+# Rule 10's bucket edges: bucket b holds kept in [_KEPT_EDGES[b], _KEPT_EDGES[b + 1]);
+# bucket 14 exactly 1, bucket 15 above 1.
+_KEPT_EDGES = (0.0, 0.25, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99,
+               1.0, 1.0, 1.0)
+
 
 def _stats_buffer(device):
+    """This device's oea_totals, as int64 words (liboea adds modulo 2^64;
+    no sum here comes near 2^63)."""
     import torch
 
     key = str(device)
     entry = _stats_buffers.get(key)
     if entry is None:
-        entry = (
-            torch.zeros(8, dtype=torch.int32, device=device),  # oea_stats of one call
-            torch.zeros(8, dtype=torch.int64, device=device),  # sums; [7] = calls
-        )
+        entry = torch.zeros(len(_TOTALS) + _KEPT_BUCKETS, dtype=torch.int64, device=device)
         _stats_buffers[key] = entry
     return entry
 
 
+def kept_figures(row):
+    """(mean kept, p5 kept, changed slots per re-routed row) of a stats()
+    row, or of the difference of two (a window), by the spec's formulas
+    (docs/oea-semantics.md, rule 10); None where no row had a defined kept."""
+    hist = row["kept_hist"]
+    defined = row["rerouted_rows"] - row["kept_undefined"]
+    mean = row["kept_fx"] / _KEPT_FX / defined if defined > 0 else None
+    changed = row["changed_slots"] / row["rerouted_rows"] if row["rerouted_rows"] else None
+    total = sum(hist)
+    p5 = None
+    if total:
+        want, below = 0.05 * total, 0
+        for b, count in enumerate(hist):
+            if count and below + count >= want:
+                lo, hi = _KEPT_EDGES[b], _KEPT_EDGES[b + 1]
+                p5 = lo + (hi - lo) * (want - below) / count
+                break
+            below += count
+    return mean, p5, changed
+
+
 def stats(device=None):
-    """Device-side sums of oea_stats (host sync here, never on the hot path):
-    calls and gated count every liboea call; t_before, t_after, valid_rows,
-    invalid_rows, nonfinite_rows are sums over the calls not gated. Per device
-    name, or one dict for `device`."""
-    names = ("t_before", "t_after", "valid_rows", "invalid_rows", "nonfinite_rows", "gated")
+    """liboea's running sums (oea_totals; host sync here, never on the hot
+    path), per device name, or one dict for `device`: calls and gated count
+    every liboea call; t_before, t_after, valid_rows, invalid_rows,
+    nonfinite_rows are sums over the calls not gated; rerouted_rows,
+    changed_slots, kept_fx, kept_undefined and kept_hist (16 buckets) describe
+    the rows OEA re-routed (or would have: shadow), and kept_mean, kept_p5 and
+    changed_per_row are worked out from them (kept_figures)."""
     out = {}
-    for key, (_, acc) in _stats_buffers.items():
+    for key, acc in _stats_buffers.items():
         values = acc.tolist()
-        row = dict(zip(names, values[:6]))
-        row["calls"] = values[7]
+        row = dict(zip(_TOTALS, values))
+        row["kept_hist"] = values[len(_TOTALS):]
+        row["kept_mean"], row["kept_p5"], row["changed_per_row"] = kept_figures(row)
         out[key] = row
     if device is not None:
         return out.get(str(device))
@@ -54,7 +90,7 @@ def host_counts():
 
 
 def reset_stats():
-    for _, acc in _stats_buffers.values():
+    for acc in _stats_buffers.values():
         acc.zero_()
     for key in _counts:
         _counts[key] = 0
@@ -80,15 +116,20 @@ def stats_line(snapshot=None):
         calls = row["calls"]
         rerouted = max(calls - row["gated"], 0)
         if rerouted:
-            parts.append("%s: %d routed calls, mean T %.1f -> %.1f, %d rows, %d gated"
+            kept = row.get("kept_mean"), row.get("kept_p5"), row.get("changed_per_row")
+            kept_text = (", kept mean %.3f, p5 %.3f, %.2f slots changed per row" % kept
+                         if None not in kept else "")
+            parts.append("%s: %d routed calls, mean T %.1f -> %.1f, %d rows, %d gated%s"
                          % (key, rerouted, row["t_before"] / rerouted,
-                            row["t_after"] / rerouted, row["valid_rows"], row["gated"]))
+                            row["t_after"] / rerouted, row["valid_rows"], row["gated"],
+                            kept_text))
         else:
             parts.append("%s: %d routed calls, %d gated" % (key, rerouted, row["gated"]))
     skipped_text = ", ".join("%s=%d" % (k, v) for k, v in skipped.items() if v) or "none"
-    return ("oeapatch: OEA stats (pid %d, since start): python calls=%d rows=%d (to liboea "
+    return ("oeapatch: OEA stats (pid %d, since start%s): python calls=%d rows=%d (to liboea "
             "%d, skipped %d); %s; rows skipped: %s"
-            % (os.getpid(), counts["calls"], counts["rows"], counts["launched"],
+            % (os.getpid(), ", shadow: the framework's routing kept" if SHADOW else "",
+               counts["calls"], counts["rows"], counts["launched"],
                counts["rows"] - counts["launched"], "; ".join(parts) or "no routed call",
                skipped_text))
 
@@ -170,7 +211,19 @@ _METRICS = (
     ("experts_before", "Sum over re-routed calls of the distinct experts before OEA "
      "(T before)", _DEVICE),
     ("experts_after", "Sum over re-routed calls of the distinct experts after OEA "
-     "(T after)", _DEVICE))
+     "(T after)", _DEVICE),
+    ("rerouted_rows", "Rows OEA re-routed (in shadow mode: would have)", _DEVICE),
+    ("changed_slots", "Routed slots whose expert OEA changed, summed over those rows "
+     "(/ rerouted_rows: per row)", _DEVICE),
+    ("kept_weight", "Sum over those rows of the share of the routing weight their new "
+     "experts keep (/ kept_rows: the mean)", _DEVICE),
+    ("kept_rows", "Rows of kept_weight (re-routed rows whose kept weight is defined)",
+     _DEVICE),
+    ("kept_rows_bucket", "Rows of kept_rows by kept weight below le (le=1: at most 1), "
+     "cumulative: histogram_quantile(0.05, ...) gives p5", ("rank", "device", "le")))
+# The le of each kept bucket's upper edge (bucket 14, exactly 1: "1"; 15: "+Inf").
+_KEPT_LE = ("0.25", "0.5", "0.6", "0.7", "0.75", "0.8", "0.85", "0.9", "0.93", "0.95", "0.97",
+            "0.98", "0.99", "1", "1", "+Inf")
 
 
 def _metric_objects():
@@ -237,7 +290,16 @@ def export_metrics(snapshot=None):
                    ("gated_calls", labels, row["gated"]),
                    ("routed_rows", labels, row["valid_rows"]),
                    ("experts_before", labels, row["t_before"]),
-                   ("experts_after", labels, row["t_after"])]
+                   ("experts_after", labels, row["t_after"]),
+                   ("rerouted_rows", labels, row["rerouted_rows"]),
+                   ("changed_slots", labels, row["changed_slots"]),
+                   ("kept_weight", labels, row["kept_fx"] / _KEPT_FX),
+                   ("kept_rows", labels, row["rerouted_rows"] - row["kept_undefined"])]
+        cumulative = 0
+        for b, count in enumerate(row["kept_hist"]):
+            cumulative += count
+            if b != 13:  # 13 ([0.99, 1)) and 14 (1) share le=1
+                values.append(("kept_rows_bucket", labels + (_KEPT_LE[b],), cumulative))
     try:
         if _metrics == "files":
             _write_metrics_file(values)
@@ -258,17 +320,6 @@ def export_metrics(snapshot=None):
         _metrics = False
         return False
     return True
-
-
-def _accumulate(device):
-    """Adds one launch's oea_stats to the device sums (device work only). T and
-    the row counts are sums over re-routed calls: a call liboea gated wrote its
-    rows' T (before = after) and valid rows too, which would count rows that
-    were never re-routed and pull mean T toward one-token batches."""
-    one, acc = _stats_buffer(device)
-    acc[:5].add_(one[:5] * (1 - one[5]))
-    acc[5].add_(one[5])
-    acc[7:].add_(1)
 
 
 def _skip(reason, rows):

@@ -286,7 +286,8 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
                 plan.skip = "simulator"
         out = _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
                           counted, compiling)
-        if packed_topk is not None and plan.skip is None and (plan.checked or compiling):
+        if packed_topk is not None and plan.skip is None and (plan.checked or compiling) and \
+                not SHADOW:
             _repack(packed_topk, out[0], out[1], num_token_non_padded)
         return out
     except Exception as exc:  # never into the model: the framework's routing stays

@@ -41,7 +41,7 @@ HEADER_LINE = (
 ENV_KEYS = ("SGLANG_OEA_K0", "SGLANG_OEA_MIN_BATCH", "SGLANG_OEA_MAX_TOKENS",
             "SGLANG_OEA_STRICT", "SGLANG_OEA_LIBRARY", "SGLANG_OEA_STATS",
             "SGLANG_OEA_SPECULATIVE", "SGLANG_OEA_STATS_INTERVAL",
-            "SGLANG_OEA_ALLOW_UNTRUSTED")
+            "SGLANG_OEA_ALLOW_UNTRUSTED", "SGLANG_OEA_MODE")
 
 
 # ------------------------------------------------------------------ rendering
@@ -812,6 +812,74 @@ def main():
         check(sm.stats("cpu")["calls"] == 0, "reset_stats")
         return "T %d -> %d over 3 calls" % (tb, ta)
 
+    @case("shadow: the framework's routing kept bit for bit, the same liboea figures as on")
+    def t_shadow():
+        on = load(path, "oea_on_sums", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1"})
+        sh = load(path, "oea_shadow", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MODE": "shadow"})
+        check(sh.SHADOW and sh.STATS and not on.SHADOW, "MODE=shadow read as %r (stats %r)"
+              % (sh.SETTINGS["mode"], sh.STATS))
+        tok = torch.rand(16, 64, generator=gen) * 0.5
+        kept_rows, changed = [], 0
+        # (mode, rows, extra arguments): decode batches, a padded one, one liboea
+        # gates on the device, an extend batch (skipped alike), bf16 weights
+        # (off route()'s fast path), a non-contiguous ids view
+        batches = [("DECODE", 16, {}), ("DECODE", 32, {"num_token_non_padded": 20}),
+                   ("DECODE", 16, {"num_token_non_padded": torch.tensor(1)}),
+                   ("EXTEND", 16, {}), ("DECODE", 24, {"bf16": True}),
+                   ("DECODE", 16, {"scoring_func": "sigmoid", "correction_bias": tok[0]}),
+                   ("DECODE", 12, {"strided": True})]
+        for mode, n, extra in batches:
+            extra = dict(extra)
+            bf16, strided = extra.pop("bf16", False), extra.pop("strided", False)
+            logits, ids, weights, _ = make_inputs(torch, gen, n=n, E=64, k=8)
+            if bf16:
+                weights = weights.to(torch.bfloat16)
+            if strided:
+                ids = torch.cat([ids, ids], dim=1)[:, :8]
+            kw = dict(router_logits=logits, top_k=8, renormalize=True, **extra)
+            if "correction_bias" in extra:
+                kw.update(scoring_func="sigmoid", use_grouped_topk=False,
+                          custom_routing_function=None)
+                logits, ids, weights, _ = make_inputs(torch, gen, n=n, E=64, k=8, bias=True,
+                                                      scoring="sigmoid")
+                kw.update(router_logits=logits, correction_bias=tok[0])
+            w_in, i_in = weights.clone(), ids.clone()
+            w_out, i_out = in_forward(mode, sh.route, topk_weights=weights, topk_ids=ids, **kw)
+            check(w_out is weights and i_out is ids and torch.equal(ids, i_in) and
+                  w_in.view(torch.int16 if bf16 else torch.int32).equal(
+                      weights.view(torch.int16 if bf16 else torch.int32)),
+                  "shadow changed the framework's routing (%s, %d rows, %s)" % (mode, n, extra))
+            w_on, i_on = in_forward(mode, on.route, topk_weights=w_in.clone(),
+                                    topk_ids=i_in.clone(), **kw)
+            if mode == "DECODE" and not isinstance(extra.get("num_token_non_padded"),
+                                                   torch.Tensor):
+                rows = min(n, extra.get("num_token_non_padded", n))
+                score = logits.float().sigmoid() if "correction_bias" in extra else \
+                    logits.float().softmax(-1)
+                for r in range(rows):
+                    old, new = i_in[r].long(), i_on[r].long()
+                    changed += len(set(old.tolist()) - set(new.tolist()))
+                    kept_rows.append(float(score[r, new].sum() / score[r, old].sum()))
+        a, b = sh.stats("cpu"), on.stats("cpu")
+        check(a == b, "shadow's sums differ from on's:\n  shadow %s\n  on     %s" % (a, b))
+        check(a["t_after"] < a["t_before"] and a["rerouted_rows"] == len(kept_rows) and
+              a["changed_slots"] == changed, "sums %s; %d rows re-routed, %d slots changed "
+              "(Python's count)" % (a, len(kept_rows), changed))
+        mean = sum(kept_rows) / len(kept_rows)
+        check(abs(a["kept_mean"] - mean) < 1e-4 and 0 < a["kept_p5"] <= a["kept_mean"] <= 1,
+              "kept mean %s (Python %.6f), p5 %s" % (a["kept_mean"], mean, a["kept_p5"]))
+        edges = sh._KEPT_EDGES
+        p5 = sorted(kept_rows)[int(0.05 * len(kept_rows))]
+        bucket = max(i for i in range(15) if edges[i] <= a["kept_p5"])
+        check(edges[bucket] <= p5 < edges[bucket + 1] or edges[bucket] == p5,
+              "p5 %.4f outside the bucket [%s, %s) of the estimate %.4f"
+              % (p5, edges[bucket], edges[bucket + 1], a["kept_p5"]))
+        line = sh.stats_line()
+        check("shadow: the framework's routing kept" in line and "kept mean" in line,
+              "line %r" % line)
+        return "T %d -> %d, kept mean %.3f, p5 %.3f, %.2f slots changed per row, both modes" % (
+            a["t_before"], a["t_after"], a["kept_mean"], a["kept_p5"], a["changed_per_row"])
+
     @case("custom op registered only where torch.library.custom_op exists")
     def t_op():
         has = hasattr(getattr(torch, "library", None), "custom_op")
@@ -1105,7 +1173,8 @@ def main():
         line_re = re.compile(r"python calls=(\d+) rows=(\d+) \(to liboea (\d+), skipped "
                              r"(\d+)\); (.*); rows skipped: (.*)$")
         cpu_re = re.compile(r"cpu: (\d+) routed calls, (?:mean T [\d.]+ -> [\d.]+, "
-                            r"(\d+) rows, )?(\d+) gated")
+                            r"(\d+) rows, )?(\d+) gated(?:, kept mean [\d.]+, p5 [\d.]+, "
+                            r"[\d.]+ slots changed per row)?(?:;|$)")
         tok = torch.rand(16, 64, generator=gen) * 0.5
         # (mode or None for no forward batch, rows, extra arguments)
         calls = [("DECODE", 16, {}), ("EXTEND", 16, {}), ("DECODE", 1, {}),
@@ -1160,7 +1229,7 @@ def main():
         return lines[-1]
 
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
-               t_weights, t_stats, t_op, t_bias_update, t_min_exact, t_dp_attention,
+               t_weights, t_stats, t_shadow, t_op, t_bias_update, t_min_exact, t_dp_attention,
                t_packed, t_token_bias, t_stats_line, t_fallback, t_plan_dtype,
                t_idle_only_with_a_model):
         fn()

@@ -75,6 +75,7 @@ VALUES = [
     "\u0663", "\uff13", "3\u00a0", "\u00a03", "TRUE", "True", "true", "Yes", "y", "N", "no",
     "FALSE", "off", "on", "t", "/opt/liboea.so", "  /opt/liboea.so  ", "caf\u00e9", "\udcff3",
     "15", "16",  # K0: a warning (a no-op on top-8 models), refused (beyond liboea's top-k)
+    "shadow", " Shadow\t", "SHADOW", "shadows", "sha dow", "ON", "\u0131n",  # MODE (a choice)
 ]
 
 

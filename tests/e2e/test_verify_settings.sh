@@ -58,6 +58,23 @@ expect "a typo of K0 fails, K0 off or not" 1 EV SGLANG_OEA_KO=3
 has "names the setting it meant" "a typo of SGLANG_OEA_K0?"
 expect "another name of the namespace: a warning" 0 EV SGLANG_OEA_PROMETHEUS_PORT=9000
 has "with the closest setting" "not a setting of sglang-oea/2, the binding ignores it (closest:"
+echo "== MODE: on or shadow (issue 32)"
+expect "MODE=shadow, K0=3: verified" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MODE=shadow
+has "the settings line says it" " mode=shadow"
+has "and the decision" "SGLANG_OEA_K0=3: OEA is on, SGLANG_OEA_MODE=shadow"
+expect "MODE unset, K0=3: on" 0 EV SGLANG_OEA_K0=3
+has "the default said" "SGLANG_OEA_K0=3: OEA is on, SGLANG_OEA_MODE=on"
+expect "MODE=off, K0=3: fails (the import would stop)" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_MODE=off
+has "MODE named with its values" "SGLANG_OEA_MODE='off' (the environment): expected one of on/shadow"
+expect "MODE=shadow: status says the mode" 0 env SGLANG_OEA_K0=3 SGLANG_OEA_MODE=shadow "$OEAPATCH" status -C "$C"
+has "in status" "SGLANG_OEA_MODE=shadow"
+expect "MODE=shadow: --json" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MODE=shadow --json
+check "effective mode and reason in the document" "$PY" -c '
+import json, sys
+s = json.loads(sys.argv[1])["settings"]
+assert s["effective"]["mode"] == "shadow" and s["oea"] == "on", s
+assert s["reason"].endswith("SGLANG_OEA_MODE=shadow"), s["reason"]
+' "$out"
 expect "-q: the status alone" 1 env SGLANG_OEA_K0=abc "$OEAPATCH" verify -C "$C" -q
 check "-q prints nothing" test -z "$out"
 
@@ -168,7 +185,7 @@ echo "== --env-file"
 F=$WORK/sglang.env
 printf '# the server'"'"'s settings\n; systemd comment\n\nSGLANG_OEA_K0=4\nSGLANG_OEA_MIN_BATCH = " 8 "\nSGLANG_OEA_STATS=yes\nOTHER=1\n' >"$F"
 expect "a good file" 0 V --env-file "$F"
-has "says where the settings came from" "3 of 9 settings of sglang-oea/2 set in $F, all valid"
+has "says where the settings came from" "3 of 10 settings of sglang-oea/2 set in $F, all valid"
 has "the file's values are effective, the quoted blanks ignored" "settings: k0=4 min_batch=8 max_tokens=1024"
 expect "verify's own environment is ignored with --env-file" 0 EV SGLANG_OEA_K0=abc --env-file "$F"
 has "and the ignored variables are named" "(ignored from verify's own environment, --env-file gives the server's: SGLANG_OEA_K0)"
@@ -228,7 +245,7 @@ VV() { # VV NAME=VALUE... [ARGS]: verify the vLLM checkout with those variables
 	env "${vars[@]}" "$OEAPATCH" verify -C "$VC" "$@"
 }
 expect "nothing set: verified" 0 VV
-has "vLLM's nine settings" "0 of 9 settings of vllm-oea/1 set in the environment, all valid"
+has "vLLM's ten settings" "0 of 10 settings of vllm-oea/1 set in the environment, all valid"
 expect "VLLM_OEA_K0=abc fails" 1 VV VLLM_OEA_K0=abc
 has "named with its value" "VLLM_OEA_K0='abc' (the environment): expected an integer in 0..15"
 expect "a typo of VLLM_OEA_K0 fails" 1 VV VLLM_OEA_KO=3

@@ -15,6 +15,7 @@
 #include "fsio.h"
 #include "patchdef.h"
 #include "settings.h"
+#include "startup.h"
 
 /* ------------------------------------------------------------ the rules as data */
 
@@ -23,7 +24,7 @@ static void test_real_rules(void **state)
 	(void)state;
 	oeap_patchdef *def = tu_def();
 	assert_string_equal(def->env_prefix, "SGLANG_OEA_");
-	assert_int_equal(def->nsettings, 9);
+	assert_int_equal(def->nsettings, 10);
 	static const struct {
 		const char *name, *key;
 		oeap_setting_type type;
@@ -40,8 +41,9 @@ static void test_real_rules(void **state)
 		{"SGLANG_OEA_STATS_INTERVAL", "stats_interval", OEAP_SETTING_INT, 1, INT32_MAX, "60", NULL, 0},
 		{"SGLANG_OEA_LIBRARY", "library", OEAP_SETTING_PATH, INT32_MIN, INT32_MAX, NULL, NULL, 0},
 		{"SGLANG_OEA_ALLOW_UNTRUSTED", "allow_untrusted", OEAP_SETTING_BOOL, INT32_MIN, INT32_MAX, "false", NULL, 0},
+		{"SGLANG_OEA_MODE", "mode", OEAP_SETTING_CHOICE, INT32_MIN, INT32_MAX, "on", NULL, 0},
 	};
-	for (size_t i = 0; i < 9; i++) {
+	for (size_t i = 0; i < 10; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		assert_string_equal(s->name, want[i].name);
 		assert_string_equal(s->key, want[i].key);
@@ -151,10 +153,56 @@ static void test_new_setting_is_data(void **state)
 	oeap_patchdef_free(def);
 }
 
+/* MODE (a choice): the listed spelling whatever the case, anything else refused naming the
+ * setting and its values, and the start's decision saying the mode (verify, status, the plugin). */
+static void test_choice_setting(void **state)
+{
+	(void)state;
+	oeap_patchdef *def = tu_def();
+	static const struct {
+		const char *value, *effective;
+	} cases[] = {{NULL, "on"}, {"shadow", "shadow"}, {" Shadow ", "shadow"}, {"ON", "on"}};
+	char buf[64];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		oeap_env env = {0};
+		oeap_settings_result res;
+		assert_int_equal(oeap_env_set(&env, "SGLANG_OEA_K0", "3", NULL, 0), 0);
+		if (cases[i].value)
+			assert_int_equal(oeap_env_set(&env, "SGLANG_OEA_MODE", cases[i].value, NULL, 0), 0);
+		assert_int_equal(oeap_settings_check(def, &env, &res), 0);
+		assert_int_equal(res.errors, 0);
+		size_t at = (size_t)(oeap_patchdef_setting(def, "SGLANG_OEA_MODE") - def->settings);
+		assert_string_equal(oeap_settings_effective(def, &res, at, buf, sizeof(buf)), cases[i].effective);
+		oeap_start_outcome out;
+		oeap_start_outcome_of(def, &res, &out);
+		assert_int_equal(out.kind, OEAP_START_ON);
+		char want[64];
+		snprintf(want, sizeof(want), "OEA is on, SGLANG_OEA_MODE=%s", cases[i].effective);
+		if (!strstr(out.reason, want))
+			fail_msg("'%s' does not say '%s'", out.reason, want);
+		oeap_settings_result_free(&res);
+		oeap_env_free(&env);
+	}
+	oeap_env env = {0};
+	oeap_settings_result res;
+	assert_int_equal(oeap_env_set(&env, "SGLANG_OEA_K0", "3", NULL, 0), 0);
+	assert_int_equal(oeap_env_set(&env, "SGLANG_OEA_MODE", "shadows", NULL, 0), 0);
+	assert_int_equal(oeap_settings_check(def, &env, &res), 0);
+	assert_int_equal(res.errors, 1);
+	assert_string_equal(res.problems[0].name, "SGLANG_OEA_MODE");
+	assert_non_null(strstr(res.problems[0].message, "expected one of on/shadow"));
+	oeap_start_outcome out;
+	oeap_start_outcome_of(def, &res, &out);
+	assert_int_equal(out.kind, OEAP_START_STOPS); /* the binding's import refuses it */
+	oeap_settings_result_free(&res);
+	oeap_env_free(&env);
+	oeap_patchdef_free(def);
+}
+
 static void test_broken_rules_refused(void **state)
 {
 	(void)state;
-	expect_refused("type = int\nmin = 0\n", "type = float\nmin = 0\n", "must be int, bool, string or path");
+	expect_refused("type = int\nmin = 0\n", "type = float\nmin = 0\n", "must be int, bool, string, path or choice");
 	expect_refused("min = 1\ndefault = 2\n", "min = 1\ndefault = 0\n", "default '0' is not an integer >= 1");
 	expect_refused("max = 1024\n", "max = 1024\nmaximum = 3\n", "unknown key");
 	expect_refused("at_least = SGLANG_OEA_MIN_BATCH", "at_least = SGLANG_OEA_MIN_BACH", "must name another int");
@@ -169,6 +217,14 @@ static void test_broken_rules_refused(void **state)
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = int\n", "needs a 'default'");
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = path\nmin = 3\n", "are for type = int");
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X-Y]\ntype = path\n", "environment variable");
+	/* choice: its values, a default among them, and never a switch */
+	expect_refused("values = on shadow\n", "", "a choice needs it");
+	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = int\ndefault = 0\nvalues = a b\n", "'values' goes with type = choice");
+	expect_refused("values = on shadow\ndefault = on\n", "values = on shadow\n", "a choice setting needs a 'default'");
+	expect_refused("values = on shadow\ndefault = on\n", "values = on shadow\ndefault = off\n",
+	               "default 'off' is not one of on/shadow");
+	expect_refused("values = on shadow\ndefault = on\n", "values = on shadow\ndefault = on\nswitch = yes\n",
+	               "a switch is an int or bool setting");
 	/* warn_from: on an int, with its words, at a value the binding takes (and not at every one) */
 	expect_refused("warn_from = 8\n", "", "warn_from and warn go together");
 	expect_refused("warn_from = 8\n", "warn_from = 16\n", "warn_from (16) must be above min (0) and at most max (15)");
@@ -546,6 +602,7 @@ int main(void)
 		cmocka_unit_test(test_real_rules),
 		cmocka_unit_test(test_new_setting_is_data),
 		cmocka_unit_test(test_broken_rules_refused),
+		cmocka_unit_test(test_choice_setting),
 		cmocka_unit_test(test_value_rule),
 		cmocka_unit_test(test_check),
 		cmocka_unit_test(test_effective),
