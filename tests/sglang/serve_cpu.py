@@ -2,7 +2,7 @@
 """A real SGLang offline Engine serving a tiny random-weight MoE model on the CPU,
 unpatched, then patched by `oeapatch apply` with SGLANG_OEA_K0=0 and =3.
 
-    tests/sglang/serve_cpu.py [VERSION [off|on]]   (default 0.5.23, both; needs
+    tests/sglang/serve_cpu.py [VERSION [off|on|shadow]...]   (default 0.5.23, all; needs
                                                     serve-VERSION.txt)
 
 Steps, in the cached environment of serve_env.sh (its own copy of the release, so
@@ -19,7 +19,11 @@ the release suite's installed package is never touched):
      binding's stats line shows routed decode calls of >= 2 rows each and mean T
      after < before, and the decode logprobs differ (the re-routed ids reached
      the experts);
-  7. `oeapatch revert`: topk.py matches RECORD again, the binding module is gone.
+  7. (shadow) K0=3, SGLANG_OEA_MODE=shadow: every output equal to the unpatched
+     run, stats of routed decode calls with mean T after < before and a kept
+     weight, the plugin's line saying the mode, and the K0=3 run's decisions
+     (calls, rows, gated);
+  8. `oeapatch revert`: topk.py matches RECORD again, the binding module is gone.
 
 The only stub is tests/sglang/stubs/sgl_kernel (SGLang's CUDA kernels: PyPI's
 wheel needs libcuda and has none of the CPU ops); this CPU has no AMX, so SGLang
@@ -55,10 +59,40 @@ NEW_TOKENS = 8
 # Messages of pip when the index cannot be reached (the only case for exit 77).
 OFFLINE = ("NewConnectionError", "Network is unreachable", "Temporary failure in name "
            "resolution", "Name or service not known", "Failed to establish a new connection")
-STATS = re.compile(r"oeapatch: OEA stats \(pid \d+, since start\): python calls=(\d+) "
-                   r"rows=(\d+) \(to liboea \d+, skipped \d+\); "
+STATS = re.compile(r"oeapatch: OEA stats \(pid \d+, since start(?:, shadow[^)]*)?\): "
+                   r"python calls=(\d+) rows=(\d+) \(to liboea \d+, skipped \d+\); "
                    r"(?:cpu: (\d+) routed calls, mean T ([\d.]+) -> ([\d.]+), "
-                   r"(\d+) rows, (\d+) gated|no routed call); rows skipped: (.*)")
+                   r"(\d+) rows, (\d+) gated(?:, kept mean ([\d.]+), p5 ([\d.]+), ([\d.]+) "
+                   r"slots changed per row)?|no routed call); rows skipped: (.*)")
+
+
+def shadow_phase(version, engine, base):
+    """K0=3 in shadow mode: the unpatched run's outputs bit for bit (ids and
+    logprobs, as json holds them: exact floats), statistics of routed decode
+    calls with T after < T before and a kept weight, the plugin's line saying
+    the mode. (Its sums are not compared with the K0=3 run's here: from the
+    second MoE layer on, that run's inputs are what OEA changed, and its last
+    line is written at an interval; test_binding.py and the release suites
+    compare both modes on the same batches.)"""
+    shadow, log = engine("K0=3-shadow", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MODE": "shadow",
+                                         "SGLANG_OEA_STATS_INTERVAL": "1"})
+    if shadow is None:
+        return
+    say(shadow == base, "%s: shadow: output ids and logprobs equal the unpatched run" % version)
+    lines = STATS.findall(log)
+    print("STATS %s" % (re.findall(r"oeapatch: OEA stats.*", log) or ["none"])[-1])
+    routed = [l for l in lines if l[2] and int(l[2])]
+    if not routed:
+        say(False, "%s: shadow: no stats line of routed calls in the Engine's log" % version)
+        return
+    _, _, calls, t_before, t_after, rows, _, kept, p5, changed, _ = routed[-1]
+    say(float(t_after) < float(t_before) and kept and 0 < float(p5) <= float(kept) <= 1,
+        "%s: shadow: %s decode calls counted (%s rows), mean T %s -> %s, kept mean %s, "
+        "p5 %s, %s slots changed per row" % (version, calls, rows, t_before, t_after, kept,
+                                              p5, changed))
+    plugin = [l for l in log.splitlines() if "OEA in place in this process" in l]
+    say(plugin and all("k0=3, mode=shadow" in l for l in plugin),
+        "%s: shadow: the plugin's line says the mode: %s" % (version, (plugin or ["none"])[0][:200]))
 
 
 def child_model(out):
@@ -229,7 +263,8 @@ def main(version, phases):
             lines = STATS.findall(log)
             print("STATS %s" % (re.findall(r"oeapatch: OEA stats.*", log) or ["none"])[-1])
             if lines:
-                calls, rows, routed, t_before, t_after, routed_rows, gated, skipped = lines[-1]
+                calls, rows, routed, t_before, t_after, routed_rows, gated = lines[-1][:7]
+                skipped = lines[-1][-1]
                 routed = int(routed or 0)
                 routed_rows = int(routed_rows or 0)
                 say(routed > 0 and routed_rows >= 2 * routed
@@ -268,6 +303,9 @@ def main(version, phases):
             say(changed > 0, "%s: K0=3: decode logprobs changed in %d of %d requests "
                 "(greedy ids unchanged in %d)" % (version, changed, len(base), same_ids))
 
+        if "shadow" in phases and base is not None:
+            shadow_phase(version, engine, base)
+
     rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
     binding = os.path.join(os.path.dirname(topk), "_oeapatch_sglang_oea.py")
     say(rc == 0 and file_hash(topk) == expected and not os.path.exists(binding),
@@ -285,4 +323,4 @@ if __name__ == "__main__":
         child_engine(sys.argv[2], sys.argv[3])
     else:
         sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "0.5.23",
-                      sys.argv[2:] or ["off", "on"]))
+                      sys.argv[2:] or ["off", "on", "shadow"]))

@@ -44,13 +44,17 @@ def _decode_detection(d, out, speculative):
 def line(d, out, elapsed_ms):
     doc = out["verify"] or {}
     eff = (doc.get("settings") or {}).get("effective") or {}
-    stats = eff.get("stats")
+    # shadow mode counts whatever STATS says (the binding's STATS = stats or
+    # shadow, patches/binding-core/oea_core.py): the line says what it will do
+    stats = eff.get("stats") or eff.get("mode") == "shadow"
     library = _check_detail(doc, "library")
     library = library.split("; ", 1)[0]  # path, ABI, version, CUDA or CPU
-    return ("oeapatch: OEA in place in this process (pid {pid}): %s, k0=%s, batches of %s..%s "
+    # mode: on, or shadow (decided and counted, the framework's routing kept)
+    return ("oeapatch: OEA in place in this process (pid {pid}): %s, k0=%s%s, batches of %s..%s "
             "valid rows, strict=%s, speculative=%s, stats=%s; liboea %s; decode detection: "
             "%s; %s.%s calls the binding (%s, %s); checked in %.0f ms" % (
-                d.patch, eff.get("k0"), eff.get("min_batch"),
+                d.patch, eff.get("k0"),
+                (", mode=%s" % eff["mode"]) if eff.get("mode") else "", eff.get("min_batch"),
                 eff.get("max_tokens"), eff.get("strict"), eff.get("speculative"),
                 ("every %s s" % eff.get("stats_interval")) if stats else "off", library,
                 _decode_detection(d, out, bool(eff.get("speculative"))), out["target"],
