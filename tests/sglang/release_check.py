@@ -6,6 +6,8 @@ cached environment (tests/sglang/make_env.sh); driven by run_releases.py.
 PHASE:
   unpatched  topk.py as the wheel installed it: record select_experts' outputs
   off        patched, SGLANG_OEA_K0=0: the outputs must be the unpatched ones
+  shadow     patched, K0=3, SGLANG_OEA_MODE=shadow: the outputs must be the
+             unpatched ones, liboea's sums over a decode pass phase on's
   on         patched, SGLANG_OEA_K0=3: decode batches equal liboea's reference
              (oea_route_host through this test's own struct, from oea.h) applied
              to the unpatched outputs; extend, mixed, idle-free and target-verify
@@ -505,6 +507,64 @@ def phase_on(out_dir, oracle_library):
         paths_check.check_on(topk, binding, oracle, rec, run_case)
         paths_check.check_unreached(topk, binding, run_case)
 
+    @run_case("K0=3: liboea's sums over one decode pass of every model, kept for phase shadow")
+    def _():
+        sums = decode_pass_sums(topk, binding)
+        check(sums["t_after"] < sums["t_before"] and sums["kept_mean"] is not None,
+              "sums %s" % sums)
+        with open(os.path.join(out_dir, "on-sums.json"), "w") as f:
+            json.dump(sums, f)
+        return "T %d -> %d, kept mean %.3f, p5 %.3f, %.2f slots changed per row" % (
+            sums["t_before"], sums["t_after"], sums["kept_mean"], sums["kept_p5"],
+            sums["changed_per_row"])
+
+
+def decode_pass_sums(topk, binding):
+    """liboea's running sums (binding.stats()) over one DECODE pass of every
+    model, from zero: what phases on and shadow compare."""
+    binding.reset_stats()
+    run_all(topk, "DECODE")
+    sums = binding.stats("cpu")
+    check(sums is not None, "no liboea call counted")
+    return sums
+
+
+def phase_shadow(out_dir):
+    """SGLANG_OEA_MODE=shadow: every output of every model and mode equal to the
+    unpatched ones, bitwise, and liboea's sums over the decode pass equal to
+    phase on's (the same calls, on the same inputs, into the binding's own
+    buffers)."""
+    ref = load_reference(out_dir)
+    topk, binding = patched_module()
+
+    @run_case("shadow: K0=3 loaded liboea, statistics on (the mode's point)")
+    def _():
+        check(binding.ENABLED and binding._lib is not None and binding.SHADOW and
+              binding.STATS, "enabled %r, shadow %r, stats %r"
+              % (binding.ENABLED, binding.SHADOW, binding.STATS))
+
+    @run_case("shadow: outputs of every model and mode equal the unpatched ones")
+    def _():
+        n = 0
+        for mode in modes():
+            got = run_all(topk, mode)
+            for name, (w, i, _) in got.items():
+                rw, ri, _ = ref[mode][name]
+                check(same(w, rw) and same(i, ri), "%s/%s differs" % (mode, name))
+                n += 1
+        return "%d outputs bitwise equal" % n
+
+    @run_case("shadow: liboea's sums over the decode pass equal phase on's")
+    def _():
+        sums = decode_pass_sums(topk, binding)
+        with open(os.path.join(out_dir, "on-sums.json")) as f:
+            on = json.load(f)
+        check(sums == on, "shadow %s\non     %s" % (sums, on))
+        check(sums["calls"] > 0 and sums["t_after"] < sums["t_before"], "sums %s" % sums)
+        return "%d calls, T %d -> %d, kept mean %.3f, p5 %.3f, as on" % (
+            sums["calls"] - sums["gated"], sums["t_before"], sums["t_after"],
+            sums["kept_mean"], sums["kept_p5"])
+
 
 def parse_stats_line(line):
     """The numbers of a stats line: python calls/rows (to liboea, skipped), per
@@ -518,10 +578,14 @@ def parse_stats_line(line):
                      line)
     check(head, "stats line not understood: %r" % line)
     out["calls"], out["rows"], out["launched"], skipped_rows = map(int, head.groups())
+    out["kept"] = {}
     for m in re.finditer(r"(\S+): (\d+) routed calls, mean T ([\d.]+) -> ([\d.]+), "
-                         r"(\d+) rows, (\d+) gated", line):
+                         r"(\d+) rows, (\d+) gated(?:, kept mean ([\d.]+), p5 [\d.]+, "
+                         r"([\d.]+) slots changed per row)?", line):
         out["devices"][m.group(1)] = (int(m.group(2)), float(m.group(3)),
                                       float(m.group(4)), int(m.group(5)), int(m.group(6)))
+        if m.group(7):
+            out["kept"][m.group(1)] = (m.group(7), m.group(8))
     skipped = line.split("rows skipped: ", 1)[1]
     if skipped != "none":
         for part in skipped.split(", "):
@@ -623,6 +687,13 @@ def phase_metrics(out_dir):
                   "%.1f" % mean_after == "%.1f" % t_after,
                   "mean T %.3f -> %.3f on /metrics, %s -> %s in the line"
                   % (mean_before, mean_after, t_before, t_after))
+            # kept weight and changed slots: ratios of counters, as docs/runtime.md's PromQL
+            kept = value("kept_weight", device=device) / value("kept_rows", device=device)
+            changed = value("changed_slots", device=device) / value("rerouted_rows",
+                                                                    device=device)
+            check(("%.3f" % kept, "%.2f" % changed) == want["kept"].get(device),
+                  "kept mean %.4f, %.3f changed per row on /metrics, %s in the line"
+                  % (kept, changed, want["kept"].get(device)))
         return text
 
     @run_case("metrics on: the first interval's counters on /metrics equal the stats line")
@@ -894,6 +965,8 @@ def main():
         phase_off(out_dir)
     elif phase == "on":
         phase_on(out_dir, sys.argv[3])
+    elif phase == "shadow":
+        phase_shadow(out_dir)
     elif phase == "bench":
         phase_bench(out_dir, sys.argv[3])
     elif phase == "metrics":

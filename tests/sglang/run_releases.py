@@ -114,6 +114,7 @@ def one_release(version, cli, library, bench=False):
             say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
             run_phase("off", {"SGLANG_OEA_K0": "0"})
             run_phase("on", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true"}, library)
+            run_phase("shadow", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_MODE": "shadow"})
             # SGLang's --enable-metrics sets PROMETHEUS_MULTIPROC_DIR to a fresh folder
             # before it starts its workers; the phase scrapes it as /metrics does.
             metrics_dir = os.path.join(work, "prometheus")

@@ -551,6 +551,61 @@ def phase_on(out_dir, oracle_library):
 
     phase_on_issue24(ref, binding, oracle)
 
+    @case("K0=3: liboea's sums over one pass of the batches, kept for phase shadow")
+    def _():
+        sums = pass_sums(binding)
+        check(sums["t_after"] < sums["t_before"] and sums["kept_mean"] is not None,
+              "sums %s" % sums)
+        with open(os.path.join(out_dir, "on-sums.json"), "w") as f:
+            json.dump(sums, f)
+        return "T %d -> %d, kept mean %.3f, p5 %.3f, %.2f slots changed per row" % (
+            sums["t_before"], sums["t_after"], sums["kept_mean"], sums["kept_p5"],
+            sums["changed_per_row"])
+    _()
+
+
+def pass_sums(binding):
+    """liboea's running sums (binding.stats()) over one pass of BATCHES, from
+    zero: what phases on and shadow compare."""
+    binding.reset_stats()
+    run_batches()
+    sums = binding.stats("cpu")
+    check(sums is not None, "no liboea call counted")
+    return sums
+
+
+def phase_shadow(out_dir):
+    """VLLM_OEA_MODE=shadow: every path and batch bitwise the unpatched
+    outputs, and liboea's sums over a pass equal phase on's."""
+    ref = torch.load(os.path.join(out_dir, "unpatched.pt"))
+    binding = patched()
+
+    @case("shadow: K0=3 loaded liboea, statistics on")
+    def _():
+        check(binding.ENABLED and binding._lib is not None and binding.SHADOW and
+              binding.STATS, "enabled %r, shadow %r" % (binding.ENABLED, binding.SHADOW))
+    _()
+
+    @case("shadow: every path and batch bitwise the unpatched outputs")
+    def _():
+        got = run_batches()
+        got.update(run_dtypes())
+        for key, (w, i) in got.items():
+            check(same(w, ref[key][0]) and same(i, ref[key][1]), "%s differs" % "/".join(key))
+        return "%d outputs" % len(got)
+    _()
+
+    @case("shadow: liboea's sums over the pass equal phase on's")
+    def _():
+        sums = pass_sums(binding)
+        with open(os.path.join(out_dir, "on-sums.json")) as f:
+            on = json.load(f)
+        check(sums == on, "shadow %s\non     %s" % (sums, on))
+        check(sums["calls"] > 0 and sums["t_after"] < sums["t_before"], "sums %s" % sums)
+        return "T %d -> %d, kept mean %.3f, p5 %.3f, as on" % (
+            sums["t_before"], sums["t_after"], sums["kept_mean"], sums["kept_p5"])
+    _()
+
 
 def phase_on_issue24(ref, binding, oracle):
     """Issue 24's checks (defects 4, 5, 7, 8), in the `on` phase's process."""
@@ -875,6 +930,8 @@ def main():
         phase_off(out_dir)
     elif phase == "on":
         phase_on(out_dir, sys.argv[3])
+    elif phase == "shadow":
+        phase_shadow(out_dir)
     else:
         raise SystemExit("unknown phase %s" % phase)
     return summary()
