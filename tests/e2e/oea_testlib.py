@@ -185,6 +185,35 @@ def distinct(ids, rows, routed):
     return len(s)
 
 
+def keep_sums(sums, out_dir):
+    """Phase on of a release suite: liboea's sums over a fixed pass (the
+    binding's stats() of one device), checked to show re-routing and a kept
+    weight, written for phase shadow (same_sums). Returns them as text."""
+    import json
+
+    check(sums["t_after"] < sums["t_before"] and sums["kept_mean"] is not None,
+          "sums %s" % sums)
+    with open(os.path.join(out_dir, "on-sums.json"), "w") as f:
+        json.dump(sums, f)
+    return sums_text(sums)
+
+
+def same_sums(sums, out_dir):
+    """Phase shadow: the same pass's sums equal phase on's (keep_sums)."""
+    import json
+
+    with open(os.path.join(out_dir, "on-sums.json")) as f:
+        on = json.load(f)
+    check(sums == on, "shadow %s\non     %s" % (sums, on))
+    return sums_text(sums) + ", as on"
+
+
+def sums_text(sums):
+    return "%d calls, T %d -> %d, kept mean %.3f, p5 %.3f, %.2f slots changed per row" % (
+        sums["calls"] - sums["gated"], sums["t_before"], sums["t_after"], sums["kept_mean"],
+        sums["kept_p5"], sums["changed_per_row"])
+
+
 def summary():
     passed = sum(1 for r in RESULTS if r)
     failed = len(RESULTS) - passed

@@ -28,7 +28,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
-from oea_testlib import HEADER, RESULTS, Oracle, case, check, distinct, summary  # noqa: E402
+from oea_testlib import (HEADER, RESULTS, Oracle, case, check, distinct,  # noqa: E402
+                         keep_sums, same_sums, summary)
 
 import torch  # noqa: E402
 
@@ -265,14 +266,20 @@ def phase_off(out_dir):
 
     @run_case("K0=0: outputs of every model and mode equal the unpatched ones")
     def _():
-        n = 0
-        for mode in modes():
-            got = run_all(topk, mode)
-            for name, (w, i, _) in got.items():
-                rw, ri, _ = ref[mode][name]
-                check(same(w, rw) and same(i, ri), "%s/%s differs" % (mode, name))
-                n += 1
-        return "%d outputs bitwise equal" % n
+        return outputs_as_unpatched(topk, ref)
+
+
+def outputs_as_unpatched(topk, ref):
+    """Every model's outputs in every mode bitwise the unpatched ones (phases
+    off and shadow)."""
+    n = 0
+    for mode in modes():
+        got = run_all(topk, mode)
+        for name, (w, i, _) in got.items():
+            rw, ri, _ = ref[mode][name]
+            check(same(w, rw) and same(i, ri), "%s/%s differs" % (mode, name))
+            n += 1
+    return "%d outputs bitwise equal" % n
 
 
 def oracle_expectation(oracle, name, ref, bias):
@@ -509,14 +516,7 @@ def phase_on(out_dir, oracle_library):
 
     @run_case("K0=3: liboea's sums over one decode pass of every model, kept for phase shadow")
     def _():
-        sums = decode_pass_sums(topk, binding)
-        check(sums["t_after"] < sums["t_before"] and sums["kept_mean"] is not None,
-              "sums %s" % sums)
-        with open(os.path.join(out_dir, "on-sums.json"), "w") as f:
-            json.dump(sums, f)
-        return "T %d -> %d, kept mean %.3f, p5 %.3f, %.2f slots changed per row" % (
-            sums["t_before"], sums["t_after"], sums["kept_mean"], sums["kept_p5"],
-            sums["changed_per_row"])
+        return keep_sums(decode_pass_sums(topk, binding), out_dir)
 
 
 def decode_pass_sums(topk, binding):
@@ -545,25 +545,11 @@ def phase_shadow(out_dir):
 
     @run_case("shadow: outputs of every model and mode equal the unpatched ones")
     def _():
-        n = 0
-        for mode in modes():
-            got = run_all(topk, mode)
-            for name, (w, i, _) in got.items():
-                rw, ri, _ = ref[mode][name]
-                check(same(w, rw) and same(i, ri), "%s/%s differs" % (mode, name))
-                n += 1
-        return "%d outputs bitwise equal" % n
+        return outputs_as_unpatched(topk, ref)
 
     @run_case("shadow: liboea's sums over the decode pass equal phase on's")
     def _():
-        sums = decode_pass_sums(topk, binding)
-        with open(os.path.join(out_dir, "on-sums.json")) as f:
-            on = json.load(f)
-        check(sums == on, "shadow %s\non     %s" % (sums, on))
-        check(sums["calls"] > 0 and sums["t_after"] < sums["t_before"], "sums %s" % sums)
-        return "%d calls, T %d -> %d, kept mean %.3f, p5 %.3f, as on" % (
-            sums["calls"] - sums["gated"], sums["t_before"], sums["t_after"],
-            sums["kept_mean"], sums["kept_p5"])
+        return same_sums(decode_pass_sums(topk, binding), out_dir)
 
 
 def parse_stats_line(line):

@@ -43,7 +43,8 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
-from oea_testlib import HEADER, RESULTS, Oracle, case, check, distinct, summary  # noqa: E402
+from oea_testlib import (HEADER, RESULTS, Oracle, case, check, distinct,  # noqa: E402
+                         keep_sums, same_sums, summary)
 
 import torch  # noqa: E402
 
@@ -468,12 +469,17 @@ def phase_off(out_dir):
 
     @case("K0=0: every path and batch bitwise the unpatched outputs")
     def _():
-        got = run_batches()
-        got.update(run_dtypes())
-        for key, (w, i) in got.items():
-            check(same(w, ref[key][0]) and same(i, ref[key][1]), "%s differs" % "/".join(key))
-        return "%d outputs" % len(got)
+        return outputs_as_unpatched(ref)
     _()
+
+
+def outputs_as_unpatched(ref):
+    """Every path and batch bitwise the unpatched outputs (phases off and shadow)."""
+    got = run_batches()
+    got.update(run_dtypes())
+    for key, (w, i) in got.items():
+        check(same(w, ref[key][0]) and same(i, ref[key][1]), "%s differs" % "/".join(key))
+    return "%d outputs" % len(got)
 
 
 def phase_on(out_dir, oracle_library):
@@ -553,14 +559,7 @@ def phase_on(out_dir, oracle_library):
 
     @case("K0=3: liboea's sums over one pass of the batches, kept for phase shadow")
     def _():
-        sums = pass_sums(binding)
-        check(sums["t_after"] < sums["t_before"] and sums["kept_mean"] is not None,
-              "sums %s" % sums)
-        with open(os.path.join(out_dir, "on-sums.json"), "w") as f:
-            json.dump(sums, f)
-        return "T %d -> %d, kept mean %.3f, p5 %.3f, %.2f slots changed per row" % (
-            sums["t_before"], sums["t_after"], sums["kept_mean"], sums["kept_p5"],
-            sums["changed_per_row"])
+        return keep_sums(pass_sums(binding), out_dir)
     _()
 
 
@@ -588,22 +587,12 @@ def phase_shadow(out_dir):
 
     @case("shadow: every path and batch bitwise the unpatched outputs")
     def _():
-        got = run_batches()
-        got.update(run_dtypes())
-        for key, (w, i) in got.items():
-            check(same(w, ref[key][0]) and same(i, ref[key][1]), "%s differs" % "/".join(key))
-        return "%d outputs" % len(got)
+        return outputs_as_unpatched(ref)
     _()
 
     @case("shadow: liboea's sums over the pass equal phase on's")
     def _():
-        sums = pass_sums(binding)
-        with open(os.path.join(out_dir, "on-sums.json")) as f:
-            on = json.load(f)
-        check(sums == on, "shadow %s\non     %s" % (sums, on))
-        check(sums["calls"] > 0 and sums["t_after"] < sums["t_before"], "sums %s" % sums)
-        return "T %d -> %d, kept mean %.3f, p5 %.3f, as on" % (
-            sums["t_before"], sums["t_after"], sums["kept_mean"], sums["kept_p5"])
+        return same_sums(pass_sums(binding), out_dir)
     _()
 
 
