@@ -236,11 +236,12 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
     if plan.shadow is not None and not (compiling and _op is not None):
         # Shadow: the same call on copies in the plan's scratch (the custom op
         # copies there itself); the framework's tensors go back as they came.
-        logits = router_logits
-        if not (plan.fast and logits.is_contiguous()):
-            logits = _normalise(logits, topk_ids, topk_weights)[0]
         ids, weights = plan.shadow.take(topk_ids, topk_weights)
-        _launch(plan, logits, ids, weights, num_valid, rows)
+        if plan.fast and router_logits.is_contiguous():
+            _point(plan, router_logits, ids, weights, num_valid, rows)
+        else:
+            _launch(plan, _normalise(router_logits, topk_ids, topk_weights)[0], ids, weights,
+                    num_valid, rows)
         if counted is not None:
             _launched(counted)
         return topk_weights, topk_ids
@@ -259,26 +260,31 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
         if counted is not None:
             _launched(counted)
     else:
-        # The fast path: contiguous tensors of the plan's dtypes, whose row
-        # strides are the widths the block was prepared with.
         ids, weights = topk_ids, topk_weights
-        p = plan.problem
-        if plan.dirty:
-            plan.reset_strides()
-        p.n = rows
-        p.logits = router_logits.data_ptr()
-        p.ids = ids.data_ptr()
-        p.weights = weights.data_ptr()
-        if num_valid is not None:
-            p.num_valid_rows = num_valid.data_ptr()
-            plan.valid_set = True
-        elif plan.valid_set:
-            p.num_valid_rows = None
-            plan.valid_set = False
-        _call(plan, ids)
+        _point(plan, router_logits, ids, weights, num_valid, rows)
         if counted is not None:
             _launched(counted)
     return weights, ids
+
+
+def _point(plan, logits, ids, weights, num_valid, rows):
+    """The fast path's call: contiguous tensors of the plan's dtypes, whose row
+    strides are the widths the block was prepared with, so only the row count
+    and the pointers are written."""
+    p = plan.problem
+    if plan.dirty:
+        plan.reset_strides()
+    p.n = rows
+    p.logits = logits.data_ptr()
+    p.ids = ids.data_ptr()
+    p.weights = weights.data_ptr()
+    if num_valid is not None:
+        p.num_valid_rows = num_valid.data_ptr()
+        plan.valid_set = True
+    elif plan.valid_set:
+        p.num_valid_rows = None
+        plan.valid_set = False
+    _call(plan, ids)
 
 
 
