@@ -158,8 +158,8 @@ def main(version, phases):
     if not cli or not library:
         print("FAIL setup: OEAPATCH and OEA_LIBRARY must be set (ctest sets them)")
         return 1
-    if not phases or set(phases) - {"off", "on"}:
-        print("FAIL setup: phases are `off` and `on`, not %s" % " ".join(phases))
+    if not phases or set(phases) - {"off", "on", "shadow"}:
+        print("FAIL setup: phases are `off`, `on` and `shadow`, not %s" % " ".join(phases))
         return 1
     started = time.monotonic()
     cache = cache_dir()
