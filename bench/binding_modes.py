@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""Benchmark (not a test): the binding's route() per call in its three ways of
+running, side by side in ONE process, calls interleaved round by round, so that
+the machine's load falls on all of them alike (the ratios are what a shared
+machine can report):
+
+    stats off   SGLANG_OEA_K0=3, today's default
+    stats on    SGLANG_OEA_STATS=true: liboea adds its totals (T, kept weight,
+                changed slots) in the call; the host counts the call
+    shadow      SGLANG_OEA_MODE=shadow: the same call on copies in the plan's
+                scratch (statistics on), the framework's tensors untouched
+
+    bench/binding_modes.py [BUILD_DIR] [ROUNDS]
+
+The module is the SGLang binding rendered as tests/e2e/test_binding.py renders
+it (BUILD_DIR's CLI and liboea), imported three times; torch on one thread;
+Qwen3-30B-A3B's layer (128 experts, top-8) on CPU tensors; each plan prepared
+and judged on valid rows first, then every timed row is padding (ids -1) so
+that liboea finds no row and the time is the host's. Printed per token count:
+the median of ROUNDS runs of 3,000 calls, and each mode's ratio to stats off.
+"""
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+
+import test_binding as tb  # noqa: E402  (its renderer, loader and forward batch)
+
+import torch  # noqa: E402
+
+MODES = (("stats off", {}), ("stats on", {"SGLANG_OEA_STATS": "1"}),
+         ("shadow", {"SGLANG_OEA_MODE": "shadow"}))
+CALLS = 3000
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 9
+    os.environ.setdefault("OEAPATCH", os.path.join(build, "src", "oeapatch"))
+    library = os.path.realpath(os.path.join(build, "native", "liboea.so"))
+    torch.set_num_threads(1)
+    path = tb.write_module(tempfile.mkdtemp(prefix="oea-bench-"), tb.render(library))
+    modules = []
+    for i, (name, env) in enumerate(MODES):
+        env = dict(env, SGLANG_OEA_K0="3", SGLANG_OEA_MIN_BATCH="1",
+                   SGLANG_OEA_STATS_INTERVAL="100000")
+        modules.append((name, tb.load(path, "oea_bench_%d" % i, env)))
+    print("torch %s, python %s, load %.1f" % (torch.__version__, sys.version.split()[0],
+                                             os.getloadavg()[0]))
+    for rows in (1, 16, 256):
+        gen = torch.Generator().manual_seed(rows)
+        logits = torch.randn(rows, 128, generator=gen) * 2
+        w0, i0 = torch.topk(logits.softmax(-1), 8)
+        w0, i0 = w0 / w0.sum(-1, keepdim=True), i0.int()
+        padded = torch.full_like(i0, -1)
+        kw = dict(router_logits=logits, top_k=8, renormalize=True)
+        for _, mod in modules:  # prepare and judge each plan on valid rows
+            tb.in_forward("DECODE", mod.route, topk_weights=w0.clone(), topk_ids=i0.clone(), **kw)
+        times = {name: [] for name, _ in modules}
+        for _ in range(rounds):
+            for name, mod in modules:
+                w = w0.clone()
+
+                def run(forward_batch):
+                    route = mod.route
+                    start = time.perf_counter_ns()
+                    for _ in range(CALLS):
+                        route(topk_weights=w, topk_ids=padded, **kw)
+                    return (time.perf_counter_ns() - start) / CALLS / 1000.0
+
+                times[name].append(run(tb.Batch("DECODE")))
+        base = statistics.median(times["stats off"])
+        print("%3d tokens: " % rows + "; ".join(
+            "%s %.2f us (%.2fx)" % (name, statistics.median(v), statistics.median(v) / base)
+            for name, v in times.items()))
+
+
+if __name__ == "__main__":
+    main()
