@@ -312,7 +312,7 @@ def check_release(r):
     prom = tempfile.mkdtemp(dir=r.work, prefix="prom-")
     rc, out = r.start(**r.k0(PROMETHEUS_MULTIPROC_DIR=prom))
     line = [ln for ln in plugin_lines(out) if "OEA in place" in ln]
-    want = [r.cfg["patch"], "k0=3", "liboea %s" % os.path.join(r.venv, "lib"), "CPU only",
+    want = [r.cfg["patch"], "k0=3, mode=on", "liboea %s" % os.path.join(r.venv, "lib"), "CPU only",
             "decode detection: ", "strict=True"]
     missing = [w for w in want if not line or w not in line[0]]
     say(rc == 0 and "LOADED" in out and line and not missing and level(line[0]) == "INFO",
