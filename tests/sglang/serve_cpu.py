@@ -91,7 +91,7 @@ def shadow_phase(version, engine, base):
         "p5 %s, %s slots changed per row" % (version, calls, rows, t_before, t_after, kept,
                                               p5, changed))
     plugin = [l for l in log.splitlines() if "OEA in place in this process" in l]
-    say(plugin and all("k0=3, mode=shadow" in l for l in plugin),
+    say(plugin and all("k0=3, mode=shadow" in l and "stats=every 1 s" in l for l in plugin),
         "%s: shadow: the plugin's line says the mode: %s" % (version, (plugin or ["none"])[0][:200]))
 
 
