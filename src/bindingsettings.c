@@ -29,6 +29,7 @@ static const char *type_name(oeap_setting_type t)
 	       : t == OEAP_SETTING_BOOL   ? "bool"
 	       : t == OEAP_SETTING_PATH   ? "path"
 	       : t == OEAP_SETTING_CHOICE ? "choice"
+	       : t == OEAP_SETTING_OUTPUT ? "output"
 	                                  : "string";
 }
 

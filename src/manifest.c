@@ -387,13 +387,13 @@ static int on_setting(load_ctx *c, const char *section, const char *name, const 
 	if (strcmp(name, "describe") == 0)
 		return set_str(&st->describe, value) || bad(c, lineno, section, name, "out of memory");
 	if (strcmp(name, "type") == 0) {
-		static const char *types[] = {"int", "bool", "string", "path", "choice"};
-		for (size_t i = 0; i < 5; i++)
+		static const char *types[] = {"int", "bool", "string", "path", "choice", "output"};
+		for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 			if (strcmp(value, types[i]) == 0) {
 				st->type = (oeap_setting_type)i;
 				return 1;
 			}
-		return bad(c, lineno, section, name, "must be int, bool, string, path or choice");
+		return bad(c, lineno, section, name, "must be int, bool, string, path, choice or output");
 	}
 	if (strcmp(name, "values") == 0) {
 		oeap_def_words_free(st->values);

@@ -51,6 +51,7 @@ typedef enum oeap_setting_type {
 	OEAP_SETTING_STRING,  /* any value */
 	OEAP_SETTING_PATH,    /* any value, a file name (shown as such) */
 	OEAP_SETTING_CHOICE,  /* one of `values`, ASCII case-insensitive, taken as the listed spelling */
+	OEAP_SETTING_OUTPUT,  /* any value, a file the binding writes: verify wants its folder writable */
 } oeap_setting_type;
 
 /*

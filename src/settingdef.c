@@ -192,6 +192,9 @@ void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, 
 	case OEAP_SETTING_PATH:
 		snprintf(buf, cap, "a path");
 		break;
+	case OEAP_SETTING_OUTPUT:
+		snprintf(buf, cap, "an absolute path in a folder the service user can write");
+		break;
 	case OEAP_SETTING_CHOICE:
 		join_words(s->values, t, sizeof(t));
 		snprintf(buf, cap, "one of %s", t);

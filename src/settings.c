@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "fsio.h"
 #include "library.h"
+#include "outputcheck.h"
 #include "patchdirs.h"
 #include "quote.h"
 
@@ -497,7 +498,7 @@ static int check_values(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			res->given[i] = 1;
 			if (s->type == OEAP_SETTING_CHOICE && !(res->strings[i] = strdup(s->values[res->values[i]])))
 				return -1;
-			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH) {
+			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH || s->type == OEAP_SETTING_OUTPUT) {
 				const char *a, *e;
 				oeap_setting_trim(v->value, &a, &e);
 				if (!(res->strings[i] = strndup(a, (size_t)(e - a))))
@@ -579,6 +580,22 @@ static int check_library_relative(const oeap_patchdef *def, const oeap_env *env,
 		                "OEA stays off): it would be opened from the server's working directory, not this one; "
 		                "give an absolute path, or a bare file name that the loader's search path finds "
 		                "(LD_LIBRARY_PATH, the loader cache)"))
+			return -1;
+	return 0;
+}
+
+/* The files the binding writes (type output: the recorder's): whenever a
+ * valid value is in effect, on or off (with the switch off the recorder
+ * still records), verify wants a folder this user can write; the binding
+ * does not refuse one (its recorder stops and the server serves), so this
+ * is an error of verify's, not a refusal. */
+static int check_outputs(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
+{
+	char why[512];
+	for (size_t i = 0; !res->defaults_only && i < def->nsettings; i++)
+		if (def->settings[i].type == OEAP_SETTING_OUTPUT && res->given[i] && res->strings[i] &&
+		    oeap_output_problem(res->strings[i], why, sizeof(why)) &&
+		    add_problem(res, def->settings[i].name, oeap_env_get(env, def->settings[i].name), 1, 0, "%s", why))
 			return -1;
 	return 0;
 }
@@ -728,7 +745,7 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	 * the problems found so far warnings when off), the checks after it
 	 * whether it is on and which values are effective. */
 	if (check_values(def, env, res) || check_cross_rules(def, env, res) || apply_switch(def, res) ||
-	    check_library_relative(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res) ||
+	    check_library_relative(def, env, res) || check_outputs(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res) ||
 	    check_foreign_names(def, env, res))
 		return -1;
 	for (size_t k = 0; k < res->nproblems; k++) {

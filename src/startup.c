@@ -17,6 +17,23 @@ static int stops_import(const oeap_patchdef *def, const oeap_setting_problem *p)
 	return p->refused && p->error && !(def->library_env && strcmp(p->name, def->library_env) == 0);
 }
 
+/* The output setting in effect (the recorder's file), or -1: with one, the binding records even with OEA off. */
+static int output_in_effect(const oeap_patchdef *def, const oeap_settings_result *res)
+{
+	for (size_t i = 0; !res->defaults_only && i < def->nsettings; i++)
+		if (def->settings[i].type == OEAP_SETTING_OUTPUT && res->given[i] && res->strings[i])
+			return (int)i;
+	return -1;
+}
+
+static void append_output(const oeap_patchdef *def, const oeap_settings_result *res, int o, oeap_start_outcome *out)
+{
+	size_t used = strlen(out->reason);
+	if (o >= 0)
+		snprintf(out->reason + used, sizeof(out->reason) - used,
+		         ", %s=%s: the decode calls' routing inputs are recorded", def->settings[o].name, res->strings[o]);
+}
+
 void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result *res, oeap_start_outcome *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -38,6 +55,15 @@ void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result 
 	char value[64];
 	const char *v = sw ? oeap_settings_effective(def, res, (size_t)res->switch_index, value, sizeof(value)) : NULL;
 	out->variable = sw ? sw->name : NULL;
+	int o = output_in_effect(def, res);
+	if (!res->on && o >= 0) {
+		/* recording only: the binding loads torch, not liboea, and changes nothing */
+		out->kind = OEAP_START_OFF;
+		snprintf(out->reason, sizeof(out->reason), "%s %s: OEA is off, the routing is left as it is",
+		         sw->name, res->given[res->switch_index] ? "is 0" : "is unset");
+		append_output(def, res, o, out);
+		return;
+	}
 	if (!res->on) {
 		/* off with a bad value: the given flags are cleared (every value is the default), so
 		 * whether the switch was set or left unset is no longer known here */
@@ -69,4 +95,5 @@ void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result 
 		size_t used = strlen(out->reason);
 		snprintf(out->reason + used, sizeof(out->reason) - used, ", %s=%s", def->settings[i].name, c ? c : "?");
 	}
+	append_output(def, res, o, out);
 }

@@ -142,7 +142,8 @@ def _choice(environ, entry):
     raise _refused(environ, entry)
 
 
-_READERS = {"int": _int, "bool": _bool, "string": _text, "path": _text, "choice": _choice}
+_READERS = {"int": _int, "bool": _bool, "string": _text, "path": _text, "choice": _choice,
+            "output": _text}
 
 
 def parse_settings(environ):
@@ -199,3 +200,6 @@ STATS = SETTINGS["stats"] or SHADOW
 STATS_INTERVAL = SETTINGS["stats_interval"]
 LIBRARY = SETTINGS["library"]
 ALLOW_UNTRUSTED = SETTINGS["allow_untrusted"]
+# The routing recorder (record_hook.py): a file stem, or None; its cap in MiB.
+RECORD = SETTINGS["record"]
+RECORD_CAP = SETTINGS["record_cap"]

@@ -83,7 +83,7 @@ class _Plan:
 
     __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias", "bias_source",
                  "checked", "renormalize", "launch", "owners", "index", "scratch", "fast",
-                 "dirty", "valid_set", "cuda_index", "widths", "shadow")
+                 "dirty", "valid_set", "cuda_index", "widths", "shadow", "rec")
 
     def __init__(self):
         self.skip = None
@@ -95,6 +95,7 @@ class _Plan:
         self.valid_set = False  # num_valid_rows points at a caller's tensor
         self.cuda_index = None
         self.shadow = None  # shadow mode: _Scratch
+        self.rec = None  # what its calls record (record_hook.py), or None
 
     def reset_strides(self):
         """The fields route()'s fast path relies on: contiguous rows of the
@@ -107,14 +108,23 @@ class _Plan:
         self.dirty = False
 
 
-def _new_plan(key, router_logits, topk_ids, topk_weights, owners, layer):
+def _new_plan(key, router_logits, topk_ids, topk_weights, owners, layer, layer_id=None):
     """The plan for `key`, prepared and kept (a half-built one is dropped when
     preparing raises). `layer` is the adapter's mapping of the call's settings:
     (top_k, fused shared experts, grouped, scoring name, num_expert_group,
     topk_group, bias tensor or None, renormalize); `owners` keeps alive the
-    objects whose id() is in the key, so that no other object reuses them."""
+    objects whose id() is in the key, so that no other object reuses them;
+    `layer_id` the framework's layer number where the call site has one (the
+    recording's). Without liboea (recording only) a plan only records."""
     try:
-        return _plan_for(key, router_logits, topk_ids, topk_weights, owners, *layer)
+        if _lib is None:
+            plan = _plans[key] = _Plan()
+            plan.owners, plan.skip = owners, "record_only"
+        else:
+            plan = _plan_for(key, router_logits, topk_ids, topk_weights, owners, *layer)
+        if _rec["recorder"] is not None and plan.skip in (None, "k0_ge_topk", "record_only"):
+            plan.rec = _rec_plan(layer_id, owners, layer, router_logits, topk_ids)
+        return plan
     except BaseException:
         # Not kept half-built: a later call prepares again and meets the same
         # error (strict settings, a bias that cannot be converted).

@@ -158,8 +158,8 @@ def _enter(topk_ids):
     compiling = _is_compiling()
     if not _ranks_done and not compiling:
         check_ranks()
-    if _lib is None:
-        return None
+    if _lib is None and _rec["recorder"] is None:
+        return None  # no liboea, and not recording
     ids_shape = topk_ids.shape
     n = ids_shape[0] if len(ids_shape) == 2 else 0
     return compiling, n, (n if STATS and not compiling else None)
@@ -198,6 +198,8 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
     num_token_non_padded: the valid rows (a host int, or a device tensor read by
     liboea's min_valid_rows gate), or None: all n."""
     if plan.skip is not None:
+        if plan.rec is not None and not compiling and _verdict_eager() is None:
+            _record(plan, router_logits, topk_ids, num_token_non_padded, 0)
         _skip(plan.skip, counted)
         return topk_weights, topk_ids
     if not plan.checked and not _check_weights(plan, router_logits, topk_ids, topk_weights,
@@ -214,6 +216,8 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
     if verdict is not None:
         _skip(verdict, counted)
         return topk_weights, topk_ids
+    if plan.rec is not None and not compiling:
+        _record(plan, router_logits, topk_ids, num_token_non_padded, plan.problem.k0)
 
     # ---- launch
     rows = n
@@ -302,6 +306,7 @@ def _check_weights(plan, router_logits, topk_ids, topk_weights, compiling):
                        "weights that are not %s scores times one factor per row "
                        "(not reproducible)", plan.scoring)
         plan.skip = "weights"
+        plan.rec = None  # a layer liboea never routes is no traffic to replay
         return False
     return True
 
@@ -327,6 +332,7 @@ def _start():
     _skipped.update(dict.fromkeys(SKIP_REASONS, 0))
     if K0 > 0:
         _enable()
+    _record_start()
     if ENABLED:
         _init_torch()
     _startup_line()

@@ -7,7 +7,7 @@ TARGET_FILE = "topk.py"
 METRICS_PREFIX = "sglang:oea_"
 SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
                 "large_batch", "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
-                "device", "token_bias", "simulator", "packed", "error")
+                "device", "token_bias", "simulator", "packed", "record_only", "error")
 
 # SGLang keeps the batch's forward mode on its ForwardBatch, which every model's
 # forward (and the CUDA-graph runner's capture, and the model runner) holds as
@@ -278,7 +278,7 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
             plan = _new_plan(key, router_logits, topk_ids, topk_weights, (topk_config, bias),
                              _layer(topk_config, top_k, renormalize, use_grouped_topk,
                                     num_expert_group, topk_group, bias, scoring_func,
-                                    num_fused_shared_experts))
+                                    num_fused_shared_experts), layer_id)
             if plan.skip is None and _simulating():
                 # SGLANG_SIMULATE_UNIFORM_EXPERTS / _ROUND_ROBIN_EXPERTS (benchmark
                 # modes): apply_routing_simulation overwrites the routing after the
