@@ -47,6 +47,7 @@ void oeap_def_words_free(char **w)
 typedef struct line_reader {
 	const char *p;
 	int line;
+	int too_long; /* the line inih's buffer could not hold (0: none): the parse stops there */
 } line_reader;
 
 typedef struct load_ctx {
@@ -55,6 +56,7 @@ typedef struct load_ctx {
 	oeap_error *err;
 	char manifest[PATH_MAX + 16];
 	int failed;
+	int source_line; /* the line of the last [binding] source entry: the next line continues it */
 } load_ctx;
 
 static char *trimdup(const char *s)
@@ -312,17 +314,23 @@ static int on_patch(load_ctx *c, const char *section, const char *name, const ch
  * definition's folder; "../binding-core/oea_core.py" reaches the core that
  * every bundled definition shares. A file that does not end its last line is
  * given a newline, so that no statement runs into the next file's first.
+ * The list may go on over indented lines (inih hands each as another value
+ * of the same key, on the next line): they add files.
  */
 static int load_binding_source(load_ctx *c, int lineno, const char *section, const char *name, const char *value)
 {
 	oeap_patchdef *def = c->def;
 	char **files = split_words(value);
 	oeap_buf all = OEAP_BUF_INIT;
+	int continued = c->source_line && c->source_line == lineno - 1 && def->binding_text;
+	c->source_line = lineno;
 	if (!files)
 		return bad(c, lineno, section, name, "expected the module's files, e.g. '../binding-core/oea_core.py adapter.py'");
+	int ok = 1;
+	if (continued && oeap_buf_puts(&all, def->binding_text))
+		ok = bad(c, lineno, section, name, "out of memory");
 	free(def->binding_text);
 	def->binding_text = NULL;
-	int ok = 1;
 	for (size_t i = 0; ok && files[i]; i++) {
 		char path[PATH_MAX];
 		char *text = NULL;
@@ -586,6 +594,13 @@ static char *reader(char *str, int num, void *stream)
 	}
 	str[i] = '\0';
 	r->line++;
+	if (i == num - 1 && str[i - 1] != '\n' && *r->p == '\n')
+		r->p++; /* the line filled the buffer exactly: its newline is not needed */
+	else if (i == num - 1 && str[i - 1] != '\n' && *r->p) {
+		/* inih would read the rest as a line of its own: stop instead, and say so */
+		r->too_long = r->line;
+		return NULL;
+	}
 	return str;
 }
 
@@ -603,11 +618,16 @@ int oeap_manifest_parse(oeap_patchdef *def, const char *path, const char *text, 
 	c.def = def;
 	c.err = err;
 	snprintf(c.manifest, sizeof(c.manifest), "%s", path);
-	line_reader r = {text, 0};
+	line_reader r = {text, 0, 0};
 	c.reader = &r;
 	int rc = ini_parse_stream(reader, &r, handler, &c);
 	if (c.failed)
 		return -1;
+	if (r.too_long)
+		return oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, r.too_long,
+		                 "line %d is longer than the %d characters a line may have; continue a long value "
+		                 "on indented lines",
+		                 r.too_long, INI_MAX_LINE - 1);
 	if (rc != 0)
 		return oeap_fail(err, OEAP_ERR_DEFINITION, c.manifest, rc, "not a valid manifest (line %d)", rc);
 	return 0;

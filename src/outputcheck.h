@@ -1,6 +1,6 @@
 /*
  * outputcheck.h - can the service write the file an `output` setting names
- * (SGLANG_OEA_RECORD: the routing recorder's file stem)? verify runs as the
+ * (the routing recorder's file stem, RECORD)? verify runs as the
  * service's user (ExecStartPre, the container's entrypoint), so "this
  * process can create a file in the folder" is the question.
  */

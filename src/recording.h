@@ -56,7 +56,7 @@ typedef struct oeap_rec_call {
 typedef struct oeap_rec_file {
 	char *path;
 	char framework[16];  /* "sglang", "vllm" (as the file says) */
-	char prefix[32];     /* the binding's settings prefix, "SGLANG_OEA_" (as the file says; "" when absent) */
+	char prefix[32];     /* the binding's settings prefix, the definition's env_prefix (as the file says; "" when absent) */
 	long rank;
 	size_t chunks;       /* complete chunks read */
 	size_t calls;

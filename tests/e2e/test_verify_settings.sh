@@ -181,11 +181,52 @@ d = json.loads(sys.argv[1])
 assert d["settings"]["problems"][0]["value"] == "\x27\\xff\x27", d["settings"]["problems"]
 ' "$out"
 
+echo "== the recorder's file (RECORD, RECORD_CAP: issue 33)"
+mkdir -p "$WORK/rec"
+expect "RECORD in a writable folder, K0 unset: verified" 0 EV SGLANG_OEA_RECORD="$WORK/rec/routing"
+has "the file stem in the settings" "record=$WORK/rec/routing record_cap=256"
+has "recording only, said as the start does it" "OEA is off, the routing is left as it is, SGLANG_OEA_RECORD=$WORK/rec/routing: the decode calls' routing inputs are recorded"
+expect "RECORD with OEA on: verified" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_RECORD="$WORK/rec/routing" SGLANG_OEA_RECORD_CAP=1024
+has "on, and recorded" "OEA is on, SGLANG_OEA_MODE=on, SGLANG_OEA_RECORD=$WORK/rec/routing: the decode calls' routing inputs are recorded"
+expect "a folder that does not exist fails" 1 EV SGLANG_OEA_RECORD="$WORK/nowhere/routing"
+has "named, with why" "SGLANG_OEA_RECORD='$WORK/nowhere/routing' (the environment): its folder $WORK/nowhere cannot be reached: No such file or directory"
+expect "a relative path fails" 1 EV SGLANG_OEA_RECORD=rec/routing
+has "said why" "a relative path: the server would resolve it against its own working directory"
+expect "a folder, not a file, fails" 1 EV SGLANG_OEA_RECORD="$WORK/rec/"
+has "said" "names a folder: give a file name in it"
+touch "$WORK/plain"
+expect "a folder that is a file fails" 1 EV SGLANG_OEA_RECORD="$WORK/plain/routing"
+has "said" "$WORK/plain is not a folder"
+expect "a cap that is not a number fails" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_RECORD="$WORK/rec/routing" SGLANG_OEA_RECORD_CAP=1GB
+has "named with what it takes" "SGLANG_OEA_RECORD_CAP='1GB' (the environment): expected an integer in 1..1048576"
+expect "a cap of 0 fails" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_RECORD="$WORK/rec/routing" SGLANG_OEA_RECORD_CAP=0
+expect "K0 off: a bad cap is a warning, and the binding then records nothing (it runs on the defaults)" 0 \
+	EV SGLANG_OEA_RECORD="$WORK/rec/routing" SGLANG_OEA_RECORD_CAP=1GB
+has "said: record is the default, none" "record=(none recorded) record_cap=256 (defaults"
+# A folder the service user cannot write: root passes access(), so as root the
+# check runs as nobody (setpriv), in a root-owned 0755 folder nobody can enter.
+mkdir -p "$WORK/ro" && chmod 0755 "$WORK/ro" "$WORK"
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+	out=$(env SGLANG_OEA_RECORD="$WORK/ro/routing" setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+		"$OEAPATCH" verify -C "$C" 2>&1)
+	has "a folder the user cannot write fails (as nobody)" "the folder $WORK/ro is not writable by nobody (uid 65534), which runs this check"
+elif [ "$(id -u)" -ne 0 ]; then
+	chmod 0555 "$WORK/ro"
+	expect "a folder the user cannot write fails" 1 EV SGLANG_OEA_RECORD="$WORK/ro/routing"
+	has "said, naming the user" "the folder $WORK/ro is not writable by"
+	chmod 0755 "$WORK/ro"
+else
+	skip "a folder the user cannot write" "root without setpriv: access() lets root write anywhere"
+fi
+expect "RECORD with K0 off and a bad value elsewhere: the binding runs on defaults, nothing recorded" 0 \
+	EV SGLANG_OEA_RECORD="$WORK/nowhere/routing" SGLANG_OEA_STATS=maybe
+hasnt "no recording said" "routing inputs are recorded"
+
 echo "== --env-file"
 F=$WORK/sglang.env
 printf '# the server'"'"'s settings\n; systemd comment\n\nSGLANG_OEA_K0=4\nSGLANG_OEA_MIN_BATCH = " 8 "\nSGLANG_OEA_STATS=yes\nOTHER=1\n' >"$F"
 expect "a good file" 0 V --env-file "$F"
-has "says where the settings came from" "3 of 10 settings of sglang-oea/2 set in $F, all valid"
+has "says where the settings came from" "3 of 12 settings of sglang-oea/2 set in $F, all valid"
 has "the file's values are effective, the quoted blanks ignored" "settings: k0=4 min_batch=8 max_tokens=1024"
 expect "verify's own environment is ignored with --env-file" 0 EV SGLANG_OEA_K0=abc --env-file "$F"
 has "and the ignored variables are named" "(ignored from verify's own environment, --env-file gives the server's: SGLANG_OEA_K0)"
@@ -245,7 +286,7 @@ VV() { # VV NAME=VALUE... [ARGS]: verify the vLLM checkout with those variables
 	env "${vars[@]}" "$OEAPATCH" verify -C "$VC" "$@"
 }
 expect "nothing set: verified" 0 VV
-has "vLLM's ten settings" "0 of 10 settings of vllm-oea/1 set in the environment, all valid"
+has "vLLM's twelve settings" "0 of 12 settings of vllm-oea/1 set in the environment, all valid"
 expect "VLLM_OEA_K0=abc fails" 1 VV VLLM_OEA_K0=abc
 has "named with its value" "VLLM_OEA_K0='abc' (the environment): expected an integer in 0..15"
 expect "a typo of VLLM_OEA_K0 fails" 1 VV VLLM_OEA_KO=3

@@ -24,7 +24,7 @@ static void test_real_rules(void **state)
 	(void)state;
 	oeap_patchdef *def = tu_def();
 	assert_string_equal(def->env_prefix, "SGLANG_OEA_");
-	assert_int_equal(def->nsettings, 10);
+	assert_int_equal(def->nsettings, 12);
 	static const struct {
 		const char *name, *key;
 		oeap_setting_type type;
@@ -42,8 +42,10 @@ static void test_real_rules(void **state)
 		{"SGLANG_OEA_LIBRARY", "library", OEAP_SETTING_PATH, INT32_MIN, INT32_MAX, NULL, NULL, 0},
 		{"SGLANG_OEA_ALLOW_UNTRUSTED", "allow_untrusted", OEAP_SETTING_BOOL, INT32_MIN, INT32_MAX, "false", NULL, 0},
 		{"SGLANG_OEA_MODE", "mode", OEAP_SETTING_CHOICE, INT32_MIN, INT32_MAX, "on", NULL, 0},
+		{"SGLANG_OEA_RECORD", "record", OEAP_SETTING_OUTPUT, INT32_MIN, INT32_MAX, NULL, NULL, 0},
+		{"SGLANG_OEA_RECORD_CAP", "record_cap", OEAP_SETTING_INT, 1, 1048576, "256", NULL, 0},
 	};
-	for (size_t i = 0; i < 10; i++) {
+	for (size_t i = 0; i < 12; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		assert_string_equal(s->name, want[i].name);
 		assert_string_equal(s->key, want[i].key);
@@ -202,7 +204,7 @@ static void test_choice_setting(void **state)
 static void test_broken_rules_refused(void **state)
 {
 	(void)state;
-	expect_refused("type = int\nmin = 0\n", "type = float\nmin = 0\n", "must be int, bool, string, path or choice");
+	expect_refused("type = int\nmin = 0\n", "type = float\nmin = 0\n", "must be int, bool, string, path, choice or output");
 	expect_refused("min = 1\ndefault = 2\n", "min = 1\ndefault = 0\n", "default '0' is not an integer >= 1");
 	expect_refused("max = 1024\n", "max = 1024\nmaximum = 3\n", "unknown key");
 	expect_refused("at_least = SGLANG_OEA_MIN_BATCH", "at_least = SGLANG_OEA_MIN_BACH", "must name another int");

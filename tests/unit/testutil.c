@@ -80,7 +80,8 @@ const char *tu_at(const char *rel)
 	return buf[i];
 }
 
-const char *const tu_core_files[] = {"oea_core.py", "library.py", "stats.py", "plans.py", "route.py"};
+const char *const tu_core_files[] = {"oea_core.py", "library.py", "stats.py", "plans.py", "route.py",
+                                     "oea_record.py", "record_hook.py"};
 const size_t tu_ncore_files = sizeof(tu_core_files) / sizeof(tu_core_files[0]);
 
 char *tu_read_core(size_t *len)

@@ -42,8 +42,9 @@ const char *tu_at(const char *rel);
 extern const char *const tu_core_files[];
 extern const size_t tu_ncore_files;
 #define TU_SOURCE_LINE                                                                    \
-	"source = ../binding-core/oea_core.py ../binding-core/library.py ../binding-core/stats.py " \
-	"../binding-core/plans.py ../binding-core/route.py adapter.py"
+	"source = ../binding-core/oea_core.py ../binding-core/library.py ../binding-core/stats.py\n" \
+	"  ../binding-core/plans.py ../binding-core/route.py ../binding-core/oea_record.py\n"      \
+	"  ../binding-core/record_hook.py adapter.py"
 
 /* The core's files read and joined as the loader joins them. Caller frees. */
 char *tu_read_core(size_t *len);
