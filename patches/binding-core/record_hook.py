@@ -13,7 +13,7 @@
 # included) less the eager calls that went to it is the number of calls the
 # recording lacks, which the statistics line says.
 
-_rec = {"recorder": None, "eager": 0, "numbers": {}}
+_rec = {"recorder": None, "eager": 0, "numbers": {}, "taken": {}}
 
 
 def _record_start():
@@ -53,11 +53,22 @@ def _recorder():
     return rec
 
 
-def _rec_number(layer_id, owners):
+def _rec_number(layer_id, owners, settings):
     """The layer's number in the recording: the framework's layer id where the
     call site has one (SGLang), else the number in the layer's name
     (vLLM's "model.layers.12.mlp.experts"), else one from 1000000 up in the
-    order layers are first met."""
+    order layers are first met. A number already taken by other settings
+    (replay holds a layer to one) is not used twice."""
+    number = _rec_named(layer_id, owners)
+    taken = _rec["taken"]
+    if number is None or taken.setdefault(number, settings) != settings:
+        number = 1000000 + len(_rec["numbers"])
+        _rec["numbers"][number] = True
+        taken[number] = settings
+    return number
+
+
+def _rec_named(layer_id, owners):
     if isinstance(layer_id, int):
         return layer_id
     for owner in owners or ():
@@ -68,11 +79,7 @@ def _rec_number(layer_id, owners):
                 for i, part in enumerate(parts[:-1]):
                     if part == "layers" and parts[i + 1].isdigit():
                         return int(parts[i + 1])
-    numbers = _rec["numbers"]
-    key = id(owners[0]) if owners else None
-    if key not in numbers:
-        numbers[key] = 1000000 + len(numbers)
-    return numbers[key]
+    return None
 
 
 def _rec_plan(layer_id, owners, layer, router_logits, topk_ids):
@@ -95,7 +102,8 @@ def _rec_plan(layer_id, owners, layer, router_logits, topk_ids):
     settings = {"experts": experts, "top_k": columns, "shared": shared, "scoring": scoring,
                 "renormalize": bool(renorm), "groups": groups, "topk_group": group_pick,
                 "min_batch": MIN_BATCH}
-    return (_rec_number(layer_id, owners), settings, bias_bytes(bias))
+    bias = bias_bytes(bias)
+    return (_rec_number(layer_id, owners, (settings, bias)), settings, bias)
 
 
 def _record(plan, router_logits, topk_ids, num_token_non_padded, k0):

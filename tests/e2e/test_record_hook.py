@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""The recorder wired into the binding (issue 33): SGLANG_OEA_RECORD on a
+patched fixture checkout (the 2025-12 era of topk.py: TopKConfig, layer_id),
+real torch on the CPU, liboea's host path.
+
+A decode loop through select_experts (two layers: softmax; grouped sigmoid
+with a bias and padding rows given as a tensor), with prefill batches in
+between that must not be recorded, in fresh interpreters:
+  - K0=3, statistics on: `oeapatch replay --k0 3` of the file gives liboea's
+    live sums (stats()) field for field; the stats line and recording() say
+    how many calls were recorded; a prefill is not among them;
+  - MODE=shadow: the same, the framework's routing kept;
+  - K0=0 (recording only, no liboea loaded): the outputs are the unpatched
+    file's, every call is recorded with k0 0, and its replay at k0 3 gives
+    the same sums as the K0=3 run's live ones (the same traffic).
+Needs $OEAPATCH (the CLI).
+"""
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from oea_testlib import ROOT, VERBOSE, case, check, summary
+
+TARGET = "python/sglang/srt/layers/moe/topk.py"
+PKG = os.path.join(ROOT, "tests", "fixtures", "pkg", "python")
+ERA = "2025-12_layer_id_capturer"
+# replay's totals (docs/recording.md): liboea's sums as stats() holds them
+FIELDS = ("calls", "gated", "t_before", "t_after", "valid_rows", "rerouted_rows", "changed_slots",
+          "kept_fx", "kept_undefined")
+
+CHILD = r'''
+import json, logging, sys, torch
+sys.dont_write_bytecode = True
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+out_path = sys.argv[1]
+from sglang.srt.layers.moe import topk as m
+E, K, H = 64, 8, 16
+gen = torch.Generator().manual_seed(99)
+bias = torch.rand(E, generator=gen) * 0.5
+cfg_a = m.TopKConfig(top_k=K, renormalize=True)
+cfg_b = m.TopKConfig(top_k=K, use_grouped_topk=True, topk_group=4, num_expert_group=8,
+                     renormalize=True, correction_bias=bias)
+
+class Mode:
+    def __init__(self, decode): self.decode = decode
+    def is_decode(self): return self.decode
+    def is_idle(self): return False
+    def is_target_verify(self): return False
+class Batch:
+    def __init__(self, decode): self.forward_mode = Mode(decode)
+
+def model_forward(forward_batch, n, pad):
+    hs = torch.randn(n, H, generator=gen)
+    out = []
+    for layer, cfg in ((3, cfg_a), (5, cfg_b)):
+        logits = torch.randn(n, E, generator=gen) * 2.0
+        kw = dict(layer_id=layer)
+        if cfg is cfg_b:
+            kw["num_token_non_padded"] = torch.tensor(n - pad)
+        o = m.select_experts(hs, logits, cfg, **kw)
+        out.append((o.topk_weights.clone(), o.topk_ids.clone()))
+    return out
+
+outs = []
+for step in range(40):
+    n = 2 + (step * 7) % 37
+    decode = step % 10 != 0  # every tenth batch a prefill: not recorded
+    outs.append(model_forward(Batch(decode), n, step % 3))
+mod = sys.modules.get(m.__name__.rsplit(".", 1)[0] + "._oeapatch_sglang_oea")
+res = {"outs": outs}
+if mod is not None and mod.ENABLED:
+    mod._recorder().close()  # what is queued, written
+    res["stats"] = mod.stats() if mod.STATS else None
+    res["line"] = mod.stats_line() if mod.STATS else None
+    res["recording"] = mod.recording()
+torch.save(res, out_path)
+'''
+
+
+def run(repo, out_path, **env_extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_OEA_")}
+    env.update(PYTHONPATH=os.path.join(repo, "python"), PYTHONDONTWRITEBYTECODE="1")
+    env.update(env_extra)
+    p = subprocess.run([sys.executable, "-B", "-c", CHILD, out_path], env=env,
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, "the decode loop failed: %s" % p.stderr.strip()[-1500:])
+    import torch
+    return torch.load(out_path, weights_only=False), p.stderr
+
+
+def replay(path, k0):
+    p = subprocess.run([os.environ["OEAPATCH"], "replay", "--json", "--k0", str(k0), path],
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, "replay failed: %s" % p.stderr)
+    doc = json.loads(p.stdout)
+    got = [r for r in doc["results"] if r["batch"] == "recorded" and r["k0"] == k0]
+    check(len(got) == 1, "no recorded row for k0 %d" % k0)
+    return doc, got[0]["totals"]
+
+
+def same_sums(replayed, live):
+    for field in FIELDS:
+        check(replayed[field] == live[field], "%s: replay %d, live %d" % (field, replayed[field],
+                                                                         live[field]))
+
+
+def git(repo, *args):
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+               GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
+    subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env=env, check=True,
+                   capture_output=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--library", required=True)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    VERBOSE[0] = args.verbose
+    import torch
+
+    tmp = tempfile.mkdtemp(prefix="oeapatch-rechook-")
+    live = {}
+    try:
+        repo = os.path.join(tmp, "checkout")
+        shutil.copytree(PKG, os.path.join(repo, "python"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copyfile(os.path.join(ROOT, "tests", "fixtures", "eras", ERA + ".py"),
+                        os.path.join(repo, TARGET))
+        git(repo, "init", "-q")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "upstream")
+        base = run(repo, os.path.join(tmp, "base.pt"))[0]
+        p = subprocess.run([os.environ["OEAPATCH"], "apply", "--library", args.library, "-C", repo],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode:
+            print("FAIL apply: %s" % (p.stdout + p.stderr))
+            return 1
+
+        def recorded_run(name, **env):
+            folder = os.path.join(tmp, name)
+            os.mkdir(folder)
+            res, log = run(repo, os.path.join(tmp, name + ".pt"), SGLANG_OEA_RECORD=os.path.join(
+                folder, "routing"), **env)
+            files = glob.glob(os.path.join(folder, "routing-rank0-*.safetensors"))
+            check(len(files) == 1, "one file per process, named by rank and pid: %s" % files)
+            return res, log, files[0]
+
+        @case("K0=3, statistics on: the replay of the recording = liboea's live sums")
+        def t_on():
+            res, log, path = recorded_run("on", SGLANG_OEA_K0="3", SGLANG_OEA_STATS="1")
+            doc, got = replay(path, 3)
+            row = res["stats"]["cpu"]
+            same_sums(got, row)
+            live["on"] = row
+            rec = res["recording"]
+            # 40 batches x 2 layers, every tenth batch a prefill
+            check(rec["recorded"] == 72 and rec["dropped"] == 0 and doc["calls"] == 72,
+                  "recorded %s, replayed %d" % (rec, doc["calls"]))
+            check("recording %s: 72 calls recorded, 0 dropped" % path in res["line"], res["line"])
+            check("recording the routing inputs of the decode calls to" in log, "no start-up line")
+            return "72 calls, T %d -> %d, kept_fx %d" % (row["t_before"], row["t_after"], row["kept_fx"])
+
+        @case("MODE=shadow: the replay = the live sums, the framework's routing kept")
+        def t_shadow():
+            res, _, path = recorded_run("shadow", SGLANG_OEA_K0="3", SGLANG_OEA_MODE="shadow")
+            same_sums(replay(path, 3)[1], res["stats"]["cpu"])
+            same_sums(res["stats"]["cpu"], live["on"])
+            for got, want in zip(res["outs"], base["outs"]):
+                for (w1, i1), (w0, i0) in zip(got, want):
+                    check(torch.equal(i1, i0) and torch.equal(w1, w0), "shadow changed the routing")
+
+        @case("K0=0, recording only: routing untouched, every decode call recorded with k0 0")
+        def t_record_only():
+            res, log, path = recorded_run("off", SGLANG_OEA_K0="0")
+            for got, want in zip(res["outs"], base["outs"]):
+                for (w1, i1), (w0, i0) in zip(got, want):
+                    check(torch.equal(i1, i0) and torch.equal(w1, w0), "recording changed the routing")
+            check(res["recording"]["recorded"] == 72, str(res["recording"]))
+            check("recording only" in log, "the start-up line does not say recording only")
+            doc, got = replay(path, 3)
+            same_sums(got, live["on"])  # the same traffic: what K0=3 did live
+            zero = [r for r in doc["results"] if r["batch"] == "recorded" and r["k0"] == 0]
+            check(not zero or zero[0]["totals"]["t_after"] == zero[0]["totals"]["t_before"],
+                  "k0 0 changes nothing")
+            return "replayed at k0 3: T %d -> %d" % (got["t_before"], got["t_after"])
+
+        for fn in (t_on, t_shadow, t_record_only):
+            fn()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
