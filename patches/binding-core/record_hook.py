@@ -13,7 +13,7 @@
 # included) less the eager calls that went to it is the number of calls the
 # recording lacks, which the statistics line says.
 
-_rec = {"recorder": None, "eager": 0, "numbers": {}, "taken": {}}
+_rec = dict(recorder=None, eager=0, numbers={}, taken={})
 
 
 def _record_start():

@@ -208,6 +208,39 @@ def same_sums(sums, out_dir):
     return sums_text(sums) + ", as on"
 
 
+# replay's totals (docs/recording.md): liboea's sums as the binding's stats() holds them
+REPLAY_FIELDS = ("calls", "gated", "t_before", "t_after", "valid_rows", "rerouted_rows",
+                 "changed_slots", "kept_fx", "kept_undefined")
+
+
+def replay_totals(path, k0):
+    """`oeapatch replay --json --k0 K0 PATH`: (the document, the totals of the
+    recorded calls routed at k0)."""
+    import json
+    import subprocess
+
+    cli = os.environ.get("OEAPATCH") or os.path.join(ROOT, "build", "src", "oeapatch")
+    p = subprocess.run([cli, "replay", "--json", "--k0", str(k0), path], capture_output=True,
+                       text=True, timeout=600)
+    check(p.returncode == 0, "replay of %s failed: %s" % (path, p.stderr[-1500:]))
+    doc = json.loads(p.stdout)
+    rows = [r for r in doc["results"] if r["batch"] == "recorded" and r["k0"] == k0]
+    check(len(rows) == 1, "replay has no row of the recorded calls at k0 %d" % k0)
+    return doc, rows[0]["totals"]
+
+
+def same_as_replay(live, path, k0):
+    """Issue 33's exactness: the replay of a recording at the live k0 gives
+    liboea's live sums (`live`: the binding's stats() of one device) field for
+    field. Returns them as text."""
+    doc, got = replay_totals(path, k0)
+    for field in REPLAY_FIELDS:
+        check(got[field] == live[field], "%s: replay %d, live %d (replay %s, live %s)"
+              % (field, got[field], live[field], got, live))
+    return "%d calls recorded and replayed: T %d -> %d, kept_fx %d, as live" % (
+        doc["calls"], got["t_before"], got["t_after"], got["kept_fx"])
+
+
 def sums_text(sums):
     return "%d calls, T %d -> %d, kept mean %.3f, p5 %.3f, %.2f slots changed per row" % (
         sums["calls"] - sums["gated"], sums["t_before"], sums["t_after"], sums["kept_mean"],

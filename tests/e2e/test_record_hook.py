@@ -18,21 +18,17 @@ Needs $OEAPATCH (the CLI).
 
 import argparse
 import glob
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-from oea_testlib import ROOT, VERBOSE, case, check, summary
+from oea_testlib import ROOT, VERBOSE, case, check, replay_totals, same_as_replay, summary
 
 TARGET = "python/sglang/srt/layers/moe/topk.py"
 PKG = os.path.join(ROOT, "tests", "fixtures", "pkg", "python")
 ERA = "2025-12_layer_id_capturer"
-# replay's totals (docs/recording.md): liboea's sums as stats() holds them
-FIELDS = ("calls", "gated", "t_before", "t_after", "valid_rows", "rerouted_rows", "changed_slots",
-          "kept_fx", "kept_undefined")
 
 CHILD = r'''
 import json, logging, sys, torch
@@ -94,22 +90,6 @@ def run(repo, out_path, **env_extra):
     return torch.load(out_path, weights_only=False), p.stderr
 
 
-def replay(path, k0):
-    p = subprocess.run([os.environ["OEAPATCH"], "replay", "--json", "--k0", str(k0), path],
-                       capture_output=True, text=True, timeout=300)
-    check(p.returncode == 0, "replay failed: %s" % p.stderr)
-    doc = json.loads(p.stdout)
-    got = [r for r in doc["results"] if r["batch"] == "recorded" and r["k0"] == k0]
-    check(len(got) == 1, "no recorded row for k0 %d" % k0)
-    return doc, got[0]["totals"]
-
-
-def same_sums(replayed, live):
-    for field in FIELDS:
-        check(replayed[field] == live[field], "%s: replay %d, live %d" % (field, replayed[field],
-                                                                         live[field]))
-
-
 def git(repo, *args):
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
@@ -156,9 +136,9 @@ def main():
         @case("K0=3, statistics on: the replay of the recording = liboea's live sums")
         def t_on():
             res, log, path = recorded_run("on", SGLANG_OEA_K0="3", SGLANG_OEA_STATS="1")
-            doc, got = replay(path, 3)
             row = res["stats"]["cpu"]
-            same_sums(got, row)
+            same_as_replay(row, path, 3)
+            doc = replay_totals(path, 3)[0]
             live["on"] = row
             rec = res["recording"]
             # 40 batches x 2 layers, every tenth batch a prefill
@@ -171,8 +151,8 @@ def main():
         @case("MODE=shadow: the replay = the live sums, the framework's routing kept")
         def t_shadow():
             res, _, path = recorded_run("shadow", SGLANG_OEA_K0="3", SGLANG_OEA_MODE="shadow")
-            same_sums(replay(path, 3)[1], res["stats"]["cpu"])
-            same_sums(res["stats"]["cpu"], live["on"])
+            same_as_replay(res["stats"]["cpu"], path, 3)
+            check(res["stats"]["cpu"] == live["on"], "shadow's sums are not on's")
             for got, want in zip(res["outs"], base["outs"]):
                 for (w1, i1), (w0, i0) in zip(got, want):
                     check(torch.equal(i1, i0) and torch.equal(w1, w0), "shadow changed the routing")
@@ -185,8 +165,8 @@ def main():
                     check(torch.equal(i1, i0) and torch.equal(w1, w0), "recording changed the routing")
             check(res["recording"]["recorded"] == 72, str(res["recording"]))
             check("recording only" in log, "the start-up line does not say recording only")
-            doc, got = replay(path, 3)
-            same_sums(got, live["on"])  # the same traffic: what K0=3 did live
+            same_as_replay(live["on"], path, 3)  # the same traffic: what K0=3 did live
+            doc, got = replay_totals(path, 3)
             zero = [r for r in doc["results"] if r["batch"] == "recorded" and r["k0"] == 0]
             check(not zero or zero[0]["totals"]["t_after"] == zero[0]["totals"]["t_before"],
                   "k0 0 changes nothing")
