@@ -18,7 +18,10 @@ the release suite's installed package is never touched):
   6. (on) K0=3, stats on: prompt (prefill) logprobs equal to the unpatched run, the
      binding's stats line shows routed decode calls of >= 2 rows each and mean T
      after < before, and the decode logprobs differ (the re-routed ids reached
-     the experts);
+     the experts); with SGLANG_OEA_RECORD set in the same start, `oeapatch
+     replay` of the scheduler's recording at k0 3 gives liboea's live sums
+     exactly (issue 33), read from the counters the binding exports at the
+     line (OEAPATCH_METRICS_DIR: exact sums, the line rounds its means);
   7. (shadow) K0=3, SGLANG_OEA_MODE=shadow: every output equal to the unpatched
      run, stats of routed decode calls with mean T after < before and a kept
      weight, the plugin's line saying the mode, and the K0=3 run's decisions
@@ -129,6 +132,8 @@ def child_engine(model, out):
         # one more request, a second later, makes it cover the batch above.
         time.sleep(1.5)
         engine.generate(input_ids=[[5]], sampling_params={"temperature": 0, "max_new_tokens": 1})
+        if os.environ.get("SGLANG_OEA_RECORD"):
+            wait_for_recording(os.environ["SGLANG_OEA_RECORD"], os.environ["OEAPATCH_METRICS_DIR"])
     finally:
         engine.shutdown()
     doc = [{"output_ids": r["output_ids"],
@@ -137,6 +142,85 @@ def child_engine(model, out):
            for r in res]
     with open(out, "w") as f:
         json.dump(doc, f)
+
+
+def recorded_calls(stem):
+    """(file, calls in its complete chunks) of the one recording named by
+    `stem` (docs/recording.md: safetensors chunks one after the other), or
+    (None, 0) before the scheduler's first chunk."""
+    import struct
+    files = glob.glob(stem + "-rank*-*.safetensors")
+    if len(files) != 1:
+        return None, 0
+    with open(files[0], "rb") as f:
+        data = f.read()
+    at = calls = 0
+    while at + 8 <= len(data):
+        (n,) = struct.unpack_from("<Q", data, at)
+        if at + 8 + n > len(data):
+            break
+        header = json.loads(data[at + 8:at + 8 + n])
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
+                  default=0)
+        if at + 8 + n + end > len(data):
+            break
+        calls += len(json.loads(header["__metadata__"]["calls"]))
+        at += 8 + n + end
+    return files[0], calls
+
+
+def live_counters(folder):
+    """The routing process's exported totals {counter: value} (the binding's
+    file in OEAPATCH_METRICS_DIR with liboea's sums), or None."""
+    for path in glob.glob(os.path.join(folder, "counters-*.json")):
+        with open(path) as f:
+            doc = json.load(f)
+        out = {name.split(":oea_", 1)[1]: sum(v for _, v in m["samples"])
+               for name, m in doc.items() if m["labels"] == ["rank", "device"]}
+        if out.get("routed_calls"):
+            return out
+    return None
+
+
+def wait_for_recording(stem, folder, limit=120):
+    """Before the Engine's shutdown kills the scheduler: until its recorder's
+    writer has put every call liboea counted on disk (the writer flushes a
+    quiet queue within a second; a condition, not a sleep, decides)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        live = live_counters(folder)
+        if live and recorded_calls(stem)[1] == live["routed_calls"] + live["gated_calls"]:
+            return
+        time.sleep(0.2)
+
+
+def replay_as_live(version, cli, stem, folder):
+    """Issue 33 on the real engine: the replay of the scheduler's recording at
+    k0 3 gives the live run's liboea sums, field for field."""
+    path, calls = recorded_calls(stem)
+    live = live_counters(folder)
+    if path is None or live is None:
+        say(False, "%s: K0=3: recording %s, live counters %s" % (version, path, live))
+        return
+    rc, out, err = run([cli, "replay", "--json", "--k0", "3", path])
+    doc = json.loads(out) if rc == 0 else None
+    got = [r["totals"] for r in (doc or {}).get("results", ())
+           if r["batch"] == "recorded" and r["k0"] == 3]
+    if not got:
+        say(False, "%s: K0=3: replay of %s: rc %d %s" % (version, path, rc, err[-800:]))
+        return
+    t = got[0]
+    pairs = [("routed_calls", t["calls"] - t["gated"]), ("gated_calls", t["gated"]),
+             ("experts_before", t["t_before"]), ("experts_after", t["t_after"]),
+             ("routed_rows", t["valid_rows"]), ("rerouted_rows", t["rerouted_rows"]),
+             ("changed_slots", t["changed_slots"]), ("kept_weight", t["kept_fx"] / float(1 << 24)),
+             ("kept_rows", t["rerouted_rows"] - t["kept_undefined"])]
+    differ = ["%s live %r, replay %r" % (k, live.get(k), v) for k, v in pairs if live.get(k) != v]
+    say(not differ and calls == doc["calls"],
+        "%s: K0=3: `oeapatch replay --k0 3` of the scheduler's recording (%d calls) = the live "
+        "sums: T %d -> %d, %d rows, kept weight %.6f%s" % (
+            version, doc["calls"], t["t_before"], t["t_after"], t["valid_rows"],
+            t["kept_fx"] / float(1 << 24), "" if not differ else "; DIFFER: " + "; ".join(differ)))
 
 
 results = []
@@ -254,10 +338,16 @@ def main(version, phases):
             say("OEA in place" not in off_log and "would run without it" not in off_log,
                 "%s: K0=0: the plugin writes nothing (OEA off)" % version)
 
+        record, counters = os.path.join(work, "rec", "routing"), os.path.join(work, "counters")
+        os.makedirs(os.path.dirname(record))
+        os.makedirs(counters)
         on, log = (engine("K0=3", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "true",
-                                   "SGLANG_OEA_STATS_INTERVAL": "1"})
+                                   "SGLANG_OEA_STATS_INTERVAL": "1",
+                                   "SGLANG_OEA_RECORD": record,
+                                   "OEAPATCH_METRICS_DIR": counters})
                    if "on" in phases else (None, ""))
         if on is not None:
+            replay_as_live(version, cli, record, counters)
             say([r["input_logprobs"] for r in on] == [r["input_logprobs"] for r in base],
                 "%s: K0=3: prompt (prefill) logprobs equal the unpatched run" % version)
             lines = STATS.findall(log)

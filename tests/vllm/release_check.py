@@ -13,7 +13,9 @@ PHASE:
              own struct, from oea.h) applied to the unpatched outputs; prefill
              and mixed batches, decode batches under piecewise CUDA graphs, the
              custom routing path and calls outside any forward are left exactly
-             as they were, each skip counted under its reason
+             as they were, each skip counted under its reason; with
+             VLLM_OEA_RECORD set, `oeapatch replay` of the process's recording
+             at k0 3 gives liboea's live sums (issue 33)
 
 Everything runs vLLM's real code on the CPU: the routing method the definition
 patches (FusedMoE.select_experts, a staticmethod up to 0.11; the router
@@ -44,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
 from oea_testlib import (HEADER, RESULTS, Oracle, case, check, distinct,  # noqa: E402
-                         keep_sums, same_sums, summary)
+                         keep_sums, same_as_replay, same_sums, summary)
 
 import torch  # noqa: E402
 
@@ -556,6 +558,19 @@ def phase_on(out_dir, oracle_library):
     _()
 
     phase_on_issue24(ref, binding, oracle)
+
+    @case("K0=3, VLLM_OEA_RECORD: the replay of this process's recording = liboea's live sums")
+    def _():
+        # issue 33's exactness: every call that reached liboea above, recorded
+        # by the binding (its decode gate passed), replayed at the live k0
+        rec = binding._recorder()
+        check(rec is not None, "not recording: %s" % binding.recording())
+        rec.close()
+        figures = binding.recording()
+        check(figures["stopped"] is None and figures["dropped"] == 0 and figures["recorded"] > 0,
+              "recorder: %s" % figures)
+        return same_as_replay(binding.stats("cpu"), rec.path, K0)
+    _()
 
     @case("K0=3: liboea's sums over one pass of the batches, kept for phase shadow")
     def _():

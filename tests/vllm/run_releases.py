@@ -110,7 +110,9 @@ def one_release(version, cli, library):
             rc, out, err = run([cli, "verify", "-C", checkout], env=base_env)
             say(rc == 0, "%s: oeapatch verify%s" % (version, "" if rc == 0 else ": " + err[-800:]))
             run_phase("off", {"VLLM_OEA_K0": "0"})
-            run_phase("on", {"VLLM_OEA_K0": "3", "VLLM_OEA_STATS": "true"}, library)
+            # on also records (issue 33): its replay must give its live sums
+            run_phase("on", {"VLLM_OEA_K0": "3", "VLLM_OEA_STATS": "true",
+                             "VLLM_OEA_RECORD": os.path.join(work, "routing")}, library)
             run_phase("shadow", {"VLLM_OEA_K0": "3", "VLLM_OEA_MODE": "shadow"})
             module = rel[:-3].replace(os.sep, ".")
             for bad, name in (({"VLLM_OEA_K0": "abc"}, "VLLM_OEA_K0"),
