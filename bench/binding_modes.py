@@ -9,6 +9,10 @@ machine can report):
                 changed slots) in the call; the host counts the call
     shadow      SGLANG_OEA_MODE=shadow: the same call on copies in the plan's
                 scratch (statistics on), the framework's tensors untouched
+    record      SGLANG_OEA_RECORD set (stats off): the call's logits and ids
+                copied onto the recorder's queue (issue 33), written to a
+                temporary folder by its thread; the recorder's figures are
+                printed after (a dropped call costs less than a recorded one)
 
     bench/binding_modes.py [BUILD_DIR] [ROUNDS]
 
@@ -34,7 +38,7 @@ import test_binding as tb  # noqa: E402  (its renderer, loader and forward batch
 import torch  # noqa: E402
 
 MODES = (("stats off", {}), ("stats on", {"SGLANG_OEA_STATS": "1"}),
-         ("shadow", {"SGLANG_OEA_MODE": "shadow"}))
+         ("shadow", {"SGLANG_OEA_MODE": "shadow"}), ("record", {"SGLANG_OEA_RECORD_CAP": "1024"}))
 CALLS = 3000
 
 
@@ -44,14 +48,18 @@ def main():
     os.environ.setdefault("OEAPATCH", os.path.join(build, "src", "oeapatch"))
     library = os.path.realpath(os.path.join(build, "native", "liboea.so"))
     torch.set_num_threads(1)
-    path = tb.write_module(tempfile.mkdtemp(prefix="oea-bench-"), tb.render(library))
+    folder = tempfile.mkdtemp(prefix="oea-bench-")
+    path = tb.write_module(folder, tb.render(library))
     modules = []
     for i, (name, env) in enumerate(MODES):
+        if "SGLANG_OEA_RECORD_CAP" in env:
+            env = dict(env, SGLANG_OEA_RECORD=os.path.join(folder, "routing"))
         env = dict(env, SGLANG_OEA_K0="3", SGLANG_OEA_MIN_BATCH="1",
                    SGLANG_OEA_STATS_INTERVAL="100000")
         modules.append((name, tb.load(path, "oea_bench_%d" % i, env)))
     print("torch %s, python %s, load %.1f" % (torch.__version__, sys.version.split()[0],
                                              os.getloadavg()[0]))
+    recorder = dict(modules)["record"]
     for rows in (1, 16, 256):
         gen = torch.Generator().manual_seed(rows)
         logits = torch.randn(rows, 128, generator=gen) * 2
@@ -78,6 +86,14 @@ def main():
         print("%3d tokens: " % rows + "; ".join(
             "%s %.2f us (%.2fx)" % (name, statistics.median(v), statistics.median(v) / base)
             for name, v in times.items()))
+        figures = recorder.recording()
+        print("    recorder so far: %d calls recorded, %d dropped (queue full or cap: cheaper), "
+              "%.0f MiB%s" % (figures["recorded"], figures["dropped"], figures["written"] / 2**20,
+                              ", stopped: " + figures["stopped"] if figures["stopped"] else ""))
+    recorder._recorder().close()
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
+    os.rmdir(folder)
 
 
 if __name__ == "__main__":
