@@ -113,10 +113,11 @@ def _record(plan, router_logits, topk_ids, num_token_non_padded, k0):
         rec = _recorder()
     if rec is None:
         return
-    if k0:
-        _rec["eager"] += 1
     number, settings, bias = plan.rec
+    captured = rec.graph_missed
     rec.record(number, settings, k0, router_logits, topk_ids, bias, rows=num_token_non_padded)
+    if k0 and rec.graph_missed == captured:
+        _rec["eager"] += 1  # a liboea call that runs now (not one captured into a graph)
 
 
 def recording():
