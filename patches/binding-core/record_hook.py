@@ -57,8 +57,9 @@ def _rec_number(layer_id, owners, settings):
     """The layer's number in the recording: the framework's layer id where the
     call site has one (SGLang), else the number in the layer's name
     (vLLM's "model.layers.12.mlp.experts"), else one from 1000000 up in the
-    order layers are first met. A number already taken by other settings
-    (replay holds a layer to one) is not used twice."""
+    order layers are first met. A number already taken by another
+    configuration (settings, bias, dtypes: replay holds a layer to one) is
+    not used twice."""
     number = _rec_named(layer_id, owners)
     taken = _rec["taken"]
     if number is None or taken.setdefault(number, settings) != settings:
@@ -103,7 +104,10 @@ def _rec_plan(layer_id, owners, layer, router_logits, topk_ids):
                 "renormalize": bool(renorm), "groups": groups, "topk_group": group_pick,
                 "min_batch": MIN_BATCH}
     bias = bias_bytes(bias)
-    return (_rec_number(layer_id, owners, (settings, bias)), settings, bias)
+    # one number, one configuration: replay batches a layer's rows together, so a
+    # layer called with another dtype (a test's, a mixed deployment's) is another
+    number = _rec_number(layer_id, owners, (settings, bias, router_logits.dtype, topk_ids.dtype))
+    return (number, settings, bias)
 
 
 def _record(plan, router_logits, topk_ids, num_token_non_padded, k0):

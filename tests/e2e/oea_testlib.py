@@ -213,6 +213,30 @@ REPLAY_FIELDS = ("calls", "gated", "t_before", "t_after", "valid_rows", "reroute
                  "changed_slots", "kept_fx", "kept_undefined")
 
 
+def recording_calls(path):
+    """The calls ({seq, layer, k0}) in the complete chunks of a recording
+    (docs/recording.md: safetensors chunks one after the other; a cut last
+    chunk is not read)."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read()
+    at, calls = 0, []
+    while at + 8 <= len(data):
+        (n,) = struct.unpack_from("<Q", data, at)
+        if at + 8 + n > len(data):
+            break
+        header = json.loads(data[at + 8:at + 8 + n])
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
+                  default=0)
+        if at + 8 + n + end > len(data):
+            break
+        calls += json.loads(header["__metadata__"]["calls"])
+        at += 8 + n + end
+    return calls
+
+
 def replay_totals(path, k0):
     """`oeapatch replay --json --k0 K0 PATH`: (the document, the totals of the
     recorded calls routed at k0)."""

@@ -53,6 +53,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+from oea_testlib import recording_calls  # noqa: E402
 from release_suite import cache_dir, file_hash, record_hash  # noqa: E402
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 STUBS = os.path.join(HERE, "stubs")
@@ -146,27 +147,11 @@ def child_engine(model, out):
 
 def recorded_calls(stem):
     """(file, calls in its complete chunks) of the one recording named by
-    `stem` (docs/recording.md: safetensors chunks one after the other), or
-    (None, 0) before the scheduler's first chunk."""
-    import struct
+    `stem`, or (None, 0) before the scheduler's first chunk."""
     files = glob.glob(stem + "-rank*-*.safetensors")
     if len(files) != 1:
         return None, 0
-    with open(files[0], "rb") as f:
-        data = f.read()
-    at = calls = 0
-    while at + 8 <= len(data):
-        (n,) = struct.unpack_from("<Q", data, at)
-        if at + 8 + n > len(data):
-            break
-        header = json.loads(data[at + 8:at + 8 + n])
-        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
-                  default=0)
-        if at + 8 + n + end > len(data):
-            break
-        calls += len(json.loads(header["__metadata__"]["calls"]))
-        at += 8 + n + end
-    return files[0], calls
+    return files[0], len(recording_calls(files[0]))
 
 
 def live_counters(folder):
