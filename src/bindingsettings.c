@@ -50,15 +50,13 @@ static int put_default(const oeap_patchdef *def, const oeap_setting_def *s, oeap
 
 int oeap_binding_render_settings(const oeap_patchdef *def, oeap_buf *out, oeap_error *err)
 {
-	char expected[1024], base[256];
+	char expected[1024];
 	int rc = oeap_buf_puts(out, "(");
 	for (size_t i = 0; !rc && i < def->nsettings; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		int is_int = s->type == OEAP_SETTING_INT;
-		oeap_setting_expected(def, s, base, sizeof(base));
 		/* the words verify's message uses (settings.c, check_values) */
-		snprintf(expected, sizeof(expected), "%s%s%s%s", base, s->range_reason ? " (" : "",
-		         s->range_reason ? s->range_reason : "", s->range_reason ? ")" : "");
+		oeap_setting_expected_full(def, s, expected, sizeof(expected));
 		rc = oeap_buf_puts(out, "\n    {\"name\": ") || put_str(out, s->name) ||
 		     oeap_buf_puts(out, ", \"key\": ") || put_str(out, s->key) ||
 		     oeap_buf_printf(out, ", \"type\": \"%s\", \"default\": ", type_name(s->type)) ||
@@ -67,7 +65,8 @@ int oeap_binding_render_settings(const oeap_patchdef *def, oeap_buf *out, oeap_e
 			rc = oeap_buf_printf(out, ", \"min\": %lld, \"max\": %lld", s->min, s->max);
 		else if (!rc)
 			rc = oeap_buf_puts(out, ", \"min\": None, \"max\": None");
-		rc = rc || oeap_buf_puts(out, ", \"at_least\": ") ||
+		rc = rc || oeap_buf_printf(out, ", \"bands\": %s", s->bands ? "True" : "False") ||
+		     oeap_buf_puts(out, ", \"at_least\": ") ||
 		     (s->at_least ? put_str(out, s->at_least) : oeap_buf_puts(out, "None")) ||
 		     oeap_buf_printf(out, ", \"switch\": %s, \"expected\": ", s->is_switch ? "True" : "False") ||
 		     put_str(out, expected) || oeap_buf_puts(out, ", \"values\": ");

@@ -86,7 +86,7 @@ json_t *oeap_verify_settings_json(const oeap_cli *cli, const oeap_verify_result 
 		json_t *jv;
 		if (refused(r, i))
 			jv = json_null();
-		else if (d->type == OEAP_SETTING_INT)
+		else if (d->type == OEAP_SETTING_INT && !s->strings[i])
 			jv = json_integer(s->values[i]);
 		else if (d->type == OEAP_SETTING_BOOL)
 			jv = json_boolean(s->values[i]);

@@ -430,6 +430,8 @@ static int on_setting(load_ctx *c, const char *section, const char *name, const 
 		return set_str(&st->default_value, value) || bad(c, lineno, section, name, "out of memory");
 	if (strcmp(name, "switch") == 0)
 		return manifest_bool(value, &st->is_switch) || bad(c, lineno, section, name, "must be yes or no");
+	if (strcmp(name, "bands") == 0)
+		return manifest_bool(value, &st->bands) || bad(c, lineno, section, name, "must be yes or no");
 	return bad(c, lineno, section, name, "unknown key");
 }
 

@@ -75,6 +75,8 @@ typedef struct oeap_setting_def {
 	int has_warn_from;
 	char *warn;
 	char **values;    /* choice: the values it takes (NULL-terminated, at least one); else NULL */
+	int bands;        /* int: also takes k0 bands (k0bands.h, "1-7:0,8-31:4,32-:3"), whose value is then their
+	                     largest k0, each k0 within min..max */
 } oeap_setting_def;
 
 /* The largest [library] problem_size accepted (a struct far beyond any ABI's is a typo). */

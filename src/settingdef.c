@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "k0bands.h"
 #include "manifest.h"
 
 /* Env variable names: what a process can be given and systemd accepts. */
@@ -45,9 +46,12 @@ int oeap_settingdefs_check(oeap_patchdef *def, oeap_error *err)
 		if (!oeap_def_is_identifier(s->key))
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'key' must be an identifier");
 		if (s->type != OEAP_SETTING_INT &&
-		    (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least || s->range_reason || s->has_warn_from))
+		    (s->min != INT32_MIN || s->max != INT32_MAX || s->at_least || s->range_reason || s->has_warn_from ||
+		     s->bands))
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
-			                 "min, max, at_least, range_reason and warn_from are for type = int");
+			                 "min, max, at_least, range_reason, warn_from and bands are for type = int");
+		if (s->bands && (s->min != 0 || s->max > 1024))
+			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "bands take k0 values: min = 0 and max <= 1024");
 		if ((s->type == OEAP_SETTING_CHOICE) != (s->values != NULL))
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'values' goes with type = choice, and a choice needs it");
 		if (s->type == OEAP_SETTING_CHOICE && !s->default_value)
@@ -126,6 +130,21 @@ int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, cons
 	switch (s->type) {
 	case OEAP_SETTING_INT: {
 		int neg = 0;
+		if (s->bands && memchr(p, ':', (size_t)(e - p))) {
+			/* k0 by batch size: the one parser replay and --recommend use; the value is the largest k0 */
+			char text[512], why[256];
+			oeap_k0_bands b;
+			if ((size_t)(e - p) >= sizeof(text))
+				return -1;
+			memcpy(text, p, (size_t)(e - p));
+			text[e - p] = '\0';
+			if (oeap_k0_bands_parse(text, (int)s->max, &b, why, sizeof(why)))
+				return -1;
+			for (size_t i = 0; i < b.n; i++)
+				if (b.band[i].k0 > *out)
+					*out = b.band[i].k0;
+			return 0;
+		}
 		long long v = 0;
 		if (*p == '+' || *p == '-')
 			neg = *p++ == '-';
@@ -160,6 +179,17 @@ int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, cons
 	default:
 		return 0;
 	}
+}
+
+void oeap_setting_expected_full(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap)
+{
+	char base[256];
+	oeap_setting_expected(def, s, base, sizeof(base));
+	snprintf(buf, cap, "%s%s%s%s%s", base, s->range_reason ? " (" : "", s->range_reason ? s->range_reason : "",
+	         s->range_reason ? ")" : "",
+	         s->bands ? ", or k0 by batch size: bands LO-HI:K0 from 1 on, each right after the one before, the "
+	                    "last open (1-7:0,8-31:4,32-:3)"
+	                  : "");
 }
 
 static void join_words(char **words, char *buf, size_t cap)

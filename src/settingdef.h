@@ -39,4 +39,8 @@ void oeap_setting_trim(const char *raw, const char **start, const char **end);
 /* What `s` takes, in words: "an integer in 1..1024", "a boolean (true/1/yes/y or false/0/no/n)". */
 void oeap_setting_expected(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap);
 
+/* The whole of what a refused value of `s` is told: oeap_setting_expected, its range_reason in
+ * parentheses, and the bands it also takes. verify says it, the binding's table carries it. */
+void oeap_setting_expected_full(const oeap_patchdef *def, const oeap_setting_def *s, char *buf, size_t cap);
+
 #endif

@@ -485,7 +485,7 @@ static int take_default(const oeap_patchdef *def, size_t i, oeap_settings_result
 /* Each value on its own: the effective value, or the problem with it. */
 static int check_values(const oeap_patchdef *def, const oeap_env *env, oeap_settings_result *res)
 {
-	char expected[256];
+	char expected[768];
 	for (size_t i = 0; i < def->nsettings; i++) {
 		const oeap_setting_def *s = &def->settings[i];
 		const oeap_env_var *v = oeap_env_get(env, s->name);
@@ -498,7 +498,8 @@ static int check_values(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 			res->given[i] = 1;
 			if (s->type == OEAP_SETTING_CHOICE && !(res->strings[i] = strdup(s->values[res->values[i]])))
 				return -1;
-			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH || s->type == OEAP_SETTING_OUTPUT) {
+			if (s->type == OEAP_SETTING_STRING || s->type == OEAP_SETTING_PATH || s->type == OEAP_SETTING_OUTPUT ||
+			    (s->bands && strchr(v->value, ':'))) {
 				const char *a, *e;
 				oeap_setting_trim(v->value, &a, &e);
 				if (!(res->strings[i] = strndup(a, (size_t)(e - a))))
@@ -509,9 +510,8 @@ static int check_values(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 				return -1;
 		} else {
 			res->refused[i] = 1;
-			oeap_setting_expected(def, s, expected, sizeof(expected));
-			if (add_problem(res, s->name, v, 1, 1, "expected %s%s%s%s", expected, s->range_reason ? " (" : "",
-			                s->range_reason ? s->range_reason : "", s->range_reason ? ")" : ""))
+			oeap_setting_expected_full(def, s, expected, sizeof(expected));
+			if (add_problem(res, s->name, v, 1, 1, "expected %s", expected))
 				return -1;
 		}
 	}
@@ -784,6 +784,8 @@ const char *oeap_settings_effective(const oeap_patchdef *def, const oeap_setting
 		return NULL; /* on, the binding stops at import: a value it never runs with must not be shown as one */
 	switch (s->type) {
 	case OEAP_SETTING_INT:
+		if (res->strings[i])
+			return res->strings[i]; /* k0 bands, as given */
 		snprintf(buf, cap, "%lld", res->values[i]);
 		return buf;
 	case OEAP_SETTING_BOOL:

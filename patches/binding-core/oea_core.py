@@ -95,6 +95,11 @@ def _int(environ, entry):
     text = _raw(environ, entry["name"])
     if text is None:
         return entry["default"]
+    if entry.get("bands") and ":" in text:
+        # k0 by batch size: the value is the text, its bands read by _k0_bands
+        if _k0_bands(text, entry["max"]) is None:
+            raise _refused(environ, entry)
+        return text
     digits = text[1:] if text[:1] in ("+", "-") else text
     value = None
     # ASCII digits only (str.isdigit() also takes other scripts' digits)
@@ -104,6 +109,54 @@ def _int(environ, entry):
             value = None
     if value is None or not entry["min"] <= value <= entry["max"]:
         raise _refused(environ, entry)
+    return value
+
+
+def _k0_bands(text, max_k0):
+    """K0 bands "1-7:0,8-31:4,32-:3" as ((lo, hi, k0), ...), hi 0 for the open
+    last band, or None when `text` breaks their rule, oeapatch's
+    (src/k0bands.c, which verify and replay use; a test holds the two to the
+    same verdicts): ASCII decimal numbers without sign, the first band from 1,
+    each from right after the one before, only the last open, each k0 in
+    0..max_k0, at most 32 bands."""
+    at, bands, nxt = 0, [], 1
+
+    def number(at, lo, hi):
+        end = at
+        while end < len(text) and "0" <= text[end] <= "9":
+            end += 1
+        if end == at or not lo <= int(text[at:end]) <= hi:
+            return None, at
+        return int(text[at:end]), end
+
+    while True:
+        lo, at = number(at, 1, 1 << 20)
+        if lo is None or text[at:at + 1] != "-":
+            return None
+        at += 1
+        hi = 0
+        if text[at:at + 1] != ":":
+            hi, at = number(at, lo, 1 << 20)
+            if hi is None:
+                return None
+        if text[at:at + 1] != ":":
+            return None
+        k0, at = number(at + 1, 0, max_k0)
+        if k0 is None or lo != nxt or len(bands) == 32:
+            return None
+        bands.append((lo, hi, k0))
+        if at == len(text):
+            return tuple(bands) if not hi else None
+        if text[at] != "," or not hi:
+            return None
+        at += 1
+        nxt = hi + 1
+
+
+def _k0_number(value):
+    """An int setting's number: its own, or the largest k0 of its bands."""
+    if isinstance(value, str):
+        return max(k0 for _, _, k0 in _k0_bands(value, 1 << 20))
     return value
 
 
@@ -166,7 +219,7 @@ def _switch_off(environ):
     for entry in SETTINGS_TABLE:
         if entry["switch"]:
             try:
-                return not _READERS[entry["type"]](environ, entry)
+                return not _k0_number(_READERS[entry["type"]](environ, entry))
             except SettingError:
                 return False
     return False
@@ -186,7 +239,12 @@ def _settings_at_import():
 
 
 SETTINGS = _settings_at_import()
-K0 = SETTINGS["k0"]
+# K0 is one number, or bands by the call's rows ("1-7:0,8-31:4,32-:3"): K0 is
+# then their largest k0 (what turns OEA on, what the ranks compare), and
+# K0_BANDS the bands, which each plan turns into a k0 per row count (plans.py).
+K0_TEXT = str(SETTINGS["k0"])
+K0_BANDS = _k0_bands(SETTINGS["k0"], 1 << 20) if isinstance(SETTINGS["k0"], str) else None
+K0 = _k0_number(SETTINGS["k0"])
 # shadow: route() takes the decisions and makes the liboea calls of "on", into
 # buffers of its own (plans.py, _Scratch), counts them and returns the
 # framework's routing as it came; the statistics are the point, so they are

@@ -83,7 +83,7 @@ class _Plan:
 
     __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias", "bias_source",
                  "checked", "renormalize", "launch", "owners", "index", "scratch", "fast",
-                 "dirty", "valid_set", "cuda_index", "widths", "shadow", "rec")
+                 "dirty", "valid_set", "cuda_index", "widths", "shadow", "rec", "k0_rows")
 
     def __init__(self):
         self.skip = None
@@ -96,6 +96,7 @@ class _Plan:
         self.cuda_index = None
         self.shadow = None  # shadow mode: _Scratch
         self.rec = None  # what its calls record (record_hook.py), or None
+        self.k0_rows = None  # K0 bands: the k0 of each row count (0: left alone), else None
 
     def reset_strides(self):
         """The fields route()'s fast path relies on: contiguous rows of the
@@ -152,9 +153,10 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
         plan.skip = "shape"
         return plan
     routed = num_columns - num_shared
-    if K0 >= routed:
-        logger.warning("oeapatch: {{env_prefix}}K0=%d >= this layer's routed top-k (%d): "
-                       "OEA leaves its routing unchanged", K0, routed)
+    k0_rows = _k0_rows(routed) if K0_BANDS is not None else None
+    if (K0 >= routed) if k0_rows is None else not any(k0_rows):
+        logger.warning("oeapatch: {{env_prefix}}K0=%s >= this layer's routed top-k (%d): "
+                       "OEA leaves its routing unchanged", K0_TEXT, routed)
         plan.skip = "k0_ge_topk"
         return plan
 
@@ -228,7 +230,8 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     p.num_experts = num_experts
     p.top_k = num_columns
     p.num_shared = num_shared
-    p.k0 = K0
+    p.k0 = K0 if k0_rows is None else max(k0_rows)  # bands: set per call (route.py)
+    plan.k0_rows = k0_rows
     p.scoring = scoring
     p.renormalize = 1 if renorm else 0
     p.num_expert_group = groups
@@ -268,6 +271,19 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     if SHADOW:
         plan.shadow = _Scratch(topk_ids.dtype, num_columns, device)
     return plan
+
+
+def _k0_rows(routed):
+    """K0 bands as a k0 per row count 0..OEA_MAX_ROWS for a layer of `routed`
+    routed columns: a band's k0 at or above it leaves its calls alone (0),
+    as one K0 would the whole layer. Made once per plan: a call's k0 is then
+    one index."""
+    out = [0] * (OEA_MAX_ROWS + 1)
+    for lo, hi, k0 in K0_BANDS:
+        for rows in range(lo, (hi or OEA_MAX_ROWS) + 1):
+            if rows <= OEA_MAX_ROWS:
+                out[rows] = k0 if k0 < routed else 0
+    return tuple(out)
 
 
 class _Scratch:

@@ -22,6 +22,12 @@ def _launch(plan, logits, ids, weights, num_valid, rows):
 
 
 def _call(plan, ids):
+    if plan.k0_rows is not None:
+        # K0 bands, for calls from the custom op too: the k0 of the call's rows
+        k0 = plan.k0_rows[plan.problem.n]
+        if not k0:
+            return  # this band leaves its calls alone
+        plan.problem.k0 = k0
     if plan.bias_source is not None:
         plan.bias.copy_(plan.bias_source.reshape(-1))
     fn, address = plan.launch
@@ -119,8 +125,8 @@ def check_ranks():
     store = distributed_c10d._get_default_store()
     if "keys" not in _ranks:
         rank, world = dist.get_rank(), dist.get_world_size()
-        mine = "k0=%d min_batch=%d max_tokens=%d speculative=%d mode=%s abi=%s" % (
-            K0, MIN_BATCH, MAX_TOKENS, SPECULATIVE, SETTINGS["mode"],
+        mine = "k0=%s min_batch=%d max_tokens=%d speculative=%d mode=%s abi=%s" % (
+            K0_TEXT, MIN_BATCH, MAX_TOKENS, SPECULATIVE, SETTINGS["mode"],
             ABI_VERSION if _lib is not None else "off")
         prefix = "oeapatch/%s/%d/" % (_PATCH, _PATCH_VERSION)
         store.set(prefix + str(rank), mine)
@@ -216,6 +222,17 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
     if verdict is not None:
         _skip(verdict, counted)
         return topk_weights, topk_ids
+    if plan.k0_rows is not None and not compiling:
+        # K0 bands: the k0 of the call's valid rows where the host has them,
+        # else of its rows (a CUDA graph's rows, padding included)
+        valid = num_token_non_padded
+        k0 = plan.k0_rows[max(0, min(n, valid)) if type(valid) is int else n]
+        if not k0:
+            if plan.rec is not None:
+                _record(plan, router_logits, topk_ids, num_token_non_padded, 0)
+            _skip("k0_band", counted)
+            return topk_weights, topk_ids
+        plan.problem.k0 = k0
     if plan.rec is not None and not compiling:
         _record(plan, router_logits, topk_ids, num_token_non_padded, plan.problem.k0)
 
@@ -342,10 +359,10 @@ def _startup_line():
     if not ENABLED or _lib is None:
         return  # off, or the warning of _enable() said why
     logger.info(
-        "oeapatch: OEA routing %s: k0=%d (layers with routed top-k <= %d are left alone), "
+        "oeapatch: OEA routing %s: k0=%s (layers with routed top-k <= %d are left alone), "
         "batches of %d..%d valid rows, decode detection: %s, strict=%s, stats=%s, "
         "liboea %s (ABI %d, %s)",
         "in shadow mode (decided, computed and counted; the framework's routing is kept)"
-        if SHADOW else "on", K0, K0, MIN_BATCH, MAX_TOKENS, DECODE_DETECTION, STRICT,
+        if SHADOW else "on", K0_TEXT, K0, MIN_BATCH, MAX_TOKENS, DECODE_DETECTION, STRICT,
         ("every %d s" % STATS_INTERVAL) if STATS else "off", LIBRARY, ABI_VERSION,
         "CUDA" if _has_cuda else "CPU only")

@@ -4,7 +4,7 @@
 # Skip reasons counted (rows) with {{env_prefix}}STATS on: the core's own; the
 # adapter's SKIP_REASONS lists them with its gate's, in the order they are shown.
 CORE_SKIP_REASONS = ("small_batch", "large_batch", "shape", "k0_ge_topk", "weights", "scoring",
-                     "device", "record_only", "error")
+                     "device", "record_only", "k0_band", "error")
 # Each call counted once, where it ends: its rows either went to liboea
 # ("launched") or were left alone (_skipped, by reason); rows is their sum,
 # worked out when read, so a line can never show rows that are in neither.

@@ -7,7 +7,7 @@ TARGET_FILE = "topk.py"
 METRICS_PREFIX = "sglang:oea_"
 SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
                 "large_batch", "eplb", "custom_routing", "shape", "k0_ge_topk", "weights", "scoring",
-                "device", "token_bias", "simulator", "packed", "record_only", "error")
+                "device", "token_bias", "simulator", "packed", "record_only", "k0_band", "error")
 
 # SGLang keeps the batch's forward mode on its ForwardBatch, which every model's
 # forward (and the CUDA-graph runner's capture, and the model runner) holds as

@@ -12,7 +12,7 @@ METRICS_PREFIX = "vllm:oea_"
 SKIP_REASONS = ("extend", "speculative", "no_mode", "piecewise", "cuda_graph", "dp_attention",
                 "small_batch", "large_batch", "custom_routing", "zero_expert", "simulator",
                 "hash", "router", "scaled_weights", "shape", "k0_ge_topk", "weights", "scoring",
-                "device", "record_only", "error")
+                "device", "record_only", "k0_band", "error")
 DECODE_DETECTION = ("the forward context's attention metadata, or V0's attn_metadata in "
                     "the calling frames (no prefill%s); off under "
                     "piecewise CUDA graphs and data parallelism; full graphs of uniform "

@@ -24,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 
-from oea_testlib import ROOT, VERBOSE, case, check, replay_totals, same_as_replay, summary
+from oea_testlib import (ROOT, VERBOSE, case, check, recording_calls, replay_totals,
+                         same_as_replay, summary)
 
 TARGET = "python/sglang/srt/layers/moe/topk.py"
 PKG = os.path.join(ROOT, "tests", "fixtures", "pkg", "python")
@@ -172,7 +173,32 @@ def main():
                   "k0 0 changes nothing")
             return "replayed at k0 3: T %d -> %d" % (got["t_before"], got["t_after"])
 
-        for fn in (t_on, t_shadow, t_record_only):
+        @case("K0 bands: each call routed with the k0 of its rows' band, off bands left alone")
+        def t_bands():
+            bands = "1-9:0,10-20:2,21-:3"
+            res, log, path = recorded_run("bands", SGLANG_OEA_K0=bands, SGLANG_OEA_STATS="1")
+
+            def pick(n):  # the batch's rows: a tensor of valid rows is not read on the host
+                return 0 if n <= 9 else 2 if n <= 20 else 3
+            steps = [2 + (step * 7) % 37 for step in range(40) if step % 10 != 0]
+            want = [pick(n) for n in steps for _ in (3, 5)]
+            got = [c["k0"] for c in recording_calls(path)]
+            check(got == want, "recorded k0 %s, the bands give %s" % (got, want))
+            live = res["stats"]["cpu"]
+            check(live["calls"] == sum(1 for k in want if k), "liboea calls %d, bands on %d"
+                  % (live["calls"], sum(1 for k in want if k)))
+            check("k0_band=" in res["line"] and "k0=%s" % bands in log, res["line"])
+            off = 0
+            for n, got_out, base_out in zip([2 + (s * 7) % 37 for s in range(40)], res["outs"],
+                                            base["outs"]):
+                if pick(n) == 0:
+                    off += 1
+                    for (w1, i1), (w0, i0) in zip(got_out, base_out):
+                        check(torch.equal(i1, i0) and torch.equal(w1, w0), "an off band re-routed")
+            return "%d calls at k0 2 or 3, %d batches in the off band unchanged" % (
+                live["calls"], off)
+
+        for fn in (t_on, t_shadow, t_record_only, t_bands):
             fn()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

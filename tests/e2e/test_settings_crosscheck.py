@@ -76,6 +76,11 @@ VALUES = [
     "FALSE", "off", "on", "t", "/opt/liboea.so", "  /opt/liboea.so  ", "caf\u00e9", "\udcff3",
     "15", "16",  # K0: a warning (a no-op on top-8 models), refused (beyond liboea's top-k)
     "shadow", " Shadow\t", "SHADOW", "shadows", "sha dow", "ON", "\u0131n",  # MODE (a choice)
+    # K0 bands (src/k0bands.c's rule, the binding's _k0_bands)
+    "1-7:0,8-31:4,32-:3", " 1-:3 ", "1-:0", "1-31:0,32-:0", "1-7:0,8-:15", "1-7:0,8-:16",
+    "2-7:0,8-:3", "1-7:0,9-:3", "1-7:0,8-31:4", "1-7:0,,8-:3", "1-:3,", "1-7:0 ,8-:3",
+    "1-7:+2,8-:3", "1-7:0,8-:3 4", ":3", "1-0:3,1-:2", "1-7:0,8-:\u0663", "01-7:0,008-:3",
+    "1-1048576:2,1048577-:3", "1-:99999999999999999999",
 ]
 
 

@@ -42,6 +42,17 @@ has "the effective settings, off" "settings: k0=0 (off) min_batch=2 max_tokens=1
 has "the recorded library in them" "library=$(realpath "$LIB")"
 expect "K0=3 and valid gates: verified" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MIN_BATCH=4 SGLANG_OEA_MAX_TOKENS=256
 has "k0 and gates as given" "settings: k0=3 min_batch=4 max_tokens=256"
+expect "K0 bands, as replay --recommend prints them: verified" 0 EV SGLANG_OEA_K0="1-7:0,8-31:4,32-:3"
+has "the bands are the effective k0" "settings: k0=1-7:0,8-31:4,32-:3 min_batch=2"
+has "and OEA is on" "SGLANG_OEA_K0=1-7:0,8-31:4,32-:3: OEA is on"
+expect "bands whose k0 are all 0: off" 0 EV SGLANG_OEA_K0="1-31:0,32-:0"
+has "off" "OEA is off"
+expect "bands with a gap fail" 1 EV SGLANG_OEA_K0="1-7:0,9-:3"
+has "named, with the rule" "SGLANG_OEA_K0='1-7:0,9-:3' (the environment): expected an integer in 0..15 (liboea routes at most 16 experts per token, and OEA changes only layers whose top-k is above k0: from 16 on, never), or k0 by batch size: bands LO-HI:K0"
+expect "bands with a k0 of 16 fail" 1 EV SGLANG_OEA_K0="1-7:0,8-:16"
+expect "bands up to k0 8: the warning of K0=8" 0 EV SGLANG_OEA_K0="1-7:0,8-:8"
+has "warned" "8 or more: OEA changes only layers whose routed top-k is above k0"
+expect "bands are K0's alone" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_MIN_BATCH="1-:3"
 expect "the issue: K0=abc fails" 1 EV SGLANG_OEA_K0=abc
 has "named with its value and the expected form" "FAIL settings               SGLANG_OEA_K0='abc' (the environment): expected an integer in 0..15"
 has "the verdict" "does NOT verify"

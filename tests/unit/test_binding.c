@@ -367,9 +367,11 @@ static void test_render_names(void **state)
 	assert_non_null(strstr(t, "\n_FALSE = ('false', '0', 'no', 'n')\n"));
 	/* the settings table, rendered from patch.ini's [setting:...] (bindingsettings.h) */
 	assert_non_null(strstr(t, "\nSETTINGS_TABLE = (\n    {\"name\": 'SGLANG_OEA_K0', \"key\": 'k0', \"type\": \"int\", "
-	                          "\"default\": 0, \"min\": 0, \"max\": 15, \"at_least\": None, \"switch\": True, "));
+	                          "\"default\": 0, \"min\": 0, \"max\": 15, \"bands\": True, \"at_least\": None, "
+	                          "\"switch\": True, "));
 	assert_non_null(strstr(t, "{\"name\": 'SGLANG_OEA_MAX_TOKENS', \"key\": 'max_tokens', \"type\": \"int\", "
-	                          "\"default\": 1024, \"min\": 1, \"max\": 1024, \"at_least\": 'SGLANG_OEA_MIN_BATCH'"));
+	                          "\"default\": 1024, \"min\": 1, \"max\": 1024, \"bands\": False, "
+	                          "\"at_least\": 'SGLANG_OEA_MIN_BATCH'"));
 	assert_non_null(strstr(t, "{\"name\": 'SGLANG_OEA_LIBRARY', \"key\": 'library', \"type\": \"path\", "
 	                          "\"default\": None, \"min\": None"));
 	assert_non_null(strstr(t, "for SGLang's MoE routing"));

@@ -259,6 +259,11 @@ static void test_value_rule(void **state)
 		{"\xd9\xa3", -1, 0}, /* ARABIC-INDIC DIGIT THREE */
 		{"3\xc2\xa0", -1, 0}, /* NO-BREAK SPACE is not an ASCII blank */
 		{"+-3", -1, 0},
+		/* k0 bands (issue 33): the value is their largest k0; k0bands.c's rule */
+		{"1-7:0,8-31:4,32-:3", 0, 4}, {" 1-:3 ", 0, 3},     {"1-:0", 0, 0},      {"1-7:0,8-:15", 0, 15},
+		{"1-7:0,8-:16", -1, 0},       {"2-7:0,8-:3", -1, 0}, {"1-7:0,9-:3", -1, 0}, {"1-7:0,8-31:4", -1, 0},
+		{"1-7:0,,8-:3", -1, 0},       {"1-:3,", -1, 0},     {"1-7:0 ,8-:3", -1, 0}, {"1-7:+2,8-:3", -1, 0},
+		{"1-7:0,8-:3 4", -1, 0},      {":3", -1, 0},        {"1-0:3,1-:2", -1, 0},
 	};
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
 		long long v = -42;
@@ -268,6 +273,8 @@ static void test_value_rule(void **state)
 			         ints[i].v);
 	}
 	long long v;
+	/* bands only where the definition says so */
+	assert_int_equal(oeap_setting_parse(def, mt, "1-:3", &v), -1);
 	assert_int_equal(oeap_setting_parse(def, mt, "1024", &v), 0);
 	assert_int_equal(oeap_setting_parse(def, mt, "1025", &v), -1);
 	assert_int_equal(oeap_setting_parse(def, mt, "0", &v), -1);
