@@ -213,6 +213,33 @@ REPLAY_FIELDS = ("calls", "gated", "t_before", "t_after", "valid_rows", "reroute
                  "changed_slots", "kept_fx", "kept_undefined")
 
 
+# The stub sglang package of the torch tests and where its topk.py goes.
+SGLANG_TOPK = "python/sglang/srt/layers/moe/topk.py"
+SGLANG_PKG = os.path.join(ROOT, "tests", "fixtures", "pkg", "python")
+
+
+def git(repo, *args):
+    """git in `repo` with a fixed identity and no user or system configuration; its stdout."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+               GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
+    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env=env,
+                          check=True, capture_output=True).stdout
+
+
+def era_checkout(repo, era):
+    """A git repository at `repo`: the stub sglang package (tests/fixtures/pkg)
+    with tests/fixtures/eras/ERA.py as its topk.py, committed (what the torch
+    tests patch with `oeapatch apply`)."""
+    shutil.copytree(SGLANG_PKG, os.path.join(repo, "python"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(os.path.join(ROOT, "tests", "fixtures", "eras", era + ".py"),
+                    os.path.join(repo, SGLANG_TOPK))
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "upstream " + era)
+
+
 def recording_calls(path):
     """The calls ({seq, layer, k0}) in the complete chunks of a recording
     (docs/recording.md: safetensors chunks one after the other; a cut last

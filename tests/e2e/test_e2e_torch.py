@@ -23,10 +23,10 @@ import subprocess
 import sys
 import tempfile
 
-from oea_testlib import HEADER, ROOT, RESULTS, VERBOSE, Oracle, case, check, distinct, summary
+from oea_testlib import (HEADER, RESULTS, SGLANG_TOPK, VERBOSE, Oracle, case, check, distinct,
+                         era_checkout, git, summary)
 
-TARGET = "python/sglang/srt/layers/moe/topk.py"
-PKG = os.path.join(ROOT, "tests", "fixtures", "pkg", "python")
+TARGET = SGLANG_TOPK
 ERAS = ["2024-12_positional", "2025-03_recorder", "2025-05_dispatch_info",
         "2025-07_kwonly_topkoutput", "2025-08_topk_config", "2025-12_layer_id_capturer",
         "2026-02_post_process"]
@@ -103,14 +103,6 @@ ORACLE = {
 }
 
 
-def git(repo, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
-               GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
-    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env=env,
-                          check=True, capture_output=True).stdout
-
-
 def run_select(repo, era, k0, out_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_OEA_")}
     env.update(PYTHONPATH=os.path.join(repo, "python"), PYTHONDONTWRITEBYTECODE="1",
@@ -145,13 +137,7 @@ def main():
         for name in ERAS:
             era = name[:7]
             repo = os.path.join(tmp, era)
-            shutil.copytree(PKG, os.path.join(repo, "python"),
-                            ignore=shutil.ignore_patterns("__pycache__"))
-            shutil.copyfile(os.path.join(ROOT, "tests", "fixtures", "eras", name + ".py"),
-                            os.path.join(repo, TARGET))
-            git(repo, "init", "-q")
-            git(repo, "add", "-A")
-            git(repo, "commit", "-qm", "upstream " + era)
+            era_checkout(repo, name)
             base = os.path.join(tmp, era + ".base.pt")
             off = os.path.join(tmp, era + ".off.pt")
             on = os.path.join(tmp, era + ".on.pt")

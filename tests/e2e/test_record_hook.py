@@ -24,11 +24,9 @@ import subprocess
 import sys
 import tempfile
 
-from oea_testlib import (ROOT, VERBOSE, case, check, recording_calls, replay_totals,
+from oea_testlib import (VERBOSE, case, check, era_checkout, recording_calls, replay_totals,
                          same_as_replay, summary)
 
-TARGET = "python/sglang/srt/layers/moe/topk.py"
-PKG = os.path.join(ROOT, "tests", "fixtures", "pkg", "python")
 ERA = "2025-12_layer_id_capturer"
 
 CHILD = r'''
@@ -91,14 +89,6 @@ def run(repo, out_path, **env_extra):
     return torch.load(out_path, weights_only=False), p.stderr
 
 
-def git(repo, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
-               GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
-    subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env=env, check=True,
-                   capture_output=True)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--library", required=True)
@@ -111,13 +101,7 @@ def main():
     live = {}
     try:
         repo = os.path.join(tmp, "checkout")
-        shutil.copytree(PKG, os.path.join(repo, "python"),
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copyfile(os.path.join(ROOT, "tests", "fixtures", "eras", ERA + ".py"),
-                        os.path.join(repo, TARGET))
-        git(repo, "init", "-q")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-qm", "upstream")
+        era_checkout(repo, ERA)
         base = run(repo, os.path.join(tmp, "base.pt"))[0]
         p = subprocess.run([os.environ["OEAPATCH"], "apply", "--library", args.library, "-C", repo],
                            capture_output=True, text=True, timeout=120)
