@@ -367,7 +367,8 @@ def main(version, phases):
             sched = [l for l in mine
                      if re.search(r"in this process \(pid (\d+)\)", l).group(1) in model_pids]
             say(sched and "sglang-oea/2, k0=3" in sched[0] and "select_experts calls the binding"
-                in sched[0] and not [l for l in log.splitlines() if "would run without it" in l],
+                in sched[0] and not [l for l in log.splitlines() if "would run without it" in l]
+                and ", recording to %s-rank<R>-<pid>.safetensors" % record in sched[0],
                 "%s: K0=3: the plugin's line from the scheduler process (%d processes checked): %s"
                 % (version, len(mine), (sched or mine or ["none"])[0][:300]))
             times = [int(t) for t in re.findall(r"oeapatch: OEA in place.*checked in (\d+) ms", log)]

@@ -49,14 +49,17 @@ def line(d, out, elapsed_ms):
     stats = eff.get("stats") or eff.get("mode") == "shadow"
     library = _check_detail(doc, "library")
     library = library.split("; ", 1)[0]  # path, ABI, version, CUDA or CPU
-    # mode: on, or shadow (decided and counted, the framework's routing kept)
+    # mode: on, or shadow (decided and counted, the framework's routing kept);
+    # record: the recorder's file stem (issue 33), where set
     return ("oeapatch: OEA in place in this process (pid {pid}): %s, k0=%s%s, batches of %s..%s "
-            "valid rows, strict=%s, speculative=%s, stats=%s; liboea %s; decode detection: "
+            "valid rows, strict=%s, speculative=%s, stats=%s%s; liboea %s; decode detection: "
             "%s; %s.%s calls the binding (%s, %s); checked in %.0f ms" % (
                 d.patch, eff.get("k0"),
                 (", mode=%s" % eff["mode"]) if eff.get("mode") else "", eff.get("min_batch"),
                 eff.get("max_tokens"), eff.get("strict"), eff.get("speculative"),
-                ("every %s s" % eff.get("stats_interval")) if stats else "off", library,
+                ("every %s s" % eff.get("stats_interval")) if stats else "off",
+                (", recording to %s-rank<R>-<pid>.safetensors" % eff["record"])
+                if eff.get("record") else "", library,
                 _decode_detection(d, out, bool(eff.get("speculative"))), out["target"],
                 out["function"], out["file"], "imported" if out["live"] else "not imported yet",
                 elapsed_ms))
