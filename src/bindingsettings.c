@@ -23,16 +23,6 @@ static int put_str(oeap_buf *b, const char *s)
 	return rc || oeap_buf_put(b, "'", 1);
 }
 
-static const char *type_name(oeap_setting_type t)
-{
-	return t == OEAP_SETTING_INT      ? "int"
-	       : t == OEAP_SETTING_BOOL   ? "bool"
-	       : t == OEAP_SETTING_PATH   ? "path"
-	       : t == OEAP_SETTING_CHOICE ? "choice"
-	       : t == OEAP_SETTING_OUTPUT ? "output"
-	                                  : "string";
-}
-
 /* The default as a Python literal, parsed by the one value rule (validated when the definition loaded). */
 static int put_default(const oeap_patchdef *def, const oeap_setting_def *s, oeap_buf *b)
 {
@@ -59,7 +49,7 @@ int oeap_binding_render_settings(const oeap_patchdef *def, oeap_buf *out, oeap_e
 		oeap_setting_expected_full(def, s, expected, sizeof(expected));
 		rc = oeap_buf_puts(out, "\n    {\"name\": ") || put_str(out, s->name) ||
 		     oeap_buf_puts(out, ", \"key\": ") || put_str(out, s->key) ||
-		     oeap_buf_printf(out, ", \"type\": \"%s\", \"default\": ", type_name(s->type)) ||
+		     oeap_buf_printf(out, ", \"type\": \"%s\", \"default\": ", oeap_setting_type_name(s->type)) ||
 		     put_default(def, s, out);
 		if (!rc && is_int)
 			rc = oeap_buf_printf(out, ", \"min\": %lld, \"max\": %lld", s->min, s->max);

@@ -14,6 +14,7 @@
 #include "command.h"
 #include "opt.h"
 #include "report.h"
+#include "settingdef.h"
 
 static const oeap_option options[] = {
 	OEAP_COMMON_OPTIONS,
@@ -38,8 +39,6 @@ static json_t *paths(char *const *list)
 	return a;
 }
 
-static const char *const type_names[] = {"int", "bool", "string", "path"};
-
 static void print_json(const oeap_cli *cli, const void *opts, const void *result)
 {
 	(void)opts;
@@ -59,7 +58,7 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 		const oeap_setting_def *s = &d->settings[i];
 		json_array_append_new(
 		    settings, json_pack("{s:o,s:o,s:s,s:o,s:b}", "name", oeap_json_str(s->name), "key", oeap_json_str(s->key),
-		                        "type", type_names[s->type], "default",
+		                        "type", oeap_setting_type_name(s->type), "default",
 		                        s->default_value ? oeap_json_str(s->default_value) : json_null(), "switch",
 		                        s->is_switch));
 		if (s->is_switch) {

@@ -96,6 +96,16 @@ int oeap_settingdefs_check(oeap_patchdef *def, oeap_error *err)
 }
 
 
+const char *oeap_setting_type_name(oeap_setting_type t)
+{
+	return t == OEAP_SETTING_INT      ? "int"
+	       : t == OEAP_SETTING_BOOL   ? "bool"
+	       : t == OEAP_SETTING_PATH   ? "path"
+	       : t == OEAP_SETTING_CHOICE ? "choice"
+	       : t == OEAP_SETTING_OUTPUT ? "output"
+	                                  : "string";
+}
+
 static int blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';

@@ -33,6 +33,9 @@ int oeap_settingdefs_check(oeap_patchdef *def, oeap_error *err);
  */
 int oeap_setting_parse(const oeap_patchdef *def, const oeap_setting_def *s, const char *raw, long long *out);
 
+/* The type's name as patch.ini spells it ("int", "choice", ...). */
+const char *oeap_setting_type_name(oeap_setting_type t);
+
 /* [*start, *end) of `raw` without its surrounding ASCII blanks: the part of a value the rule reads. */
 void oeap_setting_trim(const char *raw, const char **start, const char **end);
 

@@ -276,8 +276,20 @@ def main():
                   % (sorted(read - ruled), sorted(ruled - read)))
             return "%d settings" % len(ruled)
 
+        @case("oeapatch definition --json (the plugin's reader): every setting, patch.ini's type")
+        def definition_types():
+            p = subprocess.run([OEAPATCH, "--patch", DEFINITION, "--json", "definition"],
+                               env=environment_without_settings(), capture_output=True, text=True,
+                               timeout=60)
+            check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr[-500:]))
+            got = [(s["name"], s["type"]) for s in json.loads(p.stdout)["settings"]]
+            check(got == [(n, t) for n, t, _ in settings], "definition %s\npatch.ini  %s"
+                  % (got, settings))
+            return "%d settings" % len(got)
+
         import_light()
         same_names()
+        definition_types()
         module = load_module(moe, {})
         check(module.K0 == 0, "K0 unset gave %r" % module.K0)
 
