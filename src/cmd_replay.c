@@ -162,7 +162,7 @@ int cmd_replay(int argc, char **argv)
 	int p = oeap_cli_parse(&cli, "replay",
 	                       "FILE... [--k0 LIST] [--batch LIST] [--ep N] [--json | --csv] [--svg FILE] "
 	                       "[--recommend [--min-kept X]] [--bands K0] [--calibration FILE]",
-	                       "Route the calls of routing recordings (the binding's recorder; docs/recording.md) "
+	                       "Route the calls of routing recordings (the binding's recorder: *_OEA_RECORD) "
 	                       "again with liboea's CPU reference, for each k0, as recorded and "
 	                       "regrouped into batch sizes: T before and after, the kept weight (mean, p5) and the "
 	                       "changed slots. Exit 0, or 2 on a bad recording or option.",

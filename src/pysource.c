@@ -22,7 +22,7 @@ int oeap_pysource_check_size(size_t len, const char *what, oeap_error *err)
 		return 0;
 	return oeap_fail(err, OEAP_ERR_INPUT, what, 0,
 	                 "%zu bytes (%.1f MiB), over oeapatch's limit of %zu bytes (%zu MiB) for a Python source "
-	                 "file (memory grows with the size: docs/reliability.md)",
+	                 "file (its memory grows with the file's size)",
 	                 len, (double)len / (1 << 20), OEAP_PYSOURCE_MAX_BYTES, OEAP_PYSOURCE_MAX_BYTES >> 20);
 }
 

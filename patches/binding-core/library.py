@@ -358,8 +358,8 @@ def _check_trust(path):
     found = trust_problem(path, _target_owner())
     if found is None:
         return
-    text = ("%s; whoever can change it can run code in this server (docs/security.md of "
-            "oeapatch)" % found[1])
+    text = ("%s; whoever can change it can run code in this server (`man oeapatch`, "
+            "SECURITY)" % found[1])
     if ALLOW_UNTRUSTED:
         logger.warning("oeapatch: liboea %s; loaded anyway: {{env_prefix}}ALLOW_UNTRUSTED=true", text)
         return

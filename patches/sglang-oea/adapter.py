@@ -569,8 +569,8 @@ def _warn_never_routed():
         logger.warning("oeapatch: OEA is on (k0=%d) but never reached %s of the model's %d "
                        "MoE layers in its first decode steps: they route without "
                        "select_experts (in-kernel routing, hash routing, a fused gate of "
-                       "their own), so OEA leaves them as they are (docs/runtime.md of "
-                       "oeapatch, \"Where OEA acts\")",
+                       "their own), so OEA leaves them as they are (`man "
+                       "oeapatch`, \"Where OEA acts\")",
                        K0, _never_text(missing), len(_routers))
     return missing
 

@@ -114,7 +114,7 @@ def refuse(framework, d, problems, environ, log, strict_on, fix=None):
                   d.prefix, (" To fix: %s." % how.rstrip("; ")) if fix else "")
         raise FRAMEWORKS[framework]["refusal"](
             "%s. Stopped by the oeapatch plugin (%sSTRICT is on; %s`oeapatch verify` and "
-            "docs/deployment.md of oeapatch, \"The per-process check\", say what to do)."
+            "`man oeapatch`, \"The per-process check\", say what to do)."
             % (text, d.prefix, how))
     log.error("%s. Starting without OEA (%sSTRICT=false).%s", text, d.prefix,
               (" To fix: %s." % how.rstrip("; ")) if fix else "")
