@@ -277,12 +277,13 @@ static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_err
 	}
 	if (!r->library && !o->library)
 		r->library = oeap_library_default();
+	if (!r->library && !o->library)
+		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0,
+		                 "no liboea found (not installed beside oeapatch, not in the build tree): pass --library");
 	if (!r->library)
-		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0, "%s",
-		                 !o->library ? "no liboea found (not installed beside oeapatch, not in the build tree): pass "
-		                               "--library"
-		                 : strchr(o->library, '/')
-		                     ? "the library given does not exist"
+		return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0, "%s: %s", o->library,
+		                 strchr(o->library, '/')
+		                     ? "no such file"
 		                     : "no file of that name in the current directory, and the loader's search path "
 		                       "(LD_LIBRARY_PATH, the loader cache, the system directories) does not find it");
 	/* Refused before anything is written, and before it is opened: a

@@ -101,10 +101,14 @@ static void describe(const oeap_patchdef *def, const oeap_rev *r, const oeap_che
 		snprintf(out, cap, "already carries %s/%d, and it verifies", def->name, def->version);
 		break;
 	case OEAP_LAND_FAILS:
-		if (res->err.line)
-			snprintf(out, cap, "%s: line %ld: %s", res->err.where, res->err.line, res->err.message);
-		else
-			snprintf(out, cap, "%s: %s", res->err.where, res->err.message);
+		/* A path in `where` may be long: half the line at most, the reason after it. */
+		{
+			int n = res->err.line ? snprintf(out, cap, "%.*s: line %ld: ", (int)(cap / 2), res->err.where,
+			                                 res->err.line)
+			                      : snprintf(out, cap, "%.*s: ", (int)(cap / 2), res->err.where);
+			if (n > 0 && (size_t)n < cap)
+				snprintf(out + n, cap - (size_t)n, "%s", res->err.message);
+		}
 		break;
 	case OEAP_LAND_MISSING:
 		snprintf(out, cap, "no %s at %s", r->path, r->short_id);

@@ -7,6 +7,7 @@
  * the action and fills a hook_result; print_json and print_text only print it.
  */
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -264,9 +265,10 @@ static int compute(const oeap_cli *cli, const void *opts, void *result, oeap_err
 		if (o->reapply) {
 			r->library = o->library ? realpath(o->library, NULL) : oeap_library_default();
 			if (!r->library)
-				return oeap_fail(err, OEAP_ERR_USAGE, "--library", 0, "%s",
-				                 o->library ? "the library given does not exist"
-				                            : "no liboea found for --reapply to record: pass --library");
+				return o->library ? oeap_fail(err, OEAP_ERR_USAGE, "--library", 0, "%s: %s", o->library,
+				                              strerror(errno))
+				                  : oeap_fail(err, OEAP_ERR_USAGE, "--library", 0,
+				                              "no liboea found for --reapply to record: pass --library");
 		}
 		/* The checkout inside the work tree, without the trailing '/'. */
 		size_t pl = strlen(r->prefix);

@@ -32,7 +32,7 @@ typedef enum oeap_error_kind {
 
 typedef struct oeap_error {
 	oeap_error_kind kind;
-	char where[96];    /* anchor / region / check / path that failed */
+	char where[4160];  /* anchor / region / check / path that failed (a path: up to PATH_MAX) */
 	char message[768]; /* why, in words a user can act on */
 	long line;         /* 1-based line in the target, 0 when not about a line */
 } oeap_error;

@@ -270,6 +270,20 @@ refuse "malformed marker" "$root" 1 'malformed'
 root=$(new_checkout "$fix/eras/2025-08_topk_config.py")
 echo 'print("somebody else")' >"$(dirname "$root/$target_rel")/$binding_name"
 refuse "foreign module where the binding goes" "$root" 2 'not written by oeapatch'
+# A library path that does not exist, deep in the tree: the message names it whole
+# (oeap_error's `where` held 96 bytes once, and this message named no path).
+root=$(new_checkout "$fix/eras/2025-08_topk_config.py")
+deep=$work/$(printf 'a-rather-long-folder-name-for-paths-%s/' 1 2 3 4 5 6)liboea.so.3
+before_t=$(state "$root/$target_rel")
+"$OEAPATCH" apply -C "$root" --library "$deep" >/dev/null 2>"$work/deep.err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -qF -- "$deep: no such file" "$work/deep.err" &&
+  [ "$(state "$root/$target_rel")" = "$before_t" ]; then
+  ok "a missing --library of ${#deep} bytes: exit 2, named whole, nothing changed"
+else
+  bad "a missing --library of ${#deep} bytes: exit 2, named whole, nothing changed" \
+    "exit $rc: $(head -c 600 "$work/deep.err")"
+fi
 
 echo "== 2. odd but valid input lands and round-trips byte-identically"
 roundtrip() { # roundtrip NAME FIXTURE [GOLDEN]
