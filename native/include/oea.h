@@ -106,6 +106,12 @@ typedef enum oea_scoring {
 
 /* Flags (oea_problem.flags). */
 #define OEA_FLAG_REJECT_NONFINITE 0x1u /* host path only, see above */
+/* liboea 3.1.0 on (a 3.0.0 library refuses it: OEA_ERR_INVALID_ARGUMENT):
+ * the call computes everything it would (the same stats and totals, bit for
+ * bit) but writes neither ids nor weights; both are only read. Both paths.
+ * A caller that wants the figures without changing the routing (shadow
+ * mode) needs no copy of the tensors. */
+#define OEA_FLAG_COUNT_ONLY 0x2u
 
 /*
  * Per-call statistics, written (not accumulated) by the call when
@@ -160,7 +166,7 @@ typedef struct oea_totals {
  * columns contiguous), ids and weights [n][K] (row strides in elements),
  * of which the first R = K - num_shared columns are routed experts and the
  * last num_shared columns fused shared experts (never read or written).
- * ids and weights are rewritten in place.
+ * ids and weights are rewritten in place (read only under OEA_FLAG_COUNT_ONLY).
  */
 typedef struct oea_problem {
 	uint32_t struct_size;     /* sizeof(oea_problem) */

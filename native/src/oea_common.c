@@ -10,7 +10,7 @@
 #include "oea_internal.h"
 
 #ifndef OEA_VERSION_STRING
-#define OEA_VERSION_STRING "3.0.0"
+#define OEA_VERSION_STRING "3.1.0"
 #endif
 
 /* Strides beyond this would overflow size arithmetic for n <= OEA_MAX_ROWS. */
@@ -91,7 +91,7 @@ static size_t oea_elem_size(int dtype)
  * and tests rely on which error comes first. */
 static int oea_problem_check_full(const oea_problem *p)
 {
-	if ((p->flags & ~OEA_FLAG_REJECT_NONFINITE) != 0 ||
+	if ((p->flags & ~(OEA_FLAG_REJECT_NONFINITE | OEA_FLAG_COUNT_ONLY)) != 0 ||
 	    (p->renormalize != 0 && p->renormalize != 1) || p->reserved_abi2 != 0)
 		return OEA_ERR_INVALID_ARGUMENT;
 	if (p->n < 0 || p->n > OEA_MAX_ROWS || p->num_experts < 1 ||

@@ -373,6 +373,8 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 	uint32_t cand[OEA_MASK_WORDS];
 	uint32_t pmask[OEA_MASK_WORDS] = {0}, allow[OEA_MASK_WORDS] = {0};
 	uint32_t omask[OEA_MASK_WORDS]; /* the row's original ids (totals only) */
+	int64_t ids_copy[OEA_MAX_TOPK]; /* OEA_FLAG_COUNT_ONLY's copy of the row */
+	float w_copy[OEA_MAX_TOPK];
 	float den = 0.0f;
 	float m = rows->m[i], s = rows->s[i];
 	int E = p->num_experts, words = (E + 31) / 32;
@@ -458,6 +460,15 @@ static void oea_cpu_phase2(const oea_problem *p, int i, const oea_cpu_rows *rows
 					  &den);
 	/* id[0] is the best phase-1 expert (phase 1 is in key order); the
 	 * fillers need the whole batch's U (spec version 3, rule 5). */
+	if (p->flags & OEA_FLAG_COUNT_ONLY) {
+		/* Count-only: the same output, computed on a copy of the row's
+		 * routed columns that nobody reads (the factor reads the
+		 * original weights from it, as it would from the row). */
+		memcpy(ids_copy, irow, (size_t)R * oea_dtype_size(p->ids_dtype));
+		memcpy(w_copy, wrow, sizeof(float) * (size_t)R);
+		irow = ids_copy;
+		wrow = w_copy;
+	}
 	oea_row_finish(c, id, key, score, R, p->renormalize, col0, score[0], u, E, irow,
 		       p->ids_dtype, wrow);
 	if (totals)

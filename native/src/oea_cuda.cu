@@ -55,6 +55,7 @@ struct oea_kargs {
 	oea_totals *totals;
 	int64_t lstride, istride, wstride; /* in elements */
 	int n, E, R, k0, renorm, ids64, min_valid;
+	int write; /* 0 under OEA_FLAG_COUNT_ONLY: every figure, no output */
 	/* group(e) = (e * gmagic) >> 32 = e / (experts per group), exact for
 	 * e < 2^9; gmagic = 0 without grouping puts every expert in group 0,
 	 * which every row then allows: no branch on "grouped or not". */
@@ -600,9 +601,10 @@ __device__ __forceinline__ void oea_row_out(const oea_kargs &a, oea_smem &sm, in
 	const float f = (den == 0.0f || !oea_isfinite(den)) ? 1.0f : oea_ddiv(num, den);
 	__syncwarp();
 
-	if (lane < a.R) {
+	if (lane < a.R && a.write) {
 		/* Selected experts at their position; then the fillers, weight
-		 * +0, in the order found above. */
+		 * +0, in the order found above. (Count-only: computed, not
+		 * written; nothing below reads them back.) */
 		const float w = score * f;
 		const int col = lane < cnt ? pos : lane;
 		wrow[col] = lane >= cnt ? 0.0f : oea_isnan(w) ? oea_f_from_bits(0x7fc00000u) : w;
@@ -839,6 +841,7 @@ extern "C" int oea_route_cuda(const oea_problem *p, void *stream)
 	a.renorm = q.renormalize;
 	a.ids64 = q.ids_dtype == OEA_DTYPE_I64;
 	a.min_valid = q.min_valid_rows;
+	a.write = !(q.flags & OEA_FLAG_COUNT_ONLY);
 	{
 		/* ceil(2^32 / group size): exact division for e < 512 (the error
 		 * e * (ceil - 2^32/g) / 2^32 < 2^-23 is below 1/g). */

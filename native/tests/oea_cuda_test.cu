@@ -10,7 +10,9 @@
  * kept weight, changed slots, histogram; every launch adds to them). It runs:
  *   0. the very first call of the process inside a global-mode capture;
  *   1. N random cases of tests/oea_testcase.h (the CPU tests' generator): a
- *      plain launch; every 8th also as an ABI 1 caller (short struct);
+ *      plain launch; every 8th also as an ABI 1 caller (short struct), and
+ *      every 8th (others) with OEA_FLAG_COUNT_ONLY: the same stats and
+ *      totals, ids and weights left as uploaded;
  *   2. every 4th case captured in a CUDA graph and replayed three times
  *      (determinism), then replayed with num_valid_rows changed on the
  *      device, then with new logits and reordered ids written into the same
@@ -429,6 +431,20 @@ int main(int argc, char **argv)
 			p = dev_problem(&tc, &d);
 			free(h1.ids);
 			free(h1.w);
+		}
+
+		if (k % 8 == 3 && bad == 0) {
+			/* OEA_FLAG_COUNT_ONLY (liboea 3.1.0): the host call's stats and
+			 * totals, ids and weights as they were uploaded. */
+			host_out hc = h;
+			hc.ids = (unsigned char *)tc.ids0;
+			hc.w = (unsigned char *)tc.w0;
+			p.flags |= OEA_FLAG_COUNT_ONLY;
+			dev_reset(&tc, &d);
+			rc = oea_route_cuda(&p, stream);
+			CK(cudaStreamSynchronize(stream));
+			bad += rc != OEA_OK || !dev_matches(&tc, &d, &hc, "count-only", s);
+			p = dev_problem(&tc, &d);
 		}
 
 		if (k % 4 == 0 && bad == 0) {

@@ -493,6 +493,47 @@ static void test_oracle_random(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* OEA_FLAG_COUNT_ONLY (liboea 3.1.0): the same status, stats and totals as
+ * the call that writes, bit for bit, and ids and weights left byte for byte
+ * as they were (the row's output is computed on a copy). */
+static void test_count_only_random(void **state)
+{
+	int ncases = test_cases(1500), k, bad = 0;
+
+	(void)state;
+	for (k = 0; k < ncases && bad < 5; k++) {
+		tc_rng r = {0xc0cc0000u + (uint64_t)k};
+		tcase tc;
+		run_out a, b;
+		uint32_t flags;
+
+		assert_int_equal(tcase_random(&tc, &r, 60000), 0);
+		if (k % 10 == 0)
+			tc.p.flags |= OEA_FLAG_REJECT_NONFINITE;
+		flags = tc.p.flags;
+		run_case(&tc, oea_route_host, 1, &a);
+		tc.p.flags = flags | OEA_FLAG_COUNT_ONLY;
+		run_case(&tc, oea_route_host, 1, &b);
+		tc.p.flags = flags;
+		if (a.rc != b.rc || memcmp(b.ids, tc.ids0, tc.ids_bytes) != 0 ||
+		    memcmp(b.w, tc.w0, tc.w_bytes) != 0 ||
+		    (a.rc == OEA_OK && memcmp(&a.st, &b.st, sizeof a.st) != 0) ||
+		    memcmp(&a.tot, &b.tot, sizeof a.tot) != 0) {
+			describe(&tc, 0xc0cc0000u + (unsigned long)k);
+			print_error("count-only: rc %d vs %d, ids %s, weights %s, stats %s, totals %s\n",
+				    b.rc, a.rc, memcmp(b.ids, tc.ids0, tc.ids_bytes) ? "written" : "kept",
+				    memcmp(b.w, tc.w0, tc.w_bytes) ? "written" : "kept",
+				    memcmp(&a.st, &b.st, sizeof a.st) ? "differ" : "same",
+				    memcmp(&a.tot, &b.tot, sizeof a.tot) ? "differ" : "same");
+			bad++;
+		}
+		run_free(&a);
+		run_free(&b);
+		tcase_free(&tc);
+	}
+	assert_int_equal(bad, 0);
+}
+
 /* A random case with E forced to `E` (0: any), checked against the oracle. */
 static void corner_case(int E, unsigned long seed)
 {
@@ -1433,7 +1474,7 @@ static void test_versions(void **state)
 {
 	(void)state;
 	assert_int_equal(oea_abi_version(), OEA_ABI_VERSION);
-	assert_string_equal(oea_version(), "3.0.0");
+	assert_string_equal(oea_version(), "3.1.0");
 	assert_true(oea_has_cuda() == 0 || oea_has_cuda() == 1);
 }
 
@@ -1628,6 +1669,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_oracle_by_hand),
 		cmocka_unit_test(test_fillers_by_hand),
 		cmocka_unit_test(test_oracle_random),
+		cmocka_unit_test(test_count_only_random),
 		cmocka_unit_test(test_oracle_corners),
 		cmocka_unit_test(test_oracle_shapes),
 	};

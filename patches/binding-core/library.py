@@ -13,6 +13,10 @@ DISABLED_REASON = None
 # ---------------------------------------------------------------- the C ABI
 
 OEA_OK = 0
+# OEA_FLAG_COUNT_ONLY (liboea 3.1.0): the call's figures without its writes,
+# shadow mode's calls; PROBLEM_PROBE holds it, so a library without it is
+# refused at import, as verify refuses it
+_FLAG_COUNT_ONLY = 0x2
 _DTYPE_F32, _DTYPE_BF16, _DTYPE_F16, _DTYPE_I32, _DTYPE_I64 = 0, 1, 2, 3, 4
 _SCORING = {"softmax": 0, "sigmoid": 1}
 

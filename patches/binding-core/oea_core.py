@@ -245,10 +245,10 @@ SETTINGS = _settings_at_import()
 K0_TEXT = str(SETTINGS["k0"])
 K0_BANDS = _k0_bands(SETTINGS["k0"], 1 << 20) if isinstance(SETTINGS["k0"], str) else None
 K0 = _k0_number(SETTINGS["k0"])
-# shadow: route() takes the decisions and makes the liboea calls of "on", into
-# buffers of its own (plans.py, _Scratch), counts them and returns the
-# framework's routing as it came; the statistics are the point, so they are
-# kept as with {{env_prefix}}STATS on.
+# shadow: route() takes the decisions and makes the liboea calls of "on", with
+# OEA_FLAG_COUNT_ONLY (liboea computes and counts everything, writes nothing:
+# plans.py), and returns the framework's routing as it came; the statistics
+# are the point, so they are kept as with {{env_prefix}}STATS on.
 SHADOW = SETTINGS["mode"] == "shadow"
 MIN_BATCH = SETTINGS["min_batch"]
 MAX_TOKENS = SETTINGS["max_tokens"]

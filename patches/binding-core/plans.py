@@ -83,7 +83,7 @@ class _Plan:
 
     __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias", "bias_source",
                  "checked", "renormalize", "launch", "owners", "index", "scratch", "fast",
-                 "dirty", "valid_set", "cuda_index", "widths", "shadow", "rec", "k0_rows")
+                 "dirty", "valid_set", "cuda_index", "widths", "rec", "k0_rows")
 
     def __init__(self):
         self.skip = None
@@ -94,7 +94,6 @@ class _Plan:
         self.dirty = False  # _launch wrote strides or a dtype of its own
         self.valid_set = False  # num_valid_rows points at a caller's tensor
         self.cuda_index = None
-        self.shadow = None  # shadow mode: _Scratch
         self.rec = None  # what its calls record (record_hook.py), or None
         self.k0_rows = None  # K0 bands: the k0 of each row count (0: left alone), else None
 
@@ -240,6 +239,9 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     p.ids_dtype = _IDS_DTYPES[topk_ids.dtype]
     p.weights_dtype = _DTYPE_F32
     p.min_valid_rows = MIN_BATCH
+    # Shadow: the same call, counted, writing nothing (the framework's ids and
+    # weights are only read): no copy, no scratch, no work per call.
+    p.flags = _FLAG_COUNT_ONLY if SHADOW else 0
     # No per-call oea_stats: liboea adds the call's figures to the device's
     # running totals itself (stats.py), graph replays included.
     totals = _stats_buffer(device) if STATS else None
@@ -268,8 +270,6 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     # the custom op's totals argument (what it declares it mutates): a tensor
     # even with statistics off, never written then (p.totals stays NULL)
     plan.scratch = totals if totals is not None else _stats_buffer(device)
-    if SHADOW:
-        plan.shadow = _Scratch(topk_ids.dtype, num_columns, device)
     return plan
 
 
@@ -284,45 +284,6 @@ def _k0_rows(routed):
             if rows <= OEA_MAX_ROWS:
                 out[rows] = k0 if k0 < routed else 0
     return tuple(out)
-
-
-class _Scratch:
-    """Shadow mode's buffers of one plan: the ids and weights liboea re-routes
-    in place, copied from the framework's before each call and never read
-    after it (its totals are what counts). Allocated once, with the plan, for
-    the most rows a call can have ({{env_prefix}}MAX_TOKENS), so that a call
-    allocates nothing and a CUDA graph captures copies into the same memory
-    it replays; `views` keeps the row slices already cut (one per row count)."""
-
-    __slots__ = ("ids", "weights", "views", "host")
-
-    def __init__(self, ids_dtype, num_columns, device):
-        rows = min(MAX_TOKENS, OEA_MAX_ROWS)
-        self.ids = _torch.zeros((rows, num_columns), dtype=ids_dtype, device=device)
-        self.weights = _torch.zeros((rows, num_columns), dtype=_torch.float32, device=device)
-        self.views = {}
-        # host memory: contiguous copies of the same dtype are one memmove each
-        # (a torch copy_ costs several microseconds of dispatch)
-        self.host = device.type == "cpu"
-
-    def take(self, ids, weights):
-        """The scratch rows holding copies of `ids` and `weights` (weights cast
-        to float32): (ids view, weights view)."""
-        n = ids.shape[0]
-        views = self.views.get(n)
-        if views is None:
-            a, b = self.ids[:n], self.weights[:n]
-            views = self.views[n] = (a, b, a.numel() * a.element_size(),
-                                     b.numel() * b.element_size())
-        a, b, a_bytes, b_bytes = views
-        if self.host and ids.dtype == a.dtype and weights.dtype == b.dtype and \
-                ids.is_contiguous() and weights.is_contiguous():
-            _ctypes.memmove(a.data_ptr(), ids.data_ptr(), a_bytes)
-            _ctypes.memmove(b.data_ptr(), weights.data_ptr(), b_bytes)
-        else:
-            a.copy_(ids)
-            b.copy_(weights)
-        return a, b
 
 
 def _weights_tolerance(*dtypes):
@@ -443,8 +404,6 @@ def _register_op():
             # rows: all of them, or a host-side num_token_non_padded (a tensor
             # count travels in num_valid_rows and is read on the device).
             plan = _plan_ids[plan_id]
-            if plan.shadow is not None:
-                topk_ids, topk_weights = plan.shadow.take(topk_ids, topk_weights)
             _launch(plan, router_logits, topk_ids, topk_weights, num_valid_rows, rows)
         except Exception as exc:  # route()'s rule holds in compiled code too
             _failed(exc, topk_weights, topk_ids)

@@ -254,38 +254,27 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
                 _skip("small_batch", counted)
                 return topk_weights, topk_ids
 
-    if plan.shadow is not None and not (compiling and _op is not None):
-        # Shadow: the same call on copies in the plan's scratch (the custom op
-        # copies there itself); the framework's tensors go back as they came.
-        ids, weights = plan.shadow.take(topk_ids, topk_weights)
-        if plan.fast and router_logits.is_contiguous():
-            _point(plan, router_logits, ids, weights, num_valid, rows)
-        else:
-            _launch(plan, _normalise(router_logits, topk_ids, topk_weights)[0], ids, weights,
-                    num_valid, rows)
-        if counted is not None:
-            _launched(counted)
-        return topk_weights, topk_ids
     if compiling or not plan.fast or not (router_logits.is_contiguous() and
                                           topk_ids.is_contiguous() and
                                           topk_weights.is_contiguous()):
         logits, ids, weights, cast_back = _normalise(router_logits, topk_ids, topk_weights)
         if _op is not None and compiling:
             _op(logits, ids, weights, num_valid, plan.scratch, plan.index, rows)
-            if plan.shadow is not None:
-                return topk_weights, topk_ids  # the op re-routed copies
         else:
             _launch(plan, logits, ids, weights, num_valid, rows)
+        if counted is not None:
+            _launched(counted)
+        if SHADOW:
+            return topk_weights, topk_ids  # counted only (OEA_FLAG_COUNT_ONLY)
         if cast_back is not None:
             weights = weights.to(cast_back)
-        if counted is not None:
-            _launched(counted)
-    else:
-        ids, weights = topk_ids, topk_weights
-        _point(plan, router_logits, ids, weights, num_valid, rows)
-        if counted is not None:
-            _launched(counted)
-    return weights, ids
+        return weights, ids
+    # The fast path, shadow mode's too: its calls write nothing (the plan's
+    # OEA_FLAG_COUNT_ONLY), so the framework's tensors go back as they came.
+    _point(plan, router_logits, topk_ids, topk_weights, num_valid, rows)
+    if counted is not None:
+        _launched(counted)
+    return topk_weights, topk_ids
 
 
 def _point(plan, logits, ids, weights, num_valid, rows):

@@ -90,7 +90,8 @@ def render(library):
                        ("problem_size", "144"), ("settings_table", table),
                        ("problem_probe", repr({"num_experts": 1, "top_k": 1, "k0": 1,
                                                "logits_row_stride": 1, "ids_dtype": 3,
-                                               "ids_row_stride": 1, "weights_row_stride": 1}))):
+                                               "ids_row_stride": 1, "weights_row_stride": 1,
+                                               "flags": 2}))):
         text = text.replace("{{%s}}" % key, value)
     check("{{" not in text, "a placeholder is left")
     return prefix, text
