@@ -58,6 +58,8 @@ int oeap_binding_render_settings(const oeap_patchdef *def, oeap_buf *out, oeap_e
 		rc = rc || oeap_buf_printf(out, ", \"bands\": %s", s->bands ? "True" : "False") ||
 		     oeap_buf_puts(out, ", \"at_least\": ") ||
 		     (s->at_least ? put_str(out, s->at_least) : oeap_buf_puts(out, "None")) ||
+		     oeap_buf_puts(out, ", \"forced_by\": ") ||
+		     (s->forced_by ? put_str(out, s->forced_by) : oeap_buf_puts(out, "None")) ||
 		     oeap_buf_printf(out, ", \"switch\": %s, \"expected\": ", s->is_switch ? "True" : "False") ||
 		     put_str(out, expected) || oeap_buf_puts(out, ", \"values\": ");
 		if (!rc && s->values) { /* a choice's values, as written */

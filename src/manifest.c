@@ -416,6 +416,8 @@ static int on_setting(load_ctx *c, const char *section, const char *name, const 
 	}
 	if (strcmp(name, "at_least") == 0)
 		return set_str(&st->at_least, value) || bad(c, lineno, section, name, "out of memory");
+	if (strcmp(name, "forced_by") == 0)
+		return set_str(&st->forced_by, value) || bad(c, lineno, section, name, "out of memory");
 	if (strcmp(name, "range_reason") == 0)
 		return set_str(&st->range_reason, value) || bad(c, lineno, section, name, "out of memory");
 	if (strcmp(name, "warn_from") == 0) {

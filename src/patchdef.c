@@ -330,6 +330,7 @@ void oeap_patchdef_free(oeap_patchdef *def)
 		free(st->key);
 		free(st->describe);
 		free(st->at_least);
+		free(st->forced_by);
 		free(st->range_reason);
 		free(st->warn);
 		free(st->default_value);

@@ -66,6 +66,9 @@ typedef struct oeap_setting_def {
 	oeap_setting_type type;
 	long long min, max; /* int: the allowed range (default: the 32-bit signed range) */
 	char *at_least;   /* int: another int setting this one must not be below, or NULL */
+	/* bool: "OTHER=VALUE": true whenever the choice setting OTHER takes VALUE, whatever this one's own
+	 * value (shadow mode keeps the statistics); NULL: none */
+	char *forced_by;
 	char *range_reason; /* int: why min..max is what it is, said with a refused value, or NULL */
 	char *default_value; /* as written in the environment; NULL: none (a path the binding records) */
 	int is_switch;    /* 1: its zero/false value turns the binding off (at most one setting) */

@@ -86,6 +86,23 @@ int oeap_settingdefs_check(oeap_patchdef *def, oeap_error *err)
 				return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "'at_least = %s' must name another int setting",
 				                 s->at_least);
 		}
+		if (s->forced_by) {
+			/* OTHER=VALUE: a choice setting other than this one, and one of its values */
+			const char *eq = strchr(s->forced_by, '=');
+			const oeap_setting_def *t = NULL;
+			int listed = 0;
+			for (size_t j = 0; eq && j < def->nsettings && !t; j++)
+				if (strlen(def->settings[j].name) == (size_t)(eq - s->forced_by) &&
+				    !strncmp(def->settings[j].name, s->forced_by, (size_t)(eq - s->forced_by)))
+					t = &def->settings[j];
+			for (char **w = t && t->values ? t->values : NULL; w && *w; w++)
+				listed |= !strcmp(*w, eq + 1);
+			if (s->type != OEAP_SETTING_BOOL || !t || t == s || t->type != OEAP_SETTING_CHOICE ||
+			    (t->values && !listed)) /* no values: that setting's own check says so */
+				return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0,
+				                 "'forced_by = %s' must be on a bool setting and name another choice setting "
+				                 "and one of its values (OTHER=VALUE)", s->forced_by);
+		}
 		if (s->is_switch && s->type != OEAP_SETTING_INT && s->type != OEAP_SETTING_BOOL)
 			return oeap_fail(err, OEAP_ERR_DEFINITION, where, 0, "a switch is an int or bool setting");
 		switches += s->is_switch;

@@ -539,6 +539,22 @@ static int check_cross_rules(const oeap_patchdef *def, const oeap_env *env, oeap
 	return 0;
 }
 
+/* forced_by (bool settings): true whenever the named choice setting's
+ * effective value is the one named, as the binding reads it (oea_core.py,
+ * parse_settings), so that verify's and status's effective values are what
+ * the binding runs with. After the switch: its defaults count too. */
+static void apply_forced(const oeap_patchdef *def, oeap_settings_result *res)
+{
+	for (size_t i = 0; i < def->nsettings; i++) {
+		const char *by = def->settings[i].forced_by, *eq = by ? strchr(by, '=') : NULL;
+		for (size_t j = 0; eq && j < def->nsettings; j++)
+			if (strlen(def->settings[j].name) == (size_t)(eq - by) &&
+			    !strncmp(def->settings[j].name, by, (size_t)(eq - by)) && res->strings[j] &&
+			    !strcmp(res->strings[j], eq + 1))
+				res->values[i] = 1;
+	}
+}
+
 /*
  * On or off, as the binding decides it: a bad switch counts as on (the
  * import stops). Off (the switch valid and zero), the binding warns about a
@@ -744,8 +760,10 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	/* The order matters: the switch reads the values' verdicts (and makes
 	 * the problems found so far warnings when off), the checks after it
 	 * whether it is on and which values are effective. */
-	if (check_values(def, env, res) || check_cross_rules(def, env, res) || apply_switch(def, res) ||
-	    check_library_relative(def, env, res) || check_outputs(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res) ||
+	if (check_values(def, env, res) || check_cross_rules(def, env, res) || apply_switch(def, res))
+		return -1;
+	apply_forced(def, res);
+	if (check_library_relative(def, env, res) || check_outputs(def, env, res) || warn_values(def, env, res) || check_unknown_names(def, env, res) ||
 	    check_foreign_names(def, env, res))
 		return -1;
 	for (size_t k = 0; k < res->nproblems; k++) {

@@ -210,6 +210,12 @@ def parse_settings(environ):
         if other is not None and values[entry["key"]] < values[other["key"]]:
             raise SettingError("%s=%d: expected an integer >= %s (%d)" % (
                 entry["name"], values[entry["key"]], other["name"], values[other["key"]]))
+    for entry in SETTINGS_TABLE:
+        # forced_by "OTHER=VALUE" (a bool): true whenever OTHER is VALUE, as
+        # verify and status report it (shadow mode keeps the statistics)
+        name, _, value = (entry.get("forced_by") or "").partition("=")
+        if name in by_name and values[by_name[name]["key"]] == value:
+            values[entry["key"]] = True
     return values
 
 
@@ -248,13 +254,13 @@ K0 = _k0_number(SETTINGS["k0"])
 # shadow: route() takes the decisions and makes the liboea calls of "on", with
 # OEA_FLAG_COUNT_ONLY (liboea computes and counts everything, writes nothing:
 # plans.py), and returns the framework's routing as it came; the statistics
-# are the point, so they are kept as with {{env_prefix}}STATS on.
+# are the point, so statistics are on (patch.ini's forced_by on STATS).
 SHADOW = SETTINGS["mode"] == "shadow"
 MIN_BATCH = SETTINGS["min_batch"]
 MAX_TOKENS = SETTINGS["max_tokens"]
 STRICT = SETTINGS["strict"]
 SPECULATIVE = SETTINGS["speculative"]
-STATS = SETTINGS["stats"] or SHADOW
+STATS = SETTINGS["stats"]  # true in shadow mode: patch.ini's forced_by
 STATS_INTERVAL = SETTINGS["stats_interval"]
 LIBRARY = SETTINGS["library"]
 ALLOW_UNTRUSTED = SETTINGS["allow_untrusted"]

@@ -72,6 +72,9 @@ has "with the closest setting" "not a setting of sglang-oea/2, the binding ignor
 echo "== MODE: on or shadow (issue 32)"
 expect "MODE=shadow, K0=3: verified" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MODE=shadow
 has "the settings line says it" " mode=shadow"
+has "with the statistics shadow mode forces (forced_by), as the binding runs" " stats=true "
+expect "MODE=shadow, STATS=false: statistics still on" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MODE=shadow SGLANG_OEA_STATS=false
+has "stats=true whatever STATS says" " stats=true "
 has "and the decision" "SGLANG_OEA_K0=3: OEA is on, SGLANG_OEA_MODE=shadow"
 expect "MODE unset, K0=3: on" 0 EV SGLANG_OEA_K0=3
 has "the default said" "SGLANG_OEA_K0=3: OEA is on, SGLANG_OEA_MODE=on"
@@ -79,11 +82,13 @@ expect "MODE=off, K0=3: fails (the import would stop)" 1 EV SGLANG_OEA_K0=3 SGLA
 has "MODE named with its values" "SGLANG_OEA_MODE='off' (the environment): expected one of on/shadow"
 expect "MODE=shadow: status says the mode" 0 env SGLANG_OEA_K0=3 SGLANG_OEA_MODE=shadow "$OEAPATCH" status -C "$C"
 has "in status" "SGLANG_OEA_MODE=shadow"
+has "status's settings line: the statistics on" " stats=true "
 expect "MODE=shadow: --json" 0 EV SGLANG_OEA_K0=3 SGLANG_OEA_MODE=shadow --json
 check "effective mode and reason in the document" "$PY" -c '
 import json, sys
 s = json.loads(sys.argv[1])["settings"]
 assert s["effective"]["mode"] == "shadow" and s["oea"] == "on", s
+assert s["effective"]["stats"] is True, s
 assert s["reason"].endswith("SGLANG_OEA_MODE=shadow"), s["reason"]
 ' "$out"
 expect "-q: the status alone" 1 env SGLANG_OEA_K0=abc "$OEAPATCH" verify -C "$C" -q

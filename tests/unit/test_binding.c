@@ -368,7 +368,10 @@ static void test_render_names(void **state)
 	/* the settings table, rendered from patch.ini's [setting:...] (bindingsettings.h) */
 	assert_non_null(strstr(t, "\nSETTINGS_TABLE = (\n    {\"name\": 'SGLANG_OEA_K0', \"key\": 'k0', \"type\": \"int\", "
 	                          "\"default\": 0, \"min\": 0, \"max\": 15, \"bands\": True, \"at_least\": None, "
-	                          "\"switch\": True, "));
+	                          "\"forced_by\": None, \"switch\": True, "));
+	assert_non_null(strstr(t, "{\"name\": 'SGLANG_OEA_STATS', \"key\": 'stats', \"type\": \"bool\", "
+	                          "\"default\": False, \"min\": None, \"max\": None, \"bands\": False, "
+	                          "\"at_least\": None, \"forced_by\": 'SGLANG_OEA_MODE=shadow', "));
 	assert_non_null(strstr(t, "{\"name\": 'SGLANG_OEA_MAX_TOKENS', \"key\": 'max_tokens', \"type\": \"int\", "
 	                          "\"default\": 1024, \"min\": 1, \"max\": 1024, \"bands\": False, "
 	                          "\"at_least\": 'SGLANG_OEA_MIN_BATCH'"));

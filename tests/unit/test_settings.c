@@ -221,6 +221,12 @@ static void test_broken_rules_refused(void **state)
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X-Y]\ntype = path\n", "environment variable");
 	/* choice: its values, a default among them, and never a switch */
 	expect_refused("values = on shadow\n", "", "a choice needs it");
+	/* forced_by: a bool, forced by another choice setting's listed value */
+	expect_refused("forced_by = SGLANG_OEA_MODE=shadow", "forced_by = SGLANG_OEA_MODE=off", "forced_by");
+	expect_refused("forced_by = SGLANG_OEA_MODE=shadow", "forced_by = SGLANG_OEA_K0=3", "forced_by");
+	expect_refused("forced_by = SGLANG_OEA_MODE=shadow", "forced_by = SGLANG_OEA_MODE", "forced_by");
+	expect_refused("at_least = SGLANG_OEA_MIN_BATCH", "at_least = SGLANG_OEA_MIN_BATCH\nforced_by = SGLANG_OEA_MODE=shadow",
+	               "forced_by");
 	expect_refused(NULL, "\n[setting:SGLANG_OEA_X]\ntype = int\ndefault = 0\nvalues = a b\n", "'values' goes with type = choice");
 	expect_refused("values = on shadow\ndefault = on\n", "values = on shadow\n", "a choice setting needs a 'default'");
 	expect_refused("values = on shadow\ndefault = on\n", "values = on shadow\ndefault = off\n",

@@ -44,9 +44,9 @@ def _decode_detection(d, out, speculative):
 def line(d, out, elapsed_ms):
     doc = out["verify"] or {}
     eff = (doc.get("settings") or {}).get("effective") or {}
-    # shadow mode counts whatever STATS says (the binding's STATS = stats or
-    # shadow, patches/binding-core/oea_core.py): the line says what it will do
-    stats = eff.get("stats") or eff.get("mode") == "shadow"
+    # verify's effective stats are the binding's: true in shadow mode whatever
+    # STATS says (patch.ini's forced_by, read by both)
+    stats = eff.get("stats")
     library = _check_detail(doc, "library")
     library = library.split("; ", 1)[0]  # path, ABI, version, CUDA or CPU
     # mode: on, or shadow (decided and counted, the framework's routing kept);
