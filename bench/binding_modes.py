@@ -7,12 +7,15 @@ machine can report):
     stats off   SGLANG_OEA_K0=3, today's default
     stats on    SGLANG_OEA_STATS=true: liboea adds its totals (T, kept weight,
                 changed slots) in the call; the host counts the call
-    shadow      SGLANG_OEA_MODE=shadow: the same call on copies in the plan's
-                scratch (statistics on), the framework's tensors untouched
+    shadow      SGLANG_OEA_MODE=shadow: the same call with liboea's
+                OEA_FLAG_COUNT_ONLY (statistics on; liboea computes and counts,
+                writes nothing), the framework's tensors untouched
     record      SGLANG_OEA_RECORD set (stats off): the call's logits and ids
                 copied onto the recorder's queue (issue 33), written to a
                 temporary folder by its thread; the recorder's figures are
-                printed after (a dropped call costs less than a recorded one)
+                printed after (a dropped call costs less than a recorded one);
+                the next way waits until the writer's queue is empty, so that
+                its thread does not run into the others' timings
 
     bench/binding_modes.py [BUILD_DIR] [ROUNDS]
 
@@ -21,7 +24,10 @@ it (BUILD_DIR's CLI and liboea), imported three times; torch on one thread;
 Qwen3-30B-A3B's layer (128 experts, top-8) on CPU tensors; each plan prepared
 and judged on valid rows first, then every timed row is padding (ids -1) so
 that liboea finds no row and the time is the host's. Printed per token count:
-the median of ROUNDS runs of 3,000 calls, and each mode's ratio to stats off.
+the median of ROUNDS runs of 3,000 calls and each mode's ratio to stats off,
+in wall-clock time and in the calling thread's CPU time (time.thread_time:
+on a shared machine, the time other processes run between the calls is left
+out), and the bare liboea call (the floor) in both.
 """
 
 import os
@@ -40,6 +46,13 @@ import torch  # noqa: E402
 MODES = (("stats off", {}), ("stats on", {"SGLANG_OEA_STATS": "1"}),
          ("shadow", {"SGLANG_OEA_MODE": "shadow"}), ("record", {"SGLANG_OEA_RECORD_CAP": "1024"}))
 CALLS = 3000
+
+
+def drain(recorder):
+    """Waits until the recorder's writer has taken every queued call."""
+    queue = recorder._recorder()._queue
+    while queue:
+        time.sleep(0.01)
 
 
 def main():
@@ -70,22 +83,33 @@ def main():
         for _, mod in modules:  # prepare and judge each plan on valid rows
             tb.in_forward("DECODE", mod.route, topk_weights=w0.clone(), topk_ids=i0.clone(), **kw)
         times = {name: [] for name, _ in modules}
+        times["bare call"] = []
+        plan = [p for p in modules[0][1]._plans.values() if p.problem is not None][-1]
+        fn, address = plan.launch
         for _ in range(rounds):
             for name, mod in modules:
                 w = w0.clone()
 
                 def run(forward_batch):
                     route = mod.route
-                    start = time.perf_counter_ns()
+                    start = time.perf_counter_ns(), time.thread_time_ns()
                     for _ in range(CALLS):
                         route(topk_weights=w, topk_ids=padded, **kw)
-                    return (time.perf_counter_ns() - start) / CALLS / 1000.0
+                    return ((time.perf_counter_ns() - start[0]) / CALLS / 1000.0,
+                            (time.thread_time_ns() - start[1]) / CALLS / 1000.0)
 
                 times[name].append(run(tb.Batch("DECODE")))
-        base = statistics.median(times["stats off"])
-        print("%3d tokens: " % rows + "; ".join(
-            "%s %.2f us (%.2fx)" % (name, statistics.median(v), statistics.median(v) / base)
-            for name, v in times.items()))
+                if mod is recorder:
+                    drain(recorder)
+            start = time.perf_counter_ns(), time.thread_time_ns()
+            for _ in range(CALLS):
+                fn(address)
+            times["bare call"].append(((time.perf_counter_ns() - start[0]) / CALLS / 1000.0,
+                                       (time.thread_time_ns() - start[1]) / CALLS / 1000.0))
+        for c, clock in enumerate(("wall", "cpu")):
+            med = {name: statistics.median(v[c] for v in runs) for name, runs in times.items()}
+            print("%3d tokens, %s: " % (rows, clock) + "; ".join(
+                "%s %.2f us (%.2fx)" % (name, v, v / med["stats off"]) for name, v in med.items()))
         figures = recorder.recording()
         print("    recorder so far: %d calls recorded, %d dropped (queue full or cap: cheaper), "
               "%.0f MiB%s" % (figures["recorded"], figures["dropped"], figures["written"] / 2**20,

@@ -3,7 +3,7 @@
  * name, worked out without opening it.
  *
  * The binding loads liboea with ctypes.CDLL (dlopen). A path with a slash is
- * that file. A bare name ("liboea.so.3.0.0") is searched the way glibc's
+ * that file. A bare name ("liboea.so.3.1.0") is searched the way glibc's
  * dlopen searches for a caller without RPATH/RUNPATH (the binding's caller is
  * CPython's _ctypes): the directories of LD_LIBRARY_PATH in order, then the
  * loader cache (/etc/ld.so.cache), then the system directories. What matters

@@ -848,10 +848,36 @@ def phase_ranks(out_dir):
     print("ranks phase: %.1f s for %d cases" % (seconds, len(RANK_CASES)))
 
 
+def _binding_copy(binding, suffix, env):
+    """The patched binding's file imported again as another module of the same
+    package, with `env` over the phase's environment (settings are read at
+    import): another way of running, side by side in this process."""
+    import importlib.util
+
+    name = "%s_%s" % (binding.__name__, suffix)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        spec = importlib.util.spec_from_file_location(name, binding.__file__)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return module
+
+
 def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
     """Host overhead of the binding per call in eager mode, beside the routing
     time, at 1, 16, 64 and 256 tokens (Qwen3-30B-A3B's layer, CPU tensors, run
-    with SGLANG_OEA_MIN_BATCH=1 so one token takes the whole path too).
+    with SGLANG_OEA_MIN_BATCH=1 so one token takes the whole path too), in
+    three ways of running: statistics off (the phase's environment), on
+    (SGLANG_OEA_STATS=true) and shadow mode (SGLANG_OEA_MODE=shadow, whose
+    statistics are on), each the patched binding imported under that setting.
 
     routing   select_experts as the release runs it (an EXTEND batch: routed, and
               the binding's gate says no)
@@ -859,26 +885,38 @@ def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
               the launch is asynchronous and this time is the kernel's)
     route()   the binding's route() in a DECODE batch, every row padding (ids -1):
               the whole Python path, and a liboea call that finds no row to
-              process, so its time is the host's
+              process, so its time is the host's; once per way of running
     call      that prepared liboea call alone, same block and pointers: the floor
     overhead  route() - call: what the binding adds on the host
     Each figure is the median of `repeats` runs of `iterations` calls, the
-    variants interleaved.
+    variants interleaved; wall-clock time, and the calling thread's CPU time
+    (time.thread_time: what a loaded machine adds by running other work
+    between the calls is not counted, what it costs in caches still is).
     """
     import statistics
     import time
 
     topk, binding = patched_module()
     check(binding.MIN_BATCH == 1, "run with SGLANG_OEA_MIN_BATCH=1")
+    check(not binding.STATS and not binding.SHADOW, "run with statistics off, mode on")
+    ways = (("off", binding),
+            ("stats", _binding_copy(binding, "bench_stats", {
+                "SGLANG_OEA_STATS": "true", "SGLANG_OEA_STATS_INTERVAL": "100000"})),
+            ("shadow", _binding_copy(binding, "bench_shadow", {
+                "SGLANG_OEA_MODE": "shadow", "SGLANG_OEA_STATS": "false",
+                "SGLANG_OEA_STATS_INTERVAL": "100000"})))
+    check(ways[1][1].STATS and not ways[1][1].SHADOW, "stats copy: %r" % ways[1][1].SETTINGS)
+    check(ways[2][1].STATS and ways[2][1].SHADOW, "shadow copy: %r" % ways[2][1].SETTINGS)
     name = "qwen3-30b-a3b"
     spec = MODELS[name]
     cfg = dict(top_k=spec["top_k"], renormalize=True)
-    clock = time.perf_counter_ns
+    clocks = (("wall", time.perf_counter_ns), ("cpu", time.thread_time_ns))
 
     def per_call(fn):
-        start = clock()
+        """(wall, cpu) us per call of fn's `iterations` calls."""
+        start = [c() for _, c in clocks]
         fn()
-        return (clock() - start) / iterations / 1000.0
+        return [(c() - t) / iterations / 1000.0 for (_, c), t in zip(clocks, start)]
 
     lines = []
     for rows in (1, 16, 64, 256):
@@ -895,48 +933,63 @@ def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
         w = w0.clone()
         valid, padded = i0.clone(), torch.full_like(i0, -1)
 
-        def routed(ids):
+        def routed(module, ids):
             def run(forward_batch):
+                route = module.route
                 for _ in range(iterations):
-                    binding.route(router_logits=logits, topk_weights=w, topk_ids=ids, **cfg)
+                    route(router_logits=logits, topk_weights=w, topk_ids=ids, **cfg)
             return run
 
-        def point_at(ids):
+        def point_at(module, ids):
             """One route() call: the prepared block now holds these pointers."""
-            (lambda forward_batch: binding.route(router_logits=logits, topk_weights=w,
-                                                 topk_ids=ids, **cfg))(forward_batch("DECODE"))
+            (lambda forward_batch: module.route(router_logits=logits, topk_weights=w,
+                                                topk_ids=ids, **cfg))(forward_batch("DECODE"))
 
-        point_at(valid)  # prepares this plan and judges its weights
-        # The plan this call prepared (the release's own select_experts calls
-        # above prepared others, under keys with the same first settings).
-        plans = [p for k, p in binding._plans.items() if k[0][:2] == (spec["top_k"], True)
-                 and p.problem is not None and p.problem.ids == valid.data_ptr()]
-        check(len(plans) == 1, "%d plans hold this call's ids (of %d)"
-              % (len(plans), len(binding._plans)))
-        plan = plans[0]
-        check(plan.checked, "plan not judged: %r" % plan.skip)
-        check(plan.problem.n == rows, "not launched")
-        fn, address = plan.launch
+        plans = {}
+        for way, module in ways:
+            before = valid.clone(), w.clone()
+            point_at(module, valid)  # prepares this plan and judges its weights
+            if way == "shadow":
+                check(torch.equal(valid, before[0]) and torch.equal(w, before[1]),
+                      "shadow wrote the framework's tensors")
+            # The plan this call prepared (the release's own select_experts calls
+            # above prepared others, under keys with the same first settings).
+            found = [p for k, p in module._plans.items() if k[0][:2] == (spec["top_k"], True)
+                     and p.problem is not None and p.problem.ids == valid.data_ptr()]
+            check(len(found) == 1, "%s: %d plans hold this call's ids (of %d)"
+                  % (way, len(found), len(module._plans)))
+            plans[way] = found[0]
+            check(found[0].checked, "%s: plan not judged: %r" % (way, found[0].skip))
+            check(found[0].problem.n == rows, "%s: not launched" % way)
+        check(plans["shadow"].problem.flags == 2 and plans["off"].problem.flags == 0,
+              "shadow's calls count only (OEA_FLAG_COUNT_ONLY), on's write")
+        fn, address = plans["off"].launch
 
         def native():
             for _ in range(iterations):
                 fn(address)
 
-        live = {"routing": [], "liboea": [], "route()": [], "call": []}
+        live = {k: [] for k in ("routing", "liboea", "off", "stats", "shadow", "call")}
         for _ in range(repeats):
             live["routing"].append(per_call(lambda: routing(forward_batch("EXTEND"))))
-            point_at(valid)
+            point_at(binding, valid)
             live["liboea"].append(per_call(native))
-            live["route()"].append(per_call(lambda: routed(padded)(forward_batch("DECODE"))))
-            check(plan.problem.ids == padded.data_ptr(), "route() did not launch")
+            for way, module in ways:
+                live[way].append(per_call(lambda: routed(module, padded)(forward_batch("DECODE"))))
+                check(plans[way].problem.ids == padded.data_ptr(), "%s: route() did not launch"
+                      % way)
             live["call"].append(per_call(native))
-        med = {k: statistics.median(v) for k, v in live.items()}
-        lines.append("BENCH sglang %s, %s, %d tokens, torch %s, python %s: routing %.1f us, "
-                     "liboea %.1f us; route() %.2f us, bare call %.2f us, host overhead "
-                     "%.2f us/call"
-                     % (__import__("sglang").__version__, name, rows, torch.__version__,
-                        sys.version.split()[0], med["routing"], med["liboea"],
-                        med["route()"], med["call"], med["route()"] - med["call"]))
+        for c, (clock, _) in enumerate(clocks):
+            med = {k: statistics.median(v[c] for v in runs) for k, runs in live.items()}
+            lines.append(
+                "BENCH sglang %s, %s, %d tokens, torch %s, python %s, %s time: routing %.1f us, "
+                "liboea %.1f us; route() %.2f us (stats on %.2f, shadow %.2f), bare call %.2f us, "
+                "host overhead %.2f us/call (stats on %.2f, shadow %.2f)"
+                % (__import__("sglang").__version__, name, rows, torch.__version__,
+                   sys.version.split()[0], clock, med["routing"], med["liboea"], med["off"],
+                   med["stats"], med["shadow"], med["call"], med["off"] - med["call"],
+                   med["stats"] - med["call"], med["shadow"] - med["call"]))
+    lines.append("BENCH load %.1f (1-minute average) at the end" % os.getloadavg()[0])
     for line in lines:
         print(line)
     RESULTS.append(True)
