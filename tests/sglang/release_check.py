@@ -850,25 +850,13 @@ def phase_ranks(out_dir):
 
 def _binding_copy(binding, suffix, env):
     """The patched binding's file imported again as another module of the same
-    package, with `env` over the phase's environment (settings are read at
-    import): another way of running, side by side in this process."""
-    import importlib.util
+    package, with `env` over the phase's SGLANG_OEA_* (read at import): another
+    way of running, side by side in this process (test_binding's loader)."""
+    import test_binding
 
-    name = "%s_%s" % (binding.__name__, suffix)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        spec = importlib.util.spec_from_file_location(name, binding.__file__)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return module
+    phase = {k: v for k, v in os.environ.items() if k.startswith("SGLANG_OEA_")}
+    return test_binding.load(binding.__file__, "%s_%s" % (binding.__name__, suffix),
+                             dict(phase, **env))
 
 
 def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
