@@ -928,22 +928,24 @@ def phase_bench(out_dir, oracle_library, iterations=2000, repeats=7):
                     route(router_logits=logits, topk_weights=w, topk_ids=ids, **cfg)
             return run
 
-        def point_at(module, ids):
+        def point_at(module, ids, weights=w):
             """One route() call: the prepared block now holds these pointers."""
-            (lambda forward_batch: module.route(router_logits=logits, topk_weights=w,
+            (lambda forward_batch: module.route(router_logits=logits, topk_weights=weights,
                                                 topk_ids=ids, **cfg))(forward_batch("DECODE"))
 
         plans = {}
         for way, module in ways:
-            before = valid.clone(), w.clone()
-            point_at(module, valid)  # prepares this plan and judges its weights
+            # Each plan prepared and judged on the routing's own output (a
+            # re-routed one may hold weight-0 fillers, which are no scores).
+            ids, weights = i0.clone(), w0.clone()
+            point_at(module, ids, weights)
             if way == "shadow":
-                check(torch.equal(valid, before[0]) and torch.equal(w, before[1]),
+                check(torch.equal(ids, i0) and torch.equal(weights, w0),
                       "shadow wrote the framework's tensors")
             # The plan this call prepared (the release's own select_experts calls
             # above prepared others, under keys with the same first settings).
             found = [p for k, p in module._plans.items() if k[0][:2] == (spec["top_k"], True)
-                     and p.problem is not None and p.problem.ids == valid.data_ptr()]
+                     and p.problem is not None and p.problem.ids == ids.data_ptr()]
             check(len(found) == 1, "%s: %d plans hold this call's ids (of %d)"
                   % (way, len(found), len(module._plans)))
             plans[way] = found[0]
