@@ -5,7 +5,7 @@ A pip user gets the executable, the plugin, the binding module and the man
 page (the wheel installs it where `man oeapatch` finds it), but not the
 repository's docs/ folder. So a message a user sees (a string literal of the
 C sources, of the plugin package, or of the binding and adapters that apply
-writes into a server) must not send them to `docs/NAME.md`; it may cite the
+writes into a server) must not send them to a Markdown file of docs/; it may cite the
 man page, and each `man oeapatch`, "Section" (or `man oeapatch`, SECTION) it
 cites must be a section or subsection of docs/oeapatch.1.
 
