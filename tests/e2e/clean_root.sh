@@ -12,9 +12,19 @@
 # `clean_root.sh python`: a second root, the same plus Debian's python3 and
 # python3-venv (debootstrap --include), for tests that pip-install into it
 # (tests/e2e/test_wheel.sh); cached beside the first, built once.
+# `clean_root.sh python bullseye`: that root of Debian 11 (glibc 2.31, Python
+# 3.9), where the manylinux_2_28 wheel must install and run; same mirror.
 set -euo pipefail
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch
-root=$cache/rootfs-bookworm-minbase
+suite=${2:-bookworm}
+case "$suite" in
+bookworm | bullseye) ;;
+*)
+	echo "clean_root: unknown suite '$suite' (bookworm or bullseye)" >&2
+	exit 2
+	;;
+esac
+root=$cache/rootfs-$suite-minbase
 include=()
 case "${1:-}" in
 '') ;;
@@ -59,9 +69,9 @@ fi
 command -v debootstrap >/dev/null || { echo "clean_root: debootstrap is not installed" >&2; exit 2; }
 
 rm -rf "$root.partial"
-echo "clean_root: debootstrap --variant=minbase ${include[*]} bookworm into $root (first use only)" >&2
+echo "clean_root: debootstrap --variant=minbase ${include[*]} $suite into $root (first use only)" >&2
 start=$(date +%s)
-if ! debootstrap --variant=minbase "${include[@]}" bookworm "$root.partial" "$mirror" >"$root.debootstrap.log" 2>&1; then
+if ! debootstrap --variant=minbase "${include[@]}" "$suite" "$root.partial" "$mirror" >"$root.debootstrap.log" 2>&1; then
 	echo "clean_root: debootstrap failed; the last lines of $root.debootstrap.log:" >&2
 	tail -20 "$root.debootstrap.log" >&2
 	exit 2

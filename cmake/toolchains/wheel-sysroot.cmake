@@ -1,0 +1,34 @@
+# The wheel's cross build (scripts/build-wheel.sh): Debian 12's clang for the
+# target, compiling and linking against a Debian 11 sysroot
+# (scripts/wheel-sysroot.sh), so that the binaries need glibc 2.31 at most and
+# link bullseye's libgit2, jansson, inih and OpenSSL, which auditwheel copies
+# into the wheel. Read from the environment (a toolchain file is read again
+# in every try_compile, where -D values are not passed on):
+#   OEAPATCH_WHEEL_TRIPLET   x86_64-linux-gnu or aarch64-linux-gnu
+#   OEAPATCH_WHEEL_SYSROOT   the sysroot
+set(_triplet "$ENV{OEAPATCH_WHEEL_TRIPLET}")
+if(NOT _triplet MATCHES "^(x86_64|aarch64)-linux-gnu$" OR NOT IS_DIRECTORY "$ENV{OEAPATCH_WHEEL_SYSROOT}")
+  message(FATAL_ERROR "wheel-sysroot.cmake: set OEAPATCH_WHEEL_TRIPLET (x86_64-linux-gnu or aarch64-linux-gnu; "
+                      "got '${_triplet}') and OEAPATCH_WHEEL_SYSROOT (a directory; got '$ENV{OEAPATCH_WHEEL_SYSROOT}')")
+endif()
+string(REGEX REPLACE "-.*" "" _processor "${_triplet}")
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR "${_processor}")
+set(CMAKE_SYSROOT "$ENV{OEAPATCH_WHEEL_SYSROOT}")
+# clang, not GCC: Debian's GCC (native or cross) finds crt1.o and libc.so in
+# its own prefix before the sysroot's, so its binaries would ask for the
+# build machine's glibc 2.36; clang's driver takes them from the sysroot only
+# (crtbegin and libgcc.a, static, from the machine's GCC). It links with the
+# target's GNU ld (binutils, or binutils-aarch64-linux-gnu).
+set(CMAKE_C_COMPILER clang)
+set(CMAKE_C_COMPILER_TARGET "${_triplet}")
+set(CMAKE_LIBRARY_ARCHITECTURE "${_triplet}")
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+# pkg-config: the sysroot's .pc files only (its /usr/local first: the
+# libgit2 of scripts/wheel-libgit2.sh), their paths prefixed with it.
+set(ENV{PKG_CONFIG_SYSROOT_DIR} "${CMAKE_SYSROOT}")
+set(ENV{PKG_CONFIG_LIBDIR} "${CMAKE_SYSROOT}/usr/local/lib/pkgconfig:${CMAKE_SYSROOT}/usr/lib/${_triplet}/pkgconfig:${CMAKE_SYSROOT}/usr/share/pkgconfig")
+set(ENV{PKG_CONFIG_PATH} "")
