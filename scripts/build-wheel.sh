@@ -12,10 +12,10 @@
 #     from that sdist (so the sdist is what builds it) by clang for the
 #     target against a Debian 11 sysroot (scripts/wheel-sysroot.sh, cached;
 #     cmake/toolchains/wheel-sysroot.cmake), tagged linux_<arch>;
-#  4. auditwheel repair --plat manylinux_2_28_<arch>: the libraries oeapatch
-#     links are copied from the sysroot into the wheel (oeapatch.libs/), and
-#     a binary that needs more than glibc 2.28 fails the build; `auditwheel
-#     show` of the result goes to OUT/show-<arch>.txt.
+#  4. auditwheel repair: the libraries oeapatch links are copied from the
+#     sysroot into the wheel (oeapatch.libs/), tagged manylinux_2_28 or
+#     older; a binary that needs more than glibc 2.28 fails the build.
+#     `auditwheel show` of the result goes to OUT/show-<arch>.txt.
 # The last lines printed are the wheels' paths, x86_64's first.
 #
 # x86_64's liboea gets the CUDA kernel when a CUDA toolkit is found (as the
@@ -71,9 +71,8 @@ export PATH=$OUT/.tools/bin:$PATH
 rm -f "$OUT"/*.whl "$OUT"/*.tar.gz
 rm -rf "$OUT"/raw*
 echo "build-wheel: sdist" >&2
-(cd "$SRC" && "$TPY" -c 'import sys; from scikit_build_core.build import build_sdist; print(build_sdist(sys.argv[1]))' "$OUT")
+(cd "$SRC" && "$TPY" -c 'import sys; from scikit_build_core.build import build_sdist; print(build_sdist(sys.argv[1]))' "$OUT") >&2
 sdist=$(ls "$OUT"/oeapatch-*.tar.gz)
-echo "build-wheel: wheel from $sdist" >&2
 # Unpacked at a fixed place (pip would pick a new temporary folder each
 # time, which a kept CMake build refuses as another source tree).
 # An sdist stamps every file with one fixed time, so a kept CMake build would
@@ -133,7 +132,10 @@ build() {
 	# set inside its own process only (this machine's programs must not load
 	# the sysroot's glibc; patchelf, which it runs, is static).
 	libpath=$sysroot/usr/local/lib:$sysroot/lib/$triplet:$sysroot/usr/lib/$triplet
-	"$TPY" - "$libpath" repair --plat "manylinux_2_28_$arch" -w "$OUT" "$raw" <<'AW' >&2
+	# --plat auto: the oldest tag the binaries allow (its --plat list names
+	# the build machine's architecture only); anything newer than 2.28 is
+	# refused below.
+	"$TPY" - "$libpath" repair --plat auto -w "$OUT" "$raw" <<'AW' >&2
 import os, sys
 os.environ["LD_LIBRARY_PATH"] = sys.argv[1]
 sys.argv = ["auditwheel"] + sys.argv[2:]
@@ -141,6 +143,12 @@ from auditwheel.main import main
 sys.exit(main())
 AW
 	wheel=$(ls "$OUT"/oeapatch-*-manylinux*_"$arch".whl)
+	if ! [[ $(basename "$wheel") =~ -manylinux_2_([0-9]|1[0-9]|2[0-8])_${arch}(\.manylinux[a-z0-9_]*)*\.whl$ ]]; then
+		echo "build-wheel: $(basename "$wheel") needs a glibc newer than 2.28 (auditwheel show):" >&2
+		"$OUT/.tools/bin/auditwheel" show "$wheel" >&2
+		rm -f "$wheel"
+		exit 1
+	fi
 	"$OUT/.tools/bin/auditwheel" show "$wheel" >"$OUT/show-$arch.txt"
 	echo "$wheel"
 }

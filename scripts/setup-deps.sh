@@ -26,14 +26,17 @@ case "$what" in build|demo|test) ;; *) echo "usage: setup-deps.sh [build|demo|te
 #         python3-yaml (the CI recipe's steps are run as written), acl (setfacl: apply keeps a
 #         file's ACL, tests/e2e/test_ownership.sh), shellcheck (the hook fragments of src/scripts/),
 #         python3-setuptools and python3-wheel (the build backend of the editable installs of
-#         tests/e2e/test_editable.sh), ccache (scripts/test's compiles, kept across clones).
+#         tests/e2e/test_editable.sh), ccache (scripts/test's compiles, kept across clones);
+#         the manylinux wheels (scripts/build-wheel.sh, tests/e2e/test_wheel.sh): clang (above)
+#         with the aarch64 GNU linker, debootstrap's wget, patch and xz-utils (libgit2's Debian
+#         source), qemu-user-static (the aarch64 wheel's binaries run under it).
 debs=(build-essential cmake pkg-config git ca-certificates python3 python3-pip
       libgit2-dev libjansson-dev libinih-dev libssl-dev patchelf)
 case "$what" in
   demo) debs+=(python3-torch python3-numpy) ;;
   test) debs+=(python3-torch python3-numpy libcmocka-dev clang llvm libfuzzer-14-dev valgrind
                python3-venv debootstrap python3-yaml acl shellcheck python3-setuptools python3-wheel
-               ccache) ;;
+               ccache binutils-aarch64-linux-gnu wget patch xz-utils qemu-user-static) ;;
 esac
 
 missing=()

@@ -47,7 +47,7 @@ get() {
 	if [ ! -f "$cache/$f" ]; then
 		[ -n "$mirror" ] || { say "$f is not cached and no Debian mirror is known; set OEAPATCH_DEBIAN_MIRROR"; exit 3; }
 		say "downloading $f"
-		if ! curl -fsSL --retry 2 -o "$cache/$f.partial.$$" "$mirror/pool/main/libg/libgit2/${f//+/%2B}"; then
+		if ! wget -q --tries=2 -O "$cache/$f.partial.$$" "$mirror/pool/main/libg/libgit2/${f//+/%2B}"; then
 			rm -f "$cache/$f.partial.$$"
 			say "$f is not cached and could not be downloaded"
 			exit 3
@@ -84,6 +84,6 @@ cmake -S "$src" -B "$tmp/build" -DCMAKE_TOOLCHAIN_FILE="$here/cmake/toolchains/w
 	-DUSE_HTTPS=OFF -DUSE_SSH=OFF -DUSE_NTLMCLIENT=OFF -DUSE_GSSAPI=OFF -DUSE_HTTP_PARSER=system \
 	-DREGEX_BACKEND=regcomp -DUSE_SHA1=CollisionDetection -DUSE_SHA256=Builtin -DUSE_BUNDLED_ZLIB=OFF \
 	>"$tmp/configure.log" 2>&1 || { tail -30 "$tmp/configure.log" >&2; exit 2; }
-cmake --build "$tmp/build" -j"$(nproc)" >"$tmp/build.log" 2>&1 || { grep -m20 -i error "$tmp/build.log" >&2; exit 2; }
+cmake --build "$tmp/build" -j"$(nproc)" >"$tmp/build.log" 2>&1 || { say "the build failed; its last lines:"; tail -30 "$tmp/build.log" >&2; exit 2; }
 DESTDIR=$sysroot cmake --install "$tmp/build" >/dev/null
 say "libgit2 built in $(($(date +%s) - start)) s"

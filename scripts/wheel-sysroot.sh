@@ -102,11 +102,12 @@ fi
 for deb in "$root.partial"/var/cache/apt/archives/*.deb; do
 	dpkg-deb -x "$deb" "$root.partial"
 done
-# A sysroot's libraries must not name absolute paths of the build machine:
-# the .so links some -dev packages make point at /lib/...; make them relative.
-find "$root.partial/usr/lib" -maxdepth 2 -type l -lname '/*' | while read -r l; do
+# A sysroot must not point outside itself: the links packages make with
+# absolute targets (/lib64/ld-linux-x86-64.so.2, the -dev packages' .so
+# links into /lib/...) would name this machine's files; make them relative.
+find "$root.partial" -type l -lname '/*' | while read -r l; do
 	t=$(readlink "$l")
-	ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$root.partial$t")" "$l"
+	ln -sfn "$(realpath -m -s --relative-to="$(dirname "$l")" "$root.partial$t")" "$l"
 done
 rm -rf "$root.partial/var/cache/apt/archives/"*.deb "$root.partial/debootstrap" \
 	"$root.partial"/usr/share/{doc,man,info,locale,i18n,zoneinfo}

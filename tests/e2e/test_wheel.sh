@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# test_wheel.sh - `pip install oeapatch` as a user does it (issue 18).
+# test_wheel.sh - `pip install oeapatch` as a user does it (issues 18, 34).
 #
-#  1. scripts/build-wheel.sh: the sdist, the wheel built from it, repaired by
-#     the pinned auditwheel. liboea is built CPU-only here
-#     (OEAPATCH_WHEEL_CUDA=OFF): the CUDA build is the main build's, and
-#     the wheel's install rules are the same either way. The CMake build is
-#     kept under $OEAPATCH_BUILD_DIR/wheel-cmake between runs.
-#  2. The wheel: a manylinux tag, `auditwheel show` names no library outside
-#     the wheel but glibc's, it holds the executable, liboea, the patch
-#     definitions, build.txt, the man page and the completion.
-#  3. A fresh venv: pip installs the wheel from the file and the real
+#  1. scripts/build-wheel.sh: the sdist and both wheels built from it
+#     (x86_64 and aarch64, each by clang against its Debian 11 sysroot),
+#     repaired by the pinned auditwheel to manylinux_2_28. liboea is built
+#     CPU-only here (OEAPATCH_WHEEL_CUDA=OFF): the CUDA build is the main
+#     build's, and the wheel's install rules are the same either way. The
+#     CMake builds are kept under $OEAPATCH_BUILD_DIR/wheel-cmake, the
+#     sysroots under ~/.cache/oeapatch (scripts/wheel-sysroot.sh).
+#  2. Each wheel: tagged manylinux_2_28 (or older) for its architecture,
+#     `auditwheel show` names no library outside the wheel but glibc's, it
+#     holds the executable, liboea, the patch definitions, build.txt, the man
+#     page and the completion.
+#  3. A fresh venv: pip installs the x86_64 wheel from the file and the real
 #     SGLang 0.4.6.post5 (the cached wheel of test_installed_pip.sh,
 #     --no-deps); from another folder (a checkout, which must stay as it
 #     is) the console entry with no -C runs status, apply, verify, revert on
@@ -22,13 +25,20 @@
 #     again and apply/verify hold.
 #  4. The sdist: pip installs it (a build from source) into another venv,
 #     and its entry works.
-#  5. The clean Debian root with Python (clean_root.sh python): the wheel
-#     and SGLang pip-installed in a venv there, the entry's status, apply,
-#     verify and revert; every library oeapatch loads is glibc or the
-#     wheel's own.
+#  5. A clean Debian 11 root with Python 3.9 (clean_root.sh python
+#     bullseye, glibc 2.31): the x86_64 wheel and SGLang pip-installed in a
+#     venv there, the entry's status, apply, verify (liboea loads) and
+#     revert; every library oeapatch loads is glibc's, zlib's or the wheel's.
+#  6. The aarch64 wheel under qemu-user (qemu-aarch64-static, the arm64
+#     sysroot as its root): its oeapatch's --version, and apply, verify and
+#     revert on a venv's real SGLang (the venv's x86_64 python answers
+#     oeapatch's questions: qemu hands exec to the kernel); its liboea
+#     routes the same random problems (tests/e2e/oea_route_dump.c, every
+#     option of the ABI) as the x86_64 wheel's, to the same bytes.
 #
 # Exit 77 (skipped) only when neither the network nor a cache has the
-# pinned build tools or the SGLang wheel. Part 5 needs root.
+# pinned build tools or the SGLang wheel. Parts 1, 5 and 6 need root
+# (debootstrap, chroot).
 set -uo pipefail
 
 SRC=${OEAPATCH_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -76,16 +86,26 @@ if [ "$rc" -ne 0 ]; then
 	e2e_summary
 	exit 1
 fi
-ok "built the sdist and the wheel ($(($(date +%s) - t0)) s)"
-WHL=$(tail -1 "$WORK/build.log")
+ok "built the sdist and both wheels ($(($(date +%s) - t0)) s)"
+WHL=$(grep -E '/oeapatch-[^/]*_x86_64\.whl$' "$WORK/build.log" | tail -1)
+WHL_ARM=$(grep -E '/oeapatch-[^/]*_aarch64\.whl$' "$WORK/build.log" | tail -1)
 SDIST=$(ls "$D"/oeapatch-*.tar.gz)
 TOOLS=$D/.tools/bin
+if [ -z "$WHL" ] || [ -z "$WHL_ARM" ]; then
+	bad "build-wheel.sh printed the x86_64 and the aarch64 wheel" "$(tail -5 "$WORK/build.log")"
+	e2e_summary
+	exit 1
+fi
 
-echo "== the wheel: $(basename "$WHL"), $(du -k "$WHL" | cut -f1) KiB"
-if [[ $(basename "$WHL") =~ ^oeapatch-[0-9.]+-py3-none-manylinux_2_[0-9]+_x86_64\.whl$ ]]; then
-	ok "tagged py3-none-manylinux_2_NN_x86_64"
-else bad "the wheel's tag is not manylinux: $(basename "$WHL")"; fi
-"$TOOLS/auditwheel" show "$WHL" >"$WORK/show.txt" 2>&1
+for arch in x86_64 aarch64; do
+W=$WHL
+[ "$arch" = aarch64 ] && W=$WHL_ARM
+echo "== the $arch wheel: $(basename "$W"), $(du -k "$W" | cut -f1) KiB"
+# manylinux_2_28 or older: glibc 2.28 (RHEL 8, Ubuntu 20.04, Debian 11) and later.
+if [[ $(basename "$W") =~ ^oeapatch-[0-9.]+-py3-none-manylinux_2_(1[0-9]|2[0-8])_${arch}\.whl$ ]]; then
+	ok "tagged py3-none-manylinux_2_28_$arch or older"
+else bad "the wheel's tag is not manylinux_2_28_$arch or older: $(basename "$W")"; fi
+"$TOOLS/auditwheel" show "$W" >"$WORK/show.txt" 2>&1
 out=$(tr '\n' ' ' <"$WORK/show.txt")
 has "auditwheel show: consistent with its manylinux tag" "is consistent with the following platform tag: \"manylinux_"
 if grep -q "external shared libraries are required" <<<"$out"; then
@@ -95,7 +115,7 @@ else ok "auditwheel show: no external library beyond the tag's (glibc)"; fi
 sys_libs=$(sed -n 's/.*system-provided shared libraries: //p' <<<"$out" | grep -o 'lib[A-Za-z0-9_+.-]*\.so[.0-9]* with versions' | cut -d' ' -f1 | sort -u)
 stray=$(grep -Ev '^(libc|libm|libresolv|libdl|libpthread|librt)\.so|^lib[A-Za-z0-9_+.]*-[0-9a-f]{8}\.so' <<<"$sys_libs" || true)
 if [ -z "$stray" ]; then ok "its system-provided libraries are glibc's"; else bad "system libraries beyond glibc" "$stray"; fi
-"$PY" - "$WHL" >"$WORK/names.txt" <<'EOF2'
+"$PY" - "$W" >"$WORK/names.txt" <<'EOF2'
 import sys, zipfile
 for n in zipfile.ZipFile(sys.argv[1]).namelist():
     print(n)
@@ -107,9 +127,10 @@ for f in oeapatch/bin/oeapatch 'oeapatch/lib/liboea\.so\.[0-9.]*' oeapatch/share
 	'oeapatch-[0-9.]*\.data/data/share/bash-completion/completions/oeapatch' 'oeapatch\.libs/libgit2-.*'; do
 	if grep -qx "$f" "$WORK/names.txt"; then ok "holds $f"; else bad "does not hold $f"; fi
 done
-"$PY" -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("oeapatch/share/oeapatch/build.txt").decode())' "$WHL" >"$WORK/build.txt"
+"$PY" -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("oeapatch/share/oeapatch/build.txt").decode())' "$W" >"$WORK/build.txt"
 out=$(cat "$WORK/build.txt")
 has "build.txt says which liboea (CPU only, built with OEA_CUDA=OFF)" "CPU only"
+done
 
 echo "== a fresh venv: pip install the wheel and SGLang $version"
 V=$WORK/venv
@@ -190,12 +211,13 @@ expect "its entry: status (no -C)" 1 bash -c "cd '$C' && '$V2/bin/oeapatch' stat
 has "on that venv's sglang" "target $("$V2/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/$I"
 expect "its entry: apply, verify, revert" 0 bash -c "cd '$C' && '$V2/bin/oeapatch' apply && '$V2/bin/oeapatch' verify && '$V2/bin/oeapatch' revert"
 
-echo "== the clean Debian root with Python"
+echo "== a clean Debian 11 root (glibc 2.31) with Python"
 if [ "$(id -u)" != 0 ]; then
 	skip "the clean root" "needs root (chroot and a private /proc mount)"
-elif ! ROOT=$("$SRC/tests/e2e/clean_root.sh" python); then
-	bad "a clean Debian 12 root with python3 (tests/e2e/clean_root.sh python)"
+elif ! ROOT=$("$SRC/tests/e2e/clean_root.sh" python bullseye); then
+	bad "a clean Debian 11 root with python3 (tests/e2e/clean_root.sh python bullseye)"
 else
+	check "the root's glibc is 2.31" test -e "$ROOT/lib/x86_64-linux-gnu/libc-2.31.so"
 	mkdir -p "$ROOT/tmp"
 	INROOT_DIR=$(mktemp -d "$ROOT/tmp/oeapatch-wheel.XXXXXX")
 	IN=${INROOT_DIR#"$ROOT"}
@@ -230,6 +252,71 @@ else
 	expect "status in the root" 0 inroot "$RV/bin/oeapatch" status
 	expect "revert in the root" 0 inroot "$RV/bin/oeapatch" revert
 	check "revert gives topk.py back byte for byte" cmp -s "$WORK/root-pristine.py" "$ROOT$RSITE/$I"
+fi
+
+echo "== the aarch64 wheel under qemu-user"
+QEMU=$(command -v qemu-aarch64-static || true)
+if [ "$(id -u)" != 0 ]; then
+	skip "the aarch64 wheel under qemu-user" "needs root (the arm64 sysroot is made with debootstrap)"
+elif [ -z "$QEMU" ]; then
+	bad "qemu-aarch64-static is not installed (scripts/setup-deps.sh test installs qemu-user-static)"
+elif ! ARMROOT=$("$SRC/scripts/wheel-sysroot.sh" arm64 2>"$WORK/sysroot.log"); then
+	bad "the arm64 sysroot (scripts/wheel-sysroot.sh arm64)" "$(cat "$WORK/sysroot.log")"
+else
+	# Both wheels unpacked as pip would (the files' modes kept).
+	unzipw() {
+		"$PY" - "$1" "$2" <<'EOF3'
+import os, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+for i in z.infolist():
+    p = z.extract(i, sys.argv[2])
+    if i.external_attr >> 16:
+        os.chmod(p, (i.external_attr >> 16) & 0o7777)
+EOF3
+	}
+	A=$WORK/arm X=$WORK/x86
+	unzipw "$WHL_ARM" "$A" && unzipw "$WHL" "$X"
+	AO=$A/oeapatch/bin/oeapatch
+	# The sysroot is qemu's root for the loader and glibc; everything else
+	# comes from the wheel's oeapatch.libs through the binary's RUNPATH.
+	arm() { env -u OEAPATCH_LIBRARY -u OEAPATCH_PATCH_DIR QEMU_LD_PREFIX="$ARMROOT" "$QEMU" "$AO" "$@"; }
+	expect "readelf: the wheel's oeapatch" 0 readelf -h "$AO"
+	has "is an aarch64 executable" "AArch64"
+	expect "oeapatch --version (the aarch64 wheel's, under qemu-user)" 0 arm --version
+	has "it names its version" "oeapatch 0.1.0"
+	VA=$WORK/venv-arm
+	"$PY" -m venv "$VA" >"$WORK/venv-arm.log" 2>&1 || bad "python3 -m venv" "$(cat "$WORK/venv-arm.log")"
+	expect "pip install sglang==$version (--no-deps) into a venv" 0 "$VA/bin/python" -m pip install --quiet \
+		--disable-pip-version-check --no-index --no-deps "$SG"
+	ASITE=$("$VA/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+	cp "$ASITE/$I" "$WORK/arm-pristine.py"
+	expect "apply (aarch64, --python the venv's)" 0 arm --python "$VA/bin/python" apply
+	has "the binding records the aarch64 wheel's liboea" "-> $A/oeapatch/lib/liboea.so."
+	check "topk.py is patched" bash -c "! cmp -s '$WORK/arm-pristine.py' '$ASITE/$I'"
+	expect "verify (aarch64)" 0 arm --python "$VA/bin/python" verify
+	has "its library check passed: the aarch64 liboea loads" "ok   library"
+	expect "status (aarch64)" 0 arm --python "$VA/bin/python" status
+	expect "revert (aarch64)" 0 arm --python "$VA/bin/python" revert
+	check "revert gives topk.py back byte for byte" cmp -s "$WORK/arm-pristine.py" "$ASITE/$I"
+
+	# The routing: the same problems through both wheels' liboea.
+	dump_src=("$SRC/tests/e2e/oea_route_dump.c" -std=c11 -D_GNU_SOURCE -O1 -I"$SRC/native/include" -I"$SRC/native/tests")
+	expect "oea_route_dump for x86_64" 0 cc "${dump_src[@]}" -o "$WORK/dump-x86" -ldl -lm
+	expect "oea_route_dump for aarch64 (clang, the arm64 sysroot)" 0 clang --target=aarch64-linux-gnu \
+		--sysroot="$ARMROOT" "${dump_src[@]}" -o "$WORK/dump-arm" -ldl -lm
+	expect "200 random problems (every option of the ABI)" 0 "$WORK/dump-x86" gen 20261203 200 "$WORK/problems.bin"
+	XLIB=$(ls "$X"/oeapatch/lib/liboea.so.*.*) ALIB=$(ls "$A"/oeapatch/lib/liboea.so.*.*)
+	expect "the x86_64 wheel's liboea routes them" 0 bash -c "'$WORK/dump-x86' route '$XLIB' '$WORK/problems.bin' >'$WORK/route-x86.txt'"
+	expect "the aarch64 wheel's liboea routes them (qemu-user)" 0 bash -c "QEMU_LD_PREFIX='$ARMROOT' '$QEMU' '$WORK/dump-arm' route '$ALIB' '$WORK/problems.bin' >'$WORK/route-arm.txt'"
+	routed=$(grep -c ' status 0$' "$WORK/route-x86.txt")
+	if [ "$routed" -ge 100 ]; then ok "$routed of the 200 were routed (status 0; the rest are refused inputs)"
+	else bad "only $routed of the 200 problems were routed" "$(head -3 "$WORK/route-x86.txt")"; fi
+	if cmp -s "$WORK/route-x86.txt" "$WORK/route-arm.txt"; then
+		ok "aarch64 and x86_64 give the same status, stats, ids and weights, byte for byte ($(wc -c <"$WORK/route-x86.txt") bytes of hex)"
+	else
+		bad "the aarch64 liboea routes differently from the x86_64 one" \
+			"$(diff "$WORK/route-x86.txt" "$WORK/route-arm.txt" | head -4 | cut -c1-200)"
+	fi
 fi
 
 echo "time: $(($(date +%s) - start)) s"
