@@ -56,6 +56,7 @@ import glob
 import hashlib
 import json
 import os
+import platform
 import py_compile
 import re
 import shlex
@@ -775,7 +776,8 @@ def timed(what, since=None):
 
 
 def main():
-    wheels = sorted(glob.glob(os.path.join(BUILD, "wheel-dist", "oeapatch-*.whl")))
+    # build-wheel.sh writes a wheel per architecture: this machine's.
+    wheels = sorted(glob.glob(os.path.join(BUILD, "wheel-dist", "oeapatch-*_%s.whl" % platform.machine())))
     if not wheels:
         print("SKIP no wheel in %s (the fixture wheel.build built none)"
               % os.path.join(BUILD, "wheel-dist"))

@@ -45,6 +45,7 @@ the Engine.
 import glob
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -275,7 +276,8 @@ def main(version, phases):
     # PYTHONPATH (the cached environment stays as it is); SGLang's loader finds
     # its entry point there like any installed distribution's.
     build = os.environ.get("OEAPATCH_BUILD_DIR") or ""
-    wheels = sorted(glob.glob(os.path.join(build, "wheel-dist", "oeapatch-*.whl")))
+    # build-wheel.sh writes a wheel per architecture: this machine's.
+    wheels = sorted(glob.glob(os.path.join(build, "wheel-dist", "oeapatch-*_%s.whl" % platform.machine())))
     plugin_dir = os.path.join(work, "plugin")
     rc, out, err = (run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                          "--no-deps", "--no-index", "--target", plugin_dir, wheels[-1]])
