@@ -18,11 +18,10 @@
 #     `auditwheel show` of the result goes to OUT/show-<arch>.txt.
 # The last lines printed are the wheels' paths, x86_64's first.
 #
-# x86_64's liboea gets the CUDA kernel when a CUDA toolkit is found (as the
-# main build); OEAPATCH_WHEEL_CUDA=OFF builds the CPU library only, ON
-# insists on the kernel (OEA_CUDA). The aarch64 liboea is the CPU library
-# (docs/deployment.md says why). .../share/oeapatch/build.txt in each wheel
-# says which it got.
+# liboea is the CPU library in both wheels: the CUDA kernel's link needs
+# glibc 2.34 (docs/deployment.md, "CUDA in the wheels"); OEAPATCH_WHEEL_CUDA=ON
+# tries it for x86_64, and the tag check refuses the result.
+# .../share/oeapatch/build.txt in each wheel says which liboea it got.
 # OEAPATCH_WHEEL_BUILD_DIR keeps the CMake builds between runs (faster), one
 # folder per architecture under it.
 # Exit 77: the tools are neither cached nor reachable (nothing was built).
@@ -114,10 +113,14 @@ build() {
 	sysroot=$("$SRC/scripts/wheel-sysroot.sh" "$debarch")
 	local cfg=(--config-settings="cmake.define.CMAKE_TOOLCHAIN_FILE=$SRC/cmake/toolchains/wheel-sysroot.cmake")
 	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch")
-	if [ "$arch" = aarch64 ]; then
+	# The CUDA kernel: not in the manylinux wheels (docs/deployment.md, "CUDA
+	# in the wheels": nvcc's link asks for glibc 2.34). OEAPATCH_WHEEL_CUDA=ON
+	# tries it for x86_64 all the same, and the tag check below refuses what
+	# it gives until that is solved.
+	if [ "$arch" = x86_64 ] && [ "${OEAPATCH_WHEEL_CUDA:-}" = ON ]; then
+		cfg+=(--config-settings="cmake.define.OEA_CUDA=ON")
+	else
 		cfg+=(--config-settings="cmake.define.OEA_CUDA=OFF")
-	elif [ -n "${OEAPATCH_WHEEL_CUDA:-}" ]; then
-		cfg+=(--config-settings="cmake.define.OEA_CUDA=$OEAPATCH_WHEEL_CUDA")
 	fi
 	echo "build-wheel: $arch wheel from $sdist (sysroot $sysroot)" >&2
 	rm -rf "$OUT/raw-$arch" && mkdir -p "$OUT/raw-$arch"

@@ -38,6 +38,7 @@ read -r orig_ver orig_sha < <(pin libgit2-debian-orig)
 read -r deb_ver deb_sha < <(pin libgit2-debian)
 [ -n "${orig_sha:-}" ] && [ -n "${deb_sha:-}" ] || exit 2
 
+# The mirror: wheel-sysroot.sh passes the one it used.
 mirror=${OEAPATCH_DEBIAN_MIRROR:-$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ && $2 !~ /security/ { print $2; exit }')}
 # get FILE SHA256: the file from the cache, else from the mirror's pool (as
 # `apt-get source` fetches it), refused unless its digest is the pinned one.

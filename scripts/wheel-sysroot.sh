@@ -111,7 +111,7 @@ find "$root.partial" -type l -lname '/*' | while read -r l; do
 done
 rm -rf "$root.partial/var/cache/apt/archives/"*.deb "$root.partial/debootstrap" \
 	"$root.partial"/usr/share/{doc,man,info,locale,i18n,zoneinfo}
-"$(dirname "$0")/wheel-libgit2.sh" "$arch" "$root.partial"
+OEAPATCH_DEBIAN_MIRROR=$mirror "$(dirname "$0")/wheel-libgit2.sh" "$arch" "$root.partial"
 touch "$root.partial/.oeapatch-complete"
 rm -rf "$root" && mv "$root.partial" "$root"
 echo "wheel-sysroot: $n packages in $(($(date +%s) - start)) s" >&2
