@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # wheel-sysroot.sh ARCH: prints the path of a Debian 11 (bullseye, glibc 2.31)
 # sysroot for ARCH (amd64 or arm64) holding the headers and libraries the
-# wheel's binaries link (glibc, libgit2, jansson, inih, OpenSSL and what
-# libgit2 needs), creating it on first use. scripts/build-wheel.sh compiles
-# against it with Debian 12's clang (--sysroot), so that the binaries ask
-# for no glibc symbol newer than bullseye's and for bullseye's library
-# versions, which auditwheel then copies into the wheel
-# (docs/deployment.md, "Platforms and tags").
+# wheel's binaries link (glibc, jansson, inih, OpenSSL, zlib, http-parser,
+# and libgit2 built into its /usr/local by scripts/wheel-libgit2.sh),
+# creating it on first use. scripts/build-wheel.sh compiles against it with
+# Debian 12's clang (--sysroot), so that the binaries ask for no glibc
+# symbol newer than bullseye's, and links these libraries, which auditwheel
+# then copies into the wheel (docs/deployment.md, "Platforms and tags").
 #
 # It is made with `debootstrap --foreign` (the first stage only: nothing in it
 # runs, so the arm64 one needs no emulator), and every package debootstrap
@@ -17,7 +17,7 @@
 # pin lines of what debootstrap fetched instead, to review and commit when
 # the list changes; it builds nothing.)
 #
-# Cached under ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/ (about 150 MB each),
+# Cached under ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/ (about 160 MB each),
 # built once per machine (a few minutes), under a lock so that concurrent
 # builds wait for it. The mirror is OEAPATCH_DEBIAN_MIRROR, else the first
 # one this machine's apt sources list for Debian (no host name is written
