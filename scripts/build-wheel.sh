@@ -20,7 +20,7 @@
 #
 # liboea is the CPU library in both wheels: the CUDA kernel's link needs
 # glibc 2.34 (docs/deployment.md, "CUDA in the wheels"); OEAPATCH_WHEEL_CUDA=ON
-# tries it for x86_64, and the tag check refuses the result.
+# builds it into the x86_64 wheel, tagged up to manylinux_2_34 then.
 # .../share/oeapatch/build.txt in each wheel says which liboea it got.
 # OEAPATCH_WHEEL_BUILD_DIR keeps the CMake builds between runs (faster), one
 # folder per architecture under it.
@@ -113,12 +113,14 @@ build() {
 	sysroot=$("$SRC/scripts/wheel-sysroot.sh" "$debarch")
 	local cfg=(--config-settings="cmake.define.CMAKE_TOOLCHAIN_FILE=$SRC/cmake/toolchains/wheel-sysroot.cmake")
 	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch")
-	# The CUDA kernel: not in the manylinux wheels (docs/deployment.md, "CUDA
-	# in the wheels": nvcc's link asks for glibc 2.34). OEAPATCH_WHEEL_CUDA=ON
-	# tries it for x86_64 all the same, and the tag check below refuses what
-	# it gives until that is solved.
+	# The CUDA kernel: not in the manylinux_2_28 wheels (docs/deployment.md,
+	# "CUDA in the wheels": nvcc's link asks for glibc 2.34).
+	# OEAPATCH_WHEEL_CUDA=ON builds it into the x86_64 wheel all the same,
+	# which may then be tagged up to manylinux_2_34 (glibc 2.34 or newer).
+	local newest=28
 	if [ "$arch" = x86_64 ] && [ "${OEAPATCH_WHEEL_CUDA:-}" = ON ]; then
 		cfg+=(--config-settings="cmake.define.OEA_CUDA=ON")
+		newest=34
 	else
 		cfg+=(--config-settings="cmake.define.OEA_CUDA=OFF")
 	fi
@@ -136,8 +138,8 @@ build() {
 	# the sysroot's glibc; patchelf, which it runs, is static).
 	libpath=$sysroot/usr/local/lib:$sysroot/lib/$triplet:$sysroot/usr/lib/$triplet
 	# --plat auto: the oldest tag the binaries allow (its --plat list names
-	# the build machine's architecture only); anything newer than 2.28 is
-	# refused below.
+	# the build machine's architecture only); anything newer than 2.28 (2.34
+	# with the CUDA kernel) is refused below.
 	"$TPY" - "$libpath" repair --plat auto -w "$OUT" "$raw" <<'AW' >&2
 import os, sys
 os.environ["LD_LIBRARY_PATH"] = sys.argv[1]
@@ -146,8 +148,10 @@ from auditwheel.main import main
 sys.exit(main())
 AW
 	wheel=$(ls "$OUT"/oeapatch-*-manylinux*_"$arch".whl)
-	if ! [[ $(basename "$wheel") =~ -manylinux_2_([0-9]|1[0-9]|2[0-8])_${arch}(\.manylinux[a-z0-9_]*)*\.whl$ ]]; then
-		echo "build-wheel: $(basename "$wheel") needs a glibc newer than 2.28 (auditwheel show):" >&2
+	local tag_glibc
+	tag_glibc=$(basename "$wheel" | sed -n 's/.*-manylinux_2_\([0-9]*\)_.*/\1/p')
+	if [ -z "$tag_glibc" ] || [ "$tag_glibc" -gt "$newest" ]; then
+		echo "build-wheel: $(basename "$wheel") needs a glibc newer than 2.$newest (auditwheel show):" >&2
 		"$OUT/.tools/bin/auditwheel" show "$wheel" >&2
 		rm -f "$wheel"
 		exit 1
