@@ -18,12 +18,19 @@
 #     `auditwheel show` of the result goes to OUT/show-<arch>.txt.
 # The last lines printed are the wheels' paths, x86_64's first.
 #
-# liboea is the CPU library in both wheels: the CUDA kernel's link needs
-# glibc 2.34 (docs/deployment.md, "CUDA in the wheels"); OEAPATCH_WHEEL_CUDA=ON
-# builds it into the x86_64 wheel, tagged up to manylinux_2_34 then.
+# liboea holds the CUDA kernel in both wheels (machine code for sm_80, sm_90,
+# sm_100 and sm_120, PTX of sm_120): the CUDA toolkit's nvcc (CUDACXX, else
+# nvcc on PATH, $CUDA_HOME/bin or /usr/local/cuda/bin) compiles it with clang
+# for the target against the same sysroot as the rest (docs/deployment.md,
+# "CUDA in the wheels"); for aarch64 with the pinned aarch64 CUDA runtime
+# (scripts/wheel-cuda-aarch64.sh). No nvcc: the build fails, since a wheel
+# without the kernel fails `oeapatch verify` on every GPU host.
+# OEAPATCH_WHEEL_CUDA=OFF builds CPU-only wheels (quick; for tests); AUTO
+# builds the kernel when nvcc is found and CPU-only wheels (with a warning)
+# when not.
 # .../share/oeapatch/build.txt in each wheel says which liboea it got.
 # OEAPATCH_WHEEL_BUILD_DIR keeps the CMake builds between runs (faster), one
-# folder per architecture under it.
+# folder per architecture (and CUDA ON or OFF) under it.
 # Exit 77: the tools are neither cached nor reachable (nothing was built).
 set -euo pipefail
 # (a failure inside $(build ...) stops the script too)
@@ -40,6 +47,28 @@ if [ "${1:-}" = --arch ]; then
 		;;
 	esac
 	shift 2
+fi
+cuda=${OEAPATCH_WHEEL_CUDA:-ON}
+case "$cuda" in
+ON | AUTO | OFF) ;;
+*)
+	echo "build-wheel: OEAPATCH_WHEEL_CUDA is ON (the default), AUTO or OFF (got '$cuda')" >&2
+	exit 2
+	;;
+esac
+nvcc=
+if [ "$cuda" != OFF ]; then
+	for c in "${CUDACXX:-}" "$(command -v nvcc || true)" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" /usr/local/cuda/bin/nvcc; do
+		if [ -n "$c" ] && [ -x "$c" ]; then nvcc=$c && break; fi
+	done
+	if [ -z "$nvcc" ] && [ "$cuda" = ON ]; then
+		echo "build-wheel: no nvcc (CUDACXX, PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin): the wheels' liboea needs the CUDA toolkit for its kernel; install it, or set OEAPATCH_WHEEL_CUDA=OFF for CPU-only wheels (which fail verify on GPU hosts)" >&2
+		exit 2
+	fi
+	if [ -z "$nvcc" ]; then
+		echo "build-wheel: WARNING: no nvcc, OEAPATCH_WHEEL_CUDA=AUTO: CPU-only wheels, whose liboea fails oeapatch verify on a GPU host with OEA on" >&2
+	fi
+	cuda=$([ -n "$nvcc" ] && echo ON || echo OFF)
 fi
 OUT=$(mkdir -p "${1:-$SRC/dist}" && cd "${1:-$SRC/dist}" && pwd)
 PY=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
@@ -112,15 +141,15 @@ build() {
 	triplet=$arch-linux-gnu
 	sysroot=$("$SRC/scripts/wheel-sysroot.sh" "$debarch")
 	local cfg=(--config-settings="cmake.define.CMAKE_TOOLCHAIN_FILE=$SRC/cmake/toolchains/wheel-sysroot.cmake")
-	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch")
-	# The CUDA kernel: not in the manylinux_2_28 wheels (docs/deployment.md,
-	# "CUDA in the wheels": nvcc's link asks for glibc 2.34).
-	# OEAPATCH_WHEEL_CUDA=ON builds it into the x86_64 wheel all the same,
-	# which may then be tagged up to manylinux_2_34 (glibc 2.34 or newer).
-	local newest=28
-	if [ "$arch" = x86_64 ] && [ "${OEAPATCH_WHEEL_CUDA:-}" = ON ]; then
+	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch-cuda-$cuda")
+	local cuda_env=()
+	if [ "$cuda" = ON ]; then
+		# nvcc of the toolkit for x86_64; for aarch64 the same nvcc beside
+		# the pinned aarch64 runtime (scripts/wheel-cuda-aarch64.sh).
+		local arch_nvcc=$nvcc
+		[ "$arch" = aarch64 ] && arch_nvcc=$("$SRC/scripts/wheel-cuda-aarch64.sh" "$nvcc")
 		cfg+=(--config-settings="cmake.define.OEA_CUDA=ON")
-		newest=34
+		cuda_env=(CUDACXX="$arch_nvcc")
 	else
 		cfg+=(--config-settings="cmake.define.OEA_CUDA=OFF")
 	fi
@@ -128,7 +157,7 @@ build() {
 	rm -rf "$OUT/raw-$arch" && mkdir -p "$OUT/raw-$arch"
 	# _PYTHON_HOST_PLATFORM: the platform tag scikit-build-core gives the
 	# wheel (linux_<arch>), which auditwheel reads the architecture from.
-	OEAPATCH_WHEEL_TRIPLET=$triplet OEAPATCH_WHEEL_SYSROOT=$sysroot _PYTHON_HOST_PLATFORM=linux-$arch \
+	env "${cuda_env[@]}" OEAPATCH_WHEEL_TRIPLET=$triplet OEAPATCH_WHEEL_SYSROOT=$sysroot _PYTHON_HOST_PLATFORM=linux-$arch \
 		"$TPY" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps --no-index \
 		"${cfg[@]}" -w "$OUT/raw-$arch" "$OUT/src/$(basename "$sdist" .tar.gz)" >&2
 	raw=$(ls "$OUT/raw-$arch"/oeapatch-*.whl)
@@ -138,8 +167,8 @@ build() {
 	# the sysroot's glibc; patchelf, which it runs, is static).
 	libpath=$sysroot/usr/local/lib:$sysroot/lib/$triplet:$sysroot/usr/lib/$triplet
 	# --plat auto: the oldest tag the binaries allow (its --plat list names
-	# the build machine's architecture only); anything newer than 2.28 (2.34
-	# with the CUDA kernel) is refused below.
+	# the build machine's architecture only); anything newer than 2.28 is
+	# refused below.
 	"$TPY" - "$libpath" repair --plat auto -w "$OUT" "$raw" <<'AW' >&2
 import os, sys
 os.environ["LD_LIBRARY_PATH"] = sys.argv[1]
@@ -150,8 +179,8 @@ AW
 	wheel=$(ls "$OUT"/oeapatch-*-manylinux*_"$arch".whl)
 	local tag_glibc
 	tag_glibc=$(basename "$wheel" | sed -n 's/.*-manylinux_2_\([0-9]*\)_.*/\1/p')
-	if [ -z "$tag_glibc" ] || [ "$tag_glibc" -gt "$newest" ]; then
-		echo "build-wheel: $(basename "$wheel") needs a glibc newer than 2.$newest (auditwheel show):" >&2
+	if [ -z "$tag_glibc" ] || [ "$tag_glibc" -gt 28 ]; then
+		echo "build-wheel: $(basename "$wheel") needs a glibc newer than 2.28 (auditwheel show):" >&2
 		"$OUT/.tools/bin/auditwheel" show "$wheel" >&2
 		rm -f "$wheel"
 		exit 1

@@ -17,7 +17,8 @@
 # pin lines of what debootstrap fetched instead, to review and commit when
 # the list changes; it builds nothing.)
 #
-# Cached under ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/ (about 160 MB each),
+# Cached under ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/sysroot-bullseye-ARCH-KEY
+# (KEY: below; about 160 MB for arm64, 210 MB for amd64),
 # built once per machine (a few minutes), under a lock so that concurrent
 # builds wait for it. The mirror is OEAPATCH_DEBIAN_MIRROR, else the first
 # one this machine's apt sources list for Debian (no host name is written
@@ -42,7 +43,23 @@ root=$cache/sysroot-bullseye-$arch
 # the sysroot's /usr/local (scripts/wheel-libgit2.sh) against
 # zlib and http-parser from here.
 pkgs=libc6-dev,libjansson-dev,libinih-dev,libssl-dev,zlib1g-dev,libhttp-parser-dev
+# libstdc++-10-dev: bullseye's GCC 10 C++ headers and runtime (with
+# libgcc-10-dev): nvcc's host compile of the CUDA kernel (clang, -ccbin)
+# needs a C++ standard library, and the one of this machine's GCC 12 asks for
+# glibc 2.32 (__libc_single_threaded); GCC 10's was built against bullseye's.
+pkgs+=,libstdc++-10-dev
 pins=$(cd "$(dirname "$0")" && pwd)/wheel-sysroot-pins.txt
+
+# The cache is keyed by what goes into it, as the release environments are
+# by their pins: this package list, this architecture's pins and the libgit2
+# build; a change of any gives a new sysroot beside the old one.
+key=$({
+	echo "$pkgs"
+	awk -v a="$arch" '$1 == a' "$pins"
+	cat "$(dirname "$pins")/wheel-libgit2.sh"
+	awk '$1 ~ /^libgit2-debian/' "$(dirname "$pins")/deps-pins.txt"
+} | sha256sum | cut -c1-12)
+root=$root-$key
 
 mkdir -p "$cache"
 exec 9>"$root.lock"

@@ -32,3 +32,13 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 set(ENV{PKG_CONFIG_SYSROOT_DIR} "${CMAKE_SYSROOT}")
 set(ENV{PKG_CONFIG_LIBDIR} "${CMAKE_SYSROOT}/usr/local/lib/pkgconfig:${CMAKE_SYSROOT}/usr/lib/${_triplet}/pkgconfig:${CMAKE_SYSROOT}/usr/share/pkgconfig")
 set(ENV{PKG_CONFIG_PATH} "")
+# The CUDA kernel (OEA_CUDA on): nvcc's host compiler is clang++ for the
+# target against the sysroot too (wheel-sysroot-clang++ says why a wrapper),
+# whose C++ headers and libstdc++ are bullseye's GCC 10 (wheel-sysroot.sh).
+# The C++ runtime and libgcc that nvcc's host code needs (guard variables,
+# the personality routine) are linked statically into liboea and kept private
+# (--exclude-libs,ALL, native/CMakeLists.txt), like the static CUDA runtime:
+# liboea then asks the machine for glibc only.
+set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CURRENT_LIST_DIR}/wheel-sysroot-clang++")
+# (On CUDA links only: a C link by clang warns that -static-libstdc++ is unused.)
+set(CMAKE_CUDA_STANDARD_LIBRARIES_INIT "-static-libstdc++ -static-libgcc")

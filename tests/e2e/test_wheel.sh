@@ -3,22 +3,28 @@
 #
 #  1. scripts/build-wheel.sh: the sdist and both wheels built from it
 #     (x86_64 and aarch64, each by clang against its Debian 11 sysroot),
-#     repaired by the pinned auditwheel to manylinux_2_28. liboea is built
-#     CPU-only here (OEAPATCH_WHEEL_CUDA=OFF): the CUDA build is the main
-#     build's, and the wheel's install rules are the same either way. The
-#     CMake builds are kept under $OEAPATCH_BUILD_DIR/wheel-cmake, the
-#     sysroots under ~/.cache/oeapatch (scripts/wheel-sysroot.sh).
+#     repaired by the pinned auditwheel to manylinux_2_28, with the CUDA
+#     kernel in both (as released; the aarch64 one against the pinned
+#     aarch64 CUDA runtime). Without nvcc the wheels are built CPU-only
+#     (OEAPATCH_WHEEL_CUDA=OFF) and the kernel's checks are skipped, named.
+#     The CMake builds are kept under $OEAPATCH_BUILD_DIR/wheel-cmake, the
+#     sysroots and the aarch64 CUDA toolkit under ~/.cache/oeapatch.
 #  2. Each wheel: tagged manylinux_2_28 (or older) for its architecture,
 #     `auditwheel show` names no library outside the wheel but glibc's, it
 #     holds the executable, liboea, the patch definitions, build.txt, the man
-#     page and the completion.
+#     page and the completion; its liboea's fat binary (.nv_fatbin) holds
+#     sm_80, sm_90, sm_100, sm_120 and PTX, the same bytes in both wheels
+#     (device code does not depend on the host).
 #  3. A fresh venv: pip installs the x86_64 wheel from the file and the real
 #     SGLang 0.4.6.post5 (the cached wheel of test_installed_pip.sh,
 #     --no-deps); from another folder (a checkout, which must stay as it
 #     is) the console entry with no -C runs status, apply, verify, revert on
 #     that venv's sglang. `pip install --force-reinstall` of oeapatch after
 #     apply replaces liboea: verify loads the new file and holds, and a
-#     verify with that file taken away fails naming it; `pip uninstall
+#     verify with that file taken away fails naming it; verify's GPU check
+#     on a simulated GPU machine (OEAPATCH_TEST_NVIDIA_ROOT/_CC, OEA on):
+#     an H100 (sm_90) passes on the wheel's liboea, a Turing (sm_75, no
+#     code for it) fails; `pip uninstall
 #     oeapatch` leaves a binding whose library is gone: the build's oeapatch
 #     verify fails naming it, and importing the binding with OEA on stops
 #     with a message that names it (OEA off: it imports); pip installs it
@@ -28,10 +34,12 @@
 #  5. A clean Debian 11 root with Python 3.9 (clean_root.sh python
 #     bullseye, glibc 2.31): the x86_64 wheel and SGLang pip-installed in a
 #     venv there, the entry's status, apply, verify (liboea loads) and
-#     revert; every library oeapatch loads is glibc's, zlib's or the wheel's.
+#     revert; every library oeapatch loads is glibc's, zlib's or the wheel's,
+#     and liboea needs glibc's only; the GPU check (a B200, sm_100) passes.
 #  6. The aarch64 wheel under qemu-user (qemu-aarch64-static, the arm64
 #     sysroot as its root): its oeapatch's --version, and apply, verify and
-#     revert on a venv's real SGLang (the venv's x86_64 python answers
+#     revert on a venv's real SGLang, verify's GPU check on a simulated
+#     GH200 (sm_90) passing on the aarch64 liboea (the venv's x86_64 python answers
 #     oeapatch's questions: qemu hands exec to the kernel); its liboea
 #     routes the same random problems (tests/e2e/oea_route_dump.c, every
 #     option of the ABI) as the x86_64 wheel's, to the same bytes.
@@ -73,7 +81,13 @@ SG=$cache/$sg_name
 echo "== build the sdist and the wheel (scripts/build-wheel.sh)"
 D=$BUILD_PARENT/wheel-dist
 t0=$(date +%s)
-OEAPATCH_WHEEL_BUILD_DIR=$BUILD_PARENT/wheel-cmake OEAPATCH_WHEEL_CUDA=OFF \
+# The CUDA kernel as released when this machine has nvcc (build-wheel.sh
+# looks where this does); else CPU-only wheels, and the kernel's checks skipped.
+cuda=OFF
+for c in "${CUDACXX:-}" "$(command -v nvcc || true)" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" /usr/local/cuda/bin/nvcc; do
+	if [ -n "$c" ] && [ -x "$c" ]; then cuda=ON && break; fi
+done
+OEAPATCH_WHEEL_BUILD_DIR=$BUILD_PARENT/wheel-cmake OEAPATCH_WHEEL_CUDA=$cuda \
 	"$SRC/scripts/build-wheel.sh" "$D" >"$WORK/build.log" 2>&1
 rc=$?
 if [ "$rc" -eq 77 ]; then
@@ -86,7 +100,7 @@ if [ "$rc" -ne 0 ]; then
 	e2e_summary
 	exit 1
 fi
-ok "built the sdist and both wheels ($(($(date +%s) - t0)) s)"
+ok "built the sdist and both wheels, CUDA $cuda ($(($(date +%s) - t0)) s)"
 WHL=$(grep -E '/oeapatch-[^/]*_x86_64\.whl$' "$WORK/build.log" | tail -1)
 WHL_ARM=$(grep -E '/oeapatch-[^/]*_aarch64\.whl$' "$WORK/build.log" | tail -1)
 SDIST=$(ls "$D"/oeapatch-*.tar.gz)
@@ -129,8 +143,54 @@ for f in oeapatch/bin/oeapatch 'oeapatch/lib/liboea\.so\.[0-9.]*' oeapatch/share
 done
 "$PY" -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("oeapatch/share/oeapatch/build.txt").decode())' "$W" >"$WORK/build.txt"
 out=$(cat "$WORK/build.txt")
-has "build.txt says which liboea (CPU only, built with OEA_CUDA=OFF)" "CPU only"
+if [ "$cuda" = ON ]; then
+	has "build.txt says which liboea: the kernel's architectures" "with CUDA: 80-real;90-real;100-real;120"
+	# The fat binary as verify's GPU check reads it (.nv_fatbin), with
+	# pyelftools from the build's tools (auditwheel's).
+	"$TOOLS/python" - "$W" >"$WORK/fatbin-$arch.txt" 2>&1 <<'EOF2'
+import hashlib, io, re, sys, zipfile
+from elftools.elf.elffile import ElfFile
+z = zipfile.ZipFile(sys.argv[1])
+name = next(n for n in z.namelist() if re.fullmatch(r"oeapatch/lib/liboea\.so\.[0-9.]+", n))
+s = ElfFile(io.BytesIO(z.read(name))).get_section_by_name(".nv_fatbin")
+print(hashlib.sha256(s.data()).hexdigest() if s else "none")
+EOF2
+	if grep -qx '[0-9a-f]\{64\}' "$WORK/fatbin-$arch.txt"; then ok "its liboea has a CUDA fat binary (.nv_fatbin)"
+	else bad "its liboea has no CUDA fat binary" "$(cat "$WORK/fatbin-$arch.txt")"; fi
+else
+	has "build.txt says which liboea (CPU only, no nvcc here)" "CPU only"
+	skip "the CUDA kernel in the $arch wheel" "no nvcc on this machine: built with OEAPATCH_WHEEL_CUDA=OFF"
+fi
 done
+if [ "$cuda" = ON ]; then
+	if cmp -s "$WORK/fatbin-x86_64.txt" "$WORK/fatbin-aarch64.txt"; then
+		ok "the two wheels' fat binaries are the same bytes (device code does not depend on the host)"
+	else bad "the x86_64 and aarch64 fat binaries differ" "$(cat "$WORK/fatbin-x86_64.txt" "$WORK/fatbin-aarch64.txt")"; fi
+fi
+
+# gpu_check DESC RC CC CMD...: verify (CMD...) on a machine simulated to
+# have one NVIDIA GPU of compute capability CC (gpu.h: OEAPATCH_TEST_NVIDIA_ROOT
+# and _CC; the tree must be a path CMD sees, GPUTREE inside a chroot) with
+# OEA on (SGLANG_OEA_K0=2): exits RC, and its gpu line says why.
+GPUTREE=$WORK/gpu
+mkdir -p "$GPUTREE/proc/driver/nvidia/gpus/0000:1b:00.0"
+# (CMD may be a function of this script: the variables are exported for it.)
+gpu_env() { (export SGLANG_OEA_K0=2 OEAPATCH_TEST_NVIDIA_ROOT="${GPUROOT:-$GPUTREE}" OEAPATCH_TEST_NVIDIA_CC="$1" && shift && "$@"); }
+gpu_check() {
+	local desc=$1 want=$2 cc=$3
+	shift 3
+	if [ "$cuda" != ON ]; then
+		skip "$desc" "CPU-only wheels (no nvcc here)"
+		return
+	fi
+	expect "$desc" "$want" gpu_env "$cc" "$@"
+	local sm="sm_${cc/./}"
+	if [ "$want" = 0 ]; then
+		has "its gpu check passed, covering $sm" "(0000:1b:00.0 ($sm)), each covered by liboea's sm_80, sm_90, sm_100, sm_120, PTX compute_120"
+	else
+		has "its gpu check failed, naming $sm" "no code for $sm (0000:1b:00.0)"
+	fi
+}
 
 echo "== a fresh venv: pip install the wheel and SGLang $version"
 V=$WORK/venv
@@ -160,6 +220,8 @@ check "the binding sits beside the venv's topk.py" grep -qF "$LIB" "$SITE/$B"
 check "the current folder's checkout is untouched" cmp -s "$WORK/checkout.py" "$C/python/$I"
 expect "verify (no -C)" 0 ent verify
 has "its library check passed" "ok   library"
+gpu_check "verify on a simulated H100 (sm_90), OEA on" 0 9.0 ent verify
+gpu_check "verify on a simulated Turing GPU (sm_75: no code for it), OEA on" 1 7.5 ent verify
 expect "status (no -C)" 0 ent status
 
 echo "== pip install --force-reinstall oeapatch (what -U does to liboea)"
@@ -222,8 +284,12 @@ else
 	INROOT_DIR=$(mktemp -d "$ROOT/tmp/oeapatch-wheel.XXXXXX")
 	IN=${INROOT_DIR#"$ROOT"}
 	cp "$WHL" "$SG" "$INROOT_DIR/"
+	# (gpu_check's variables pass through; nothing else of this environment.)
 	inroot() {
 		env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root NO_COLOR=1 LANG=C.UTF-8 \
+			${SGLANG_OEA_K0:+SGLANG_OEA_K0=$SGLANG_OEA_K0} \
+			${OEAPATCH_TEST_NVIDIA_ROOT:+OEAPATCH_TEST_NVIDIA_ROOT=$OEAPATCH_TEST_NVIDIA_ROOT} \
+			${OEAPATCH_TEST_NVIDIA_CC:+OEAPATCH_TEST_NVIDIA_CC=$OEAPATCH_TEST_NVIDIA_CC} \
 			unshare --mount --pid --fork --mount-proc="$ROOT/proc" chroot "$ROOT" "$@"
 	}
 	# (Its python3 brings OpenSSL: ldd below shows oeapatch loads the wheel's.)
@@ -249,6 +315,12 @@ else
 	expect "apply in the root" 0 inroot "$RV/bin/oeapatch" apply
 	expect "verify in the root (liboea loads)" 0 inroot "$RV/bin/oeapatch" verify
 	has "its library check passed" "ok   library"
+	expect "ldd of the wheel's liboea in the root" 0 inroot /usr/bin/ldd "$(ls "$ROOT$RSITE"/oeapatch/lib/liboea.so.*.* | sed "s|^$ROOT||")"
+	stray=$(awk '$2 == "=>" { print $1 }' <<<"$out" | grep -Ev '^(libc|libm|libdl|libpthread|librt)\.so' || true)
+	if [ -z "$stray" ] && ! grep -q "not found" <<<"$out"; then ok "liboea (with its CUDA runtime) needs glibc's libraries only"
+	else bad "liboea needs more than glibc" "$out"; fi
+	mkdir -p "$INROOT_DIR/gpu/proc/driver/nvidia/gpus/0000:1b:00.0"
+	GPUROOT=$IN/gpu gpu_check "verify in the root on a simulated B200 (sm_100), OEA on" 0 10.0 inroot "$RV/bin/oeapatch" verify
 	expect "status in the root" 0 inroot "$RV/bin/oeapatch" status
 	expect "revert in the root" 0 inroot "$RV/bin/oeapatch" revert
 	check "revert gives topk.py back byte for byte" cmp -s "$WORK/root-pristine.py" "$ROOT$RSITE/$I"
@@ -295,6 +367,7 @@ EOF3
 	check "topk.py is patched" bash -c "! cmp -s '$WORK/arm-pristine.py' '$ASITE/$I'"
 	expect "verify (aarch64)" 0 arm --python "$VA/bin/python" verify
 	has "its library check passed: the aarch64 liboea loads" "ok   library"
+	gpu_check "verify (aarch64) on a simulated GH200 (sm_90), OEA on" 0 9.0 arm --python "$VA/bin/python" verify
 	expect "status (aarch64)" 0 arm --python "$VA/bin/python" status
 	expect "revert (aarch64)" 0 arm --python "$VA/bin/python" revert
 	check "revert gives topk.py back byte for byte" cmp -s "$WORK/arm-pristine.py" "$ASITE/$I"
