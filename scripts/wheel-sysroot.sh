@@ -2,7 +2,8 @@
 # wheel-sysroot.sh ARCH: prints the path of a Debian 11 (bullseye, glibc 2.31)
 # sysroot for ARCH (amd64 or arm64) holding the headers and libraries the
 # wheel's binaries link (glibc, jansson, inih, OpenSSL, zlib, http-parser,
-# and libgit2 built into its /usr/local by scripts/wheel-libgit2.sh),
+# GCC 10's C++ headers and libstdc++ for the CUDA kernel's host side, and
+# libgit2 built into its /usr/local by scripts/wheel-libgit2.sh),
 # creating it on first use. scripts/build-wheel.sh compiles against it with
 # Debian 12's clang (--sysroot), so that the binaries ask for no glibc
 # symbol newer than bullseye's, and links these libraries, which auditwheel
@@ -18,7 +19,7 @@
 # the list changes; it builds nothing.)
 #
 # Cached under ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/sysroot-bullseye-ARCH-KEY
-# (KEY: below; about 160 MB for arm64, 210 MB for amd64),
+# (KEY: below; about 220 MB each),
 # built once per machine (a few minutes), under a lock so that concurrent
 # builds wait for it. The mirror is OEAPATCH_DEBIAN_MIRROR, else the first
 # one this machine's apt sources list for Debian (no host name is written

@@ -149,10 +149,10 @@ if [ "$cuda" = ON ]; then
 	# pyelftools from the build's tools (auditwheel's).
 	"$TOOLS/python" - "$W" >"$WORK/fatbin-$arch.txt" 2>&1 <<'EOF2'
 import hashlib, io, re, sys, zipfile
-from elftools.elf.elffile import ElfFile
+from elftools.elf.elffile import ELFFile
 z = zipfile.ZipFile(sys.argv[1])
 name = next(n for n in z.namelist() if re.fullmatch(r"oeapatch/lib/liboea\.so\.[0-9.]+", n))
-s = ElfFile(io.BytesIO(z.read(name))).get_section_by_name(".nv_fatbin")
+s = ELFFile(io.BytesIO(z.read(name))).get_section_by_name(".nv_fatbin")
 print(hashlib.sha256(s.data()).hexdigest() if s else "none")
 EOF2
 	if grep -qx '[0-9a-f]\{64\}' "$WORK/fatbin-$arch.txt"; then ok "its liboea has a CUDA fat binary (.nv_fatbin)"
@@ -163,7 +163,7 @@ else
 fi
 done
 if [ "$cuda" = ON ]; then
-	if cmp -s "$WORK/fatbin-x86_64.txt" "$WORK/fatbin-aarch64.txt"; then
+	if grep -qx '[0-9a-f]\{64\}' "$WORK/fatbin-x86_64.txt" && cmp -s "$WORK/fatbin-x86_64.txt" "$WORK/fatbin-aarch64.txt"; then
 		ok "the two wheels' fat binaries are the same bytes (device code does not depend on the host)"
 	else bad "the x86_64 and aarch64 fat binaries differ" "$(cat "$WORK/fatbin-x86_64.txt" "$WORK/fatbin-aarch64.txt")"; fi
 fi
