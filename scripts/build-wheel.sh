@@ -30,7 +30,7 @@
 # when not.
 # .../share/oeapatch/build.txt in each wheel says which liboea it got.
 # OEAPATCH_WHEEL_BUILD_DIR keeps the CMake builds between runs (faster), one
-# folder per architecture (and CUDA ON or OFF) under it.
+# folder per architecture, CUDA ON or OFF and toolchain under it.
 # Exit 77: the tools are neither cached nor reachable (nothing was built).
 set -euo pipefail
 # (a failure inside $(build ...) stops the script too)
@@ -141,7 +141,11 @@ build() {
 	triplet=$arch-linux-gnu
 	sysroot=$("$SRC/scripts/wheel-sysroot.sh" "$debarch")
 	local cfg=(--config-settings="cmake.define.CMAKE_TOOLCHAIN_FILE=$SRC/cmake/toolchains/wheel-sysroot.cmake")
-	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch-cuda-$cuda")
+	# (A kept build holds the flags of its first configure: a changed
+	# toolchain file gets a new folder.)
+	local tkey
+	tkey=$(cat "$SRC"/cmake/toolchains/* | sha256sum | cut -c1-8)
+	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch-cuda-$cuda-$tkey")
 	local cuda_env=()
 	if [ "$cuda" = ON ]; then
 		# nvcc of the toolkit for x86_64; for aarch64 the same nvcc beside

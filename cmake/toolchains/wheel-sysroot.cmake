@@ -21,6 +21,10 @@ set(CMAKE_SYSROOT "$ENV{OEAPATCH_WHEEL_SYSROOT}")
 # (crtbegin and libgcc.a, static, from the machine's GCC). It links with the
 # target's GNU ld (binutils, or binutils-aarch64-linux-gnu).
 set(CMAKE_C_COMPILER clang)
+# glibc 2.29's new versions of exp, log, log2, pow... bound to the old ones
+# (wheel-glibc-compat.h says why), so that the math the CLI does stays
+# within manylinux_2_28.
+set(CMAKE_C_FLAGS_INIT "-include ${CMAKE_CURRENT_LIST_DIR}/wheel-glibc-compat.h")
 set(CMAKE_C_COMPILER_TARGET "${_triplet}")
 set(CMAKE_LIBRARY_ARCHITECTURE "${_triplet}")
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
