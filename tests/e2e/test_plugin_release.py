@@ -22,7 +22,7 @@ tests/vllm/make_env.sh):
     sys.path and working folder, as the frameworks' own workers are forked
     from a process that has imported torch:
       OEA off: no line of the plugin but its debug line, the process goes on;
-      patched, OEA on: the plugin's line (definition, k0, library, CPU,
+      patched, OEA on: the plugin's line (definition, k0, library, CUDA or CPU,
         decode detection), the gauge 1 where the Prometheus folder is set;
         three more starts give the time the plugin adds (median, printed);
       a package folder, an extension module and a stale unchecked-hash pyc
@@ -313,7 +313,13 @@ def check_release(r):
     prom = tempfile.mkdtemp(dir=r.work, prefix="prom-")
     rc, out = r.start(**r.k0(PROMETHEUS_MULTIPROC_DIR=prom))
     line = [ln for ln in plugin_lines(out) if "OEA in place" in ln]
-    want = [r.cfg["patch"], "k0=3, mode=on", "liboea %s" % os.path.join(r.venv, "lib"), "CPU only",
+    # The released wheel's liboea has the CUDA kernel; one built where nvcc
+    # is missing is CPU-only (e2e.test_wheel): the line says which.
+    libs = glob.glob(os.path.join(r.venv, "lib", "python3*", "site-packages", "oeapatch", "lib", "liboea.so.*"))
+    with open(libs[0], "rb") as f:
+        wheel_cuda = b".nv_fatbin" in f.read()
+    want = [r.cfg["patch"], "k0=3, mode=on", "liboea %s" % os.path.join(r.venv, "lib"),
+            "with CUDA" if wheel_cuda else "CPU only",
             "decode detection: ", "strict=True"]
     missing = [w for w in want if not line or w not in line[0]]
     say(rc == 0 and "LOADED" in out and line and not missing and level(line[0]) == "INFO",
@@ -691,15 +697,17 @@ def check_settings(r):
     say(rc == 0 and re.search(r"^settings: k0=3 ", out, re.M) and re.search(r"^oea: +on ", out, re.M),
         "%s: status with K0=3 shows the settings and 'oea: on'%s"
         % (n, "" if rc == 0 else ": rc %d: %s" % (rc, out[-800:])))
-    # point 4: a (simulated) NVIDIA GPU and the wheel's CPU-only liboea: the
+    # point 4: a (simulated) NVIDIA GPU the wheel's liboea has no code for
+    # (a Turing, sm_75, for the CUDA one; any GPU for a CPU-only one): the
     # plugin stops the process, as the binding's first CUDA call would
     tree = tempfile.mkdtemp(dir=r.work, prefix="nvidia-")
     os.makedirs(os.path.join(tree, "proc", "driver", "nvidia", "gpus", "0000:00:04.0"))
-    rc, out = r.start(**r.k0(OEAPATCH_TEST_NVIDIA_ROOT=tree))
-    gpu = [ln for ln in plugin_lines(out) if "verify: gpu: " in ln and "CPU only" in ln]
+    rc, out = r.start(**r.k0(OEAPATCH_TEST_NVIDIA_ROOT=tree, OEAPATCH_TEST_NVIDIA_CC="7.5"))
+    why = "no code for sm_75" if wheel_cuda else "CPU only"
+    gpu = [ln for ln in plugin_lines(out) if "verify: gpu: " in ln and why in ln]
     say(rc != 0 and "LOADED" not in out and gpu,
-        "%s: a GPU and a CPU-only liboea, K0=3: the plugin stops the process naming the gpu check%s"
-        % (n, "" if gpu else ": rc %d: %s" % (rc, out[-1200:])))
+        "%s: a GPU and a liboea without code for it (%s), K0=3: the plugin stops the process naming "
+        "the gpu check%s" % (n, why, "" if gpu else ": rc %d: %s" % (rc, out[-1200:])))
     rc, out = r.start(after=after, **{p + "K0": "+0"})
     lines = plugin_lines(out)
     say(rc == 0 and "BINDING K0=0 ENABLED=False" in out
