@@ -315,9 +315,7 @@ def check_release(r):
     line = [ln for ln in plugin_lines(out) if "OEA in place" in ln]
     # The released wheel's liboea has the CUDA kernel; one built where nvcc
     # is missing is CPU-only (e2e.test_wheel): the line says which.
-    libs = glob.glob(os.path.join(r.venv, "lib", "python3*", "site-packages", "oeapatch", "lib", "liboea.so.*"))
-    with open(libs[0], "rb") as f:
-        wheel_cuda = b".nv_fatbin" in f.read()
+    wheel_cuda = wheel_has_cuda(r)
     want = [r.cfg["patch"], "k0=3, mode=on", "liboea %s" % os.path.join(r.venv, "lib"),
             "with CUDA" if wheel_cuda else "CPU only",
             "decode detection: ", "strict=True"]
@@ -643,6 +641,13 @@ else:
 """
 
 
+def wheel_has_cuda(r):
+    """Whether the installed wheel's liboea has a CUDA fat binary."""
+    libs = glob.glob(os.path.join(r.venv, "lib", "python3*", "site-packages", "oeapatch", "lib", "liboea.so.*"))
+    with open(libs[0], "rb") as f:
+        return b".nv_fatbin" in f.read()
+
+
 def check_settings(r):
     """Issue 36 point 1: the plugin's verdict, its gauge and the binding's
     behaviour are one decision, for values the plugin once read otherwise
@@ -703,7 +708,7 @@ def check_settings(r):
     tree = tempfile.mkdtemp(dir=r.work, prefix="nvidia-")
     os.makedirs(os.path.join(tree, "proc", "driver", "nvidia", "gpus", "0000:00:04.0"))
     rc, out = r.start(**r.k0(OEAPATCH_TEST_NVIDIA_ROOT=tree, OEAPATCH_TEST_NVIDIA_CC="7.5"))
-    why = "no code for sm_75" if wheel_cuda else "CPU only"
+    why = "no code for sm_75" if wheel_has_cuda(r) else "CPU only"
     gpu = [ln for ln in plugin_lines(out) if "verify: gpu: " in ln and why in ln]
     say(rc != 0 and "LOADED" not in out and gpu,
         "%s: a GPU and a liboea without code for it (%s), K0=3: the plugin stops the process naming "
