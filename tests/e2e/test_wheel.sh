@@ -141,6 +141,24 @@ for f in oeapatch/bin/oeapatch 'oeapatch/lib/liboea\.so\.[0-9.]*' oeapatch/share
 	'oeapatch-[0-9.]*\.data/data/share/bash-completion/completions/oeapatch' 'oeapatch\.libs/libgit2-.*'; do
 	if grep -qx "$f" "$WORK/names.txt"; then ok "holds $f"; else bad "does not hold $f"; fi
 done
+# The plugin package is the source tree's, file for file and byte for byte: a
+# kept build that shipped a stale or a missing module fails here.
+if "$PY" - "$W" "$SRC/contrib/wheel/oeapatch" >"$WORK/pkg-$arch.txt" 2>&1 <<'EOF2'
+import os, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+wheel = {n[len("oeapatch/"):]: z.read(n) for n in z.namelist()
+         if n.startswith("oeapatch/") and n.count("/") == 1 and n.endswith(".py")}
+src = {}
+for n in sorted(os.listdir(sys.argv[2])):
+    if n.endswith(".py"):
+        with open(os.path.join(sys.argv[2], n), "rb") as f:
+            src[n] = f.read()
+diff = sorted(n for n in set(wheel) | set(src) if wheel.get(n) != src.get(n))
+print("differs: %s" % diff if diff else "%d modules" % len(src))
+sys.exit(1 if diff or not src else 0)
+EOF2
+then ok "its plugin package is contrib/wheel/oeapatch byte for byte ($(cat "$WORK/pkg-$arch.txt"))"
+else bad "its plugin package is not contrib/wheel/oeapatch" "$(cat "$WORK/pkg-$arch.txt")"; fi
 "$PY" -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("oeapatch/share/oeapatch/build.txt").decode())' "$W" >"$WORK/build.txt"
 out=$(cat "$WORK/build.txt")
 if [ "$cuda" = ON ]; then
