@@ -30,7 +30,10 @@
 # when not.
 # .../share/oeapatch/build.txt in each wheel says which liboea it got.
 # OEAPATCH_WHEEL_BUILD_DIR keeps the CMake builds between runs (faster), one
-# folder per architecture, CUDA ON or OFF and toolchain under it.
+# folder per architecture, CUDA ON or OFF and toolchain under it. With
+# ccache installed every compile goes through ~/.cache/oeapatch/ccache (as
+# scripts/test's), which another clone's kept build hits; OEAPATCH_CCACHE=0
+# compiles everything.
 # Exit 77: the tools are neither cached nor reachable (nothing was built).
 set -euo pipefail
 # (a failure inside $(build ...) stops the script too)
