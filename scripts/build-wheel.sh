@@ -106,6 +106,17 @@ export PATH=$OUT/.tools/bin:$PATH
 # default check) is the clone's, not its content's.
 export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/ccache}
 export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
+# nvcc's -ccbin is hashed as written (an absolute path outside base_dir's
+# rewriting): the wrapper is used from a path named by its content, the same
+# in every clone, a changed wrapper a new path.
+ccbin_src=$SRC/cmake/toolchains/wheel-sysroot-clang++
+ccbin_dir=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheel-ccbin/$(sha256sum "$ccbin_src" | cut -c1-16)
+if [ ! -x "$ccbin_dir/wheel-sysroot-clang++" ]; then
+	mkdir -p "$ccbin_dir"
+	cp "$ccbin_src" "$ccbin_dir/.wheel-sysroot-clang++.$$" && chmod 755 "$ccbin_dir/.wheel-sysroot-clang++.$$"
+	mv -f "$ccbin_dir/.wheel-sysroot-clang++.$$" "$ccbin_dir/wheel-sysroot-clang++"
+fi
+export OEAPATCH_WHEEL_CCBIN=$ccbin_dir/wheel-sysroot-clang++
 
 rm -f "$OUT"/*.whl "$OUT"/*.tar.gz
 rm -rf "$OUT"/raw*

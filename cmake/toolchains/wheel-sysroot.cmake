@@ -43,6 +43,13 @@ set(ENV{PKG_CONFIG_PATH} "")
 # the personality routine) are linked statically into liboea and kept private
 # (--exclude-libs,ALL, native/CMakeLists.txt), like the static CUDA runtime:
 # liboea then asks the machine for glibc only.
-set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CURRENT_LIST_DIR}/wheel-sysroot-clang++")
+# build-wheel.sh names a copy of it at a path keyed by its content
+# (OEAPATCH_WHEEL_CCBIN): ccache hashes nvcc's -ccbin argument as written, so
+# the clone's own path would make every clone miss the kernel's objects.
+if(DEFINED ENV{OEAPATCH_WHEEL_CCBIN})
+  set(CMAKE_CUDA_HOST_COMPILER "$ENV{OEAPATCH_WHEEL_CCBIN}")
+else()
+  set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CURRENT_LIST_DIR}/wheel-sysroot-clang++")
+endif()
 # (On CUDA links only: a C link by clang warns that -static-libstdc++ is unused.)
 set(CMAKE_CUDA_STANDARD_LIBRARIES_INIT "-static-libstdc++ -static-libgcc")
