@@ -107,16 +107,24 @@ export PATH=$OUT/.tools/bin:$PATH
 export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/ccache}
 export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
 # nvcc's -ccbin is hashed as written (an absolute path outside base_dir's
-# rewriting): the wrapper is used from a path named by its content, the same
-# in every clone, a changed wrapper a new path.
-ccbin_src=$SRC/cmake/toolchains/wheel-sysroot-clang++
-ccbin_dir=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheel-ccbin/$(sha256sum "$ccbin_src" | cut -c1-16)
-if [ ! -x "$ccbin_dir/wheel-sysroot-clang++" ]; then
-	mkdir -p "$ccbin_dir"
-	cp "$ccbin_src" "$ccbin_dir/.wheel-sysroot-clang++.$$" && chmod 755 "$ccbin_dir/.wheel-sysroot-clang++.$$"
-	mv -f "$ccbin_dir/.wheel-sysroot-clang++.$$" "$ccbin_dir/wheel-sysroot-clang++"
-fi
-export OEAPATCH_WHEEL_CCBIN=$ccbin_dir/wheel-sysroot-clang++
+# rewriting), and the wrapper takes the target and the sysroot from the
+# environment, which ccache does not hash: each build uses a copy of the
+# wrapper at a path named by its content and by the sysroot (whose name holds
+# the architecture and its own content key; wheel-sysroot.sh), the same in
+# every clone, a new path for a changed wrapper, another architecture or
+# another sysroot (one path for both would hand aarch64 the x86_64 objects).
+ccbin_key=$(sha256sum "$SRC/cmake/toolchains/wheel-sysroot-clang++" | cut -c1-16)
+# ccbin SYSROOT: the wrapper's copy for SYSROOT; prints its path.
+ccbin() {
+	local dir
+	dir=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/wheel-ccbin/$ccbin_key-$(basename "$1")
+	if [ ! -x "$dir/wheel-sysroot-clang++" ]; then
+		mkdir -p "$dir"
+		cp "$SRC/cmake/toolchains/wheel-sysroot-clang++" "$dir/.new.$$" && chmod 755 "$dir/.new.$$"
+		mv -f "$dir/.new.$$" "$dir/wheel-sysroot-clang++"
+	fi
+	echo "$dir/wheel-sysroot-clang++"
+}
 
 rm -f "$OUT"/*.whl "$OUT"/*.tar.gz
 rm -rf "$OUT"/raw*
@@ -192,7 +200,7 @@ build() {
 	rm -rf "$OUT/raw-$arch" && mkdir -p "$OUT/raw-$arch"
 	# _PYTHON_HOST_PLATFORM: the platform tag scikit-build-core gives the
 	# wheel (linux_<arch>), which auditwheel reads the architecture from.
-	env "${cuda_env[@]}" OEAPATCH_WHEEL_TRIPLET=$triplet OEAPATCH_WHEEL_SYSROOT=$sysroot _PYTHON_HOST_PLATFORM=linux-$arch \
+	env "${cuda_env[@]}" OEAPATCH_WHEEL_CCBIN="$(ccbin "$sysroot")" OEAPATCH_WHEEL_TRIPLET=$triplet OEAPATCH_WHEEL_SYSROOT=$sysroot _PYTHON_HOST_PLATFORM=linux-$arch \
 		"$TPY" -m pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps --no-index \
 		"${cfg[@]}" -w "$OUT/raw-$arch" "$OUT/src/$(basename "$sdist" .tar.gz)" >&2
 	raw=$(ls "$OUT/raw-$arch"/oeapatch-*.whl)
