@@ -21,11 +21,11 @@
 # Cached under ${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/sysroot-bullseye-ARCH-KEY
 # (KEY: below; about 220 MB each),
 # built once per machine (a few minutes), under a lock so that concurrent
-# builds wait for it. The mirror is OEAPATCH_DEBIAN_MIRROR, else the first
-# one this machine's apt sources list for Debian (no host name is written
-# here). Needs debootstrap and the Debian archive keyring (scripts/setup-deps.sh
-# test installs them); root is not needed for the first stage's unpacking, but
-# debootstrap refuses to run without it.
+# builds wait for it. The mirror is OEAPATCH_DEBIAN_MIRROR, else the one
+# this machine's apt sources list for a Debian release
+# (scripts/lib/debian-mirror.sh). Needs debootstrap and the Debian archive
+# keyring (scripts/setup-deps.sh test installs them); root is not needed
+# for the first stage's unpacking, but debootstrap refuses to run without it.
 set -euo pipefail
 arch=${1:-}
 case "$arch" in
@@ -71,15 +71,9 @@ if [ -f "$root/.oeapatch-complete" ]; then
 fi
 command -v debootstrap >/dev/null || { echo "wheel-sysroot: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 2; }
 command -v dpkg-deb >/dev/null || { echo "wheel-sysroot: dpkg-deb is not installed" >&2; exit 2; }
-mirror=${OEAPATCH_DEBIAN_MIRROR:-}
-if [ -z "$mirror" ]; then
-	mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ && $2 !~ /security/ { print $2; exit }')
-fi
-if [ -z "$mirror" ]; then
-	mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-		awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }')
-fi
-if [ -z "$mirror" ]; then
+# shellcheck source=SCRIPTDIR/lib/debian-mirror.sh
+. "$(dirname "$0")/lib/debian-mirror.sh"
+if ! mirror=$(debian_mirror); then
 	echo "wheel-sysroot: no Debian mirror in the apt sources; set OEAPATCH_DEBIAN_MIRROR" >&2
 	exit 2
 fi

@@ -5,8 +5,8 @@
 # once (a few minutes, about 200 MB); later runs only check it. The root is
 # never modified by the tests that use it, except under its /tmp.
 #
-# The Debian mirror is OEAPATCH_DEBIAN_MIRROR, else the first one this
-# machine's apt sources list for bookworm (no host name is written here).
+# The Debian mirror is OEAPATCH_DEBIAN_MIRROR, else the one this machine's
+# apt sources list for a Debian release (scripts/lib/debian-mirror.sh).
 # Needs root and debootstrap (scripts/setup-deps.sh test installs it).
 #
 # `clean_root.sh python`: a second root, the same plus Debian's python3 and
@@ -45,25 +45,10 @@ if [ -f "$root/.oeapatch-complete" ]; then
 	exit 0
 fi
 
-mirror=${OEAPATCH_DEBIAN_MIRROR:-}
-if [ -z "$mirror" ]; then
-	# deb822 (.sources) first, then one-line sources.list entries.
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		mirror=$(awk '
-			/^[[:space:]]*$/ { if (uri != "" && suites ~ /(^| )bookworm( |$)/ && uri !~ /security/) { print uri; exit } uri = ""; suites = ""; next }
-			/^URIs:/ { uri = $2 }
-			/^Suites:/ { $1 = ""; suites = $0 " " }
-			END { if (uri != "" && suites ~ /(^| )bookworm( |$)/ && uri !~ /security/) print uri }' "$f" | head -1)
-		[ -n "$mirror" ] && break
-	done
-fi
-if [ -z "$mirror" ]; then
-	mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-		awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { if ($(i + 1) == "bookworm") { print $i; exit } } }')
-fi
-if [ -z "$mirror" ]; then
-	echo "clean_root: no Debian mirror for bookworm in the apt sources; set OEAPATCH_DEBIAN_MIRROR" >&2
+# shellcheck source=SCRIPTDIR/../../scripts/lib/debian-mirror.sh
+. "$(dirname "$0")/../../scripts/lib/debian-mirror.sh"
+if ! mirror=$(debian_mirror); then
+	echo "clean_root: no Debian mirror in the apt sources; set OEAPATCH_DEBIAN_MIRROR" >&2
 	exit 2
 fi
 command -v debootstrap >/dev/null || { echo "clean_root: debootstrap is not installed" >&2; exit 2; }
