@@ -75,9 +75,9 @@ nvcc_version=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\), V\([0-9.]*\)
 [ -n "$nvcc_version" ] || { say "$nvcc --version names no release"; exit 2; }
 key=$(printf '%s\n' "$ver" "$sha" "$nvcc" "$nvcc_version" | sha256sum | cut -c1-12)
 root=${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/cuda-aarch64-$key
-exec 9>"$root.lock"
-flock 9
-if [ -f "$root/.oeapatch-complete" ]; then
+# shellcheck source=SCRIPTDIR/lib/cache-dir.sh
+. "$(dirname "$0")/lib/cache-dir.sh"
+if cache_dir_lock "$root"; then
 	echo "$root/bin/nvcc"
 	exit 0
 fi
@@ -112,6 +112,5 @@ for d in nvvm lib; do
 	[ -e "$top/$d" ] && ln -s "$top/$d" "$root.partial/$d"
 done
 rm -rf "$root.partial/wheel"
-touch "$root.partial/.oeapatch-complete"
-rm -rf "$root" && mv "$root.partial" "$root"
+cache_dir_done "$root"
 echo "$root/bin/nvcc"

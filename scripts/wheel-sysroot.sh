@@ -62,10 +62,9 @@ key=$({
 } | sha256sum | cut -c1-12)
 root=$root-$key
 
-mkdir -p "$cache"
-exec 9>"$root.lock"
-flock 9
-if [ -f "$root/.oeapatch-complete" ]; then
+# shellcheck source=SCRIPTDIR/lib/cache-dir.sh
+. "$(dirname "$0")/lib/cache-dir.sh"
+if cache_dir_lock "$root"; then
 	echo "$root"
 	exit 0
 fi
@@ -124,7 +123,6 @@ done
 rm -rf "$root.partial/var/cache/apt/archives/"*.deb "$root.partial/debootstrap" \
 	"$root.partial"/usr/share/{doc,man,info,locale,i18n,zoneinfo}
 OEAPATCH_DEBIAN_MIRROR=$mirror "$(dirname "$0")/wheel-libgit2.sh" "$arch" "$root.partial"
-touch "$root.partial/.oeapatch-complete"
-rm -rf "$root" && mv "$root.partial" "$root"
+cache_dir_done "$root"
 echo "wheel-sysroot: $n packages in $(($(date +%s) - start)) s" >&2
 echo "$root"

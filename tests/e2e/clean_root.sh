@@ -37,10 +37,9 @@ python)
 	exit 2
 	;;
 esac
-mkdir -p "$cache"
-exec 9>"$root.lock"
-flock 9
-if [ -f "$root/.oeapatch-complete" ]; then
+# shellcheck source=SCRIPTDIR/../../scripts/lib/cache-dir.sh
+. "$(dirname "$0")/../../scripts/lib/cache-dir.sh"
+if cache_dir_lock "$root"; then
 	echo "$root"
 	exit 0
 fi
@@ -63,7 +62,6 @@ if ! debootstrap --variant=minbase "${include[@]}" "$suite" "$root.partial" "$mi
 fi
 # Nothing from apt's caches is needed: keep the cache small.
 rm -rf "$root.partial/var/cache/apt/archives/"*.deb "$root.partial/var/lib/apt/lists/"*_Packages 2>/dev/null || true
-touch "$root.partial/.oeapatch-complete"
-rm -rf "$root" && mv "$root.partial" "$root"
+cache_dir_done "$root"
 echo "clean_root: done in $(($(date +%s) - start)) s" >&2
 echo "$root"
