@@ -7,7 +7,7 @@
 # from the cubin (readelf; cuobjdump -elf when readelf is missing).
 #
 #   native/scripts/kernel-report.sh [--archs "80 90 100 120"] [--nvcc PATH] [--keep DIR]
-#                                   [--limit BYTES]   (default 65536) [--no-cache]
+#                                   [--limit BYTES]   (default 65536) [--no-cache] [--print-key]
 #
 # The cubins and ptxas's output are kept under a content key (this script,
 # every file of native/src and native/include, the nvcc and its --version,
@@ -15,6 +15,9 @@
 # ($OEAPATCH_KERNEL_REPORT_CACHE): the same inputs give the same cubins, so
 # a fresh clone with the cache warm reads them instead of running nvcc for
 # minutes; any change of an input is another key. --no-cache compiles.
+# The key hashes contents only, never a path of the checkout (sha256sum of a
+# file prints its name too): every clone has the same key. --print-key prints
+# it and exits (tests/native/test_kernel_report_key.sh holds it to that).
 #
 # Budget, checked for every kernel on every architecture: no spill stores or
 # loads, and at most 64 KiB (65536 bytes) of machine code: beyond that a
@@ -29,6 +32,7 @@ nvcc=${CUDACXX:-}
 keep=""
 limit=65536
 use_cache=1
+print_key=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--archs) archs=$2; shift 2 ;;
@@ -36,6 +40,7 @@ while [ $# -gt 0 ]; do
 	--keep) keep=$2; shift 2 ;;
 	--limit) limit=$2; shift 2 ;;
 	--no-cache) use_cache=0; shift ;;
+	--print-key) print_key=1; shift ;;
 	-h | --help) sed -n '2,24p' "$0"; exit 0 ;;
 	*) echo "kernel-report: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -61,22 +66,27 @@ elf_sections() { # cubin -> "name size" per .text section
 	fi
 }
 
-work=${keep:-$(mktemp -d)}
-mkdir -p "$work"
-[ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
-
 # The content key of what nvcc would make (see the top), and its cache entry.
+# Contents only: "sha256sum FILE" would print FILE's path, another per clone.
 cache=""
-if [ "$use_cache" = 1 ]; then
+if [ "$use_cache" = 1 ] || [ "$print_key" = 1 ]; then
 	key=$({
-		sha256sum "$0"
+		sha256sum <"$0"
 		(cd "$here" && find src include -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
 		readlink -f "$nvcc"
 		"$nvcc" --version
 		echo "archs $archs"
 	} | sha256sum | cut -c1-32)
+	if [ "$print_key" = 1 ]; then
+		echo "$key"
+		exit 0
+	fi
 	cache=${OEAPATCH_KERNEL_REPORT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oeapatch/kernel-report}/$key
 fi
+
+work=${keep:-$(mktemp -d)}
+mkdir -p "$work"
+[ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
 cached=0
 if [ -n "$cache" ] && [ -f "$cache/complete" ]; then
 	cp "$cache"/sm_*.cubin "$cache"/sm_*.log "$work/"
