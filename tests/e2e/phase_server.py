@@ -29,6 +29,16 @@ What a child is, and why its phase still sees the release as a server does:
   The one thread besides the main one, OpenBLAS's worker (numpy), is made
   again in the child by OpenBLAS's own fork handler, as under multiprocessing.
 
+A suite may also preload part of the framework itself (PhaseServer.extend):
+the modules of its import chain that the patch never changes and that read
+no setting a phase changes (SGLang's ForwardBatch and what it imports: 4-5 s
+of every phase on a loaded machine). Named with `never`, the patched module
+and everything of ours (a name with "_oeapatch") must not come with them:
+the extension is refused, naming it, and the server stays as it was, so a
+release whose chain pulls the patched file in still runs every phase, just
+without the saving. After an extension the server serves only requests with
+its PYTHONPATH (a stub package it imported stays imported).
+
 The client side (PhaseServer) keeps the server's stdin and stdout as its
 request and reply channel: one JSON line each way per phase. A phase past its
 timeout kills the server with its children; the next run starts a new one.
@@ -67,6 +77,7 @@ class PhaseServer:
         self.proc = None
         self.log = None
         self.starts = 0
+        self.extended = None  # (modules, pythonpath, never) of extend()
 
     def _start(self):
         self.log = tempfile.TemporaryFile(mode="w+")
@@ -75,6 +86,51 @@ class PhaseServer:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             env=self.env, text=True, start_new_session=True)
         self.starts += 1
+        if self.extended is not None:
+            # A server started again (after a timeout) gets the same modules.
+            modules, pythonpath, never = self.extended
+            self.extended = None
+            error = self.extend(modules, pythonpath, never)
+            if error:
+                self.extended = (modules, pythonpath, never)
+                raise RuntimeError("phase server: extension lost at restart: " + error)
+
+    def _request(self, request, timeout):
+        """Sends one JSON line, returns the reply's dict (None: no reply)."""
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return None
+        deadline = time.monotonic() + timeout
+        reply = ""
+        while not reply.endswith("\n"):
+            left = deadline - time.monotonic()
+            if not select.select([self.proc.stdout], [], [], max(left, 0))[0]:
+                return None
+            chunk = self.proc.stdout.readline()
+            if not chunk:
+                return None
+            reply += chunk
+        return json.loads(reply)
+
+    def extend(self, modules, pythonpath="", never=(), timeout=600):
+        """Imports `modules` into the server itself (with `pythonpath`'s
+        entries on its path), for every later phase to inherit. Refused when
+        one of them pulls in a module named in `never` (or a prefix of it:
+        "a.b" covers "a.b.c"), anything with "_oeapatch" in its name, or one of
+        NEVER_PRELOAD; refused, the server is started anew as it was. Returns
+        None, or why it was refused."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        reply = self._request({"preload": list(modules), "pythonpath": pythonpath,
+                               "never": list(never)}, timeout)
+        error = "no reply: " + self._server_log() if reply is None else reply.get("error")
+        if error:
+            self.close()
+            return error
+        self.extended = (list(modules), pythonpath, list(never))
+        return None
 
     def _server_log(self):
         if self.log is None:
@@ -85,6 +141,9 @@ class PhaseServer:
     def run(self, argv, env, timeout=900, cwd=None, merge=False):
         """(returncode, stdout, stderr) of `python argv...` run with `env` in
         `cwd` (default: the caller's); merge: stderr into stdout, in order."""
+        if self.extended is not None and env.get("PYTHONPATH", "") != self.extended[1]:
+            return 2, "", ("phase server: extended with PYTHONPATH %r, asked for %r"
+                           % (self.extended[1], env.get("PYTHONPATH", "")))
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         with tempfile.TemporaryDirectory(prefix="oea-phase-") as tmp:
@@ -168,6 +227,10 @@ def _child(request, reply):
     argv = request["argv"]
     head = "" if argv[0] == "-c" else os.path.dirname(os.path.abspath(argv[0]))
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # The entries an extension put after sys.path[0] are the request's own
+    # (run() holds the PYTHONPATH to the extension's): dropped, then put back
+    # where a new interpreter has them.
+    del sys.path[1:1 + len(_EXTENDED_PATH)]
     sys.path[:1] = [head] + extra
     importlib.invalidate_caches()
     sys.argv = argv
@@ -223,6 +286,39 @@ def _finalize(status):
     os._exit(status)
 
 
+_EXTENDED_PATH = []  # the entries extend() put on the server's sys.path
+
+
+def _refused(never):
+    """The loaded modules that no preload may bring in."""
+    return sorted(m for m in sys.modules
+                  if "_oeapatch" in m
+                  or any(m == n or m.startswith(n + ".") for n in list(never) + list(NEVER_PRELOAD)))
+
+
+def _extend(request):
+    """Imports the request's modules into this server; the reply's error, or
+    None. A refused extension leaves modules loaded: the client starts the
+    server anew."""
+    entries = [p for p in request["pythonpath"].split(os.pathsep) if p]
+    sys.path[1:1] = entries
+    _EXTENDED_PATH[:] = entries
+    importlib.invalidate_caches()
+    try:
+        for name in request["preload"]:
+            importlib.import_module(name)
+    except BaseException as e:
+        return "importing %s: %s: %s" % (name, type(e).__name__, e)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    refused = _refused(request["never"])
+    if refused:
+        return "the extension imported %s, which each phase must import itself" % (
+            ", ".join(refused[:5]))
+    return None
+
+
 def serve(preload):
     for item in preload:
         name, _, function = item.partition(":")
@@ -245,6 +341,18 @@ def serve(preload):
     reply = os.fdopen(os.dup(1), "w")
     for line in sys.stdin:
         request = json.loads(line)
+        if "preload" in request:
+            saved = os.dup(1)  # an import that prints must not write into the channel
+            os.dup2(2, 1)
+            try:
+                error = _extend(request)
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+                os.close(saved)
+            reply.write(json.dumps({"rc": 0 if error is None else 3, "error": error}) + "\n")
+            reply.flush()
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()

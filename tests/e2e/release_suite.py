@@ -9,6 +9,7 @@ import base64
 import hashlib
 import os
 import subprocess
+import time
 
 RESULTS = []
 
@@ -73,7 +74,10 @@ def phase(server, script, version, name, work, env, args=(), show=()):
     server: each of its PASS/FAIL lines is a check of `version`; lines that
     start with one of `show` are printed as they are. A phase that exits
     non-zero without a FAIL line of its own fails with its stderr."""
+    started = time.monotonic()
     rc, out, err = server.run([script, name, work] + list(args), env)
+    # Where a release's time goes (docs/performance.md, "Test suite time").
+    print("TIME %s: phase %s %.1f s" % (version, name, time.monotonic() - started), flush=True)
     for line in out.splitlines():
         if show and line.startswith(tuple(show)):
             print(line, flush=True)

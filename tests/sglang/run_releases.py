@@ -14,8 +14,11 @@ ones named on the command line), in its cached environment (make_env.sh):
 Every phase that imports SGLang (the import-chain checks, then the phases of
 release_check.py) is a forked child of one interpreter of the release's
 environment that has imported torch and transformers once (tests/e2e/
-phase_server.py): one interpreter start per release, each phase still
-importing SGLang anew from the files as they are at that moment.
+phase_server.py): one interpreter start per release. After the import-chain
+checks the server also imports ForwardBatch's chain, which the patch never
+changes (refused, and the phases import it themselves, if it pulls in
+topk.py or anything of ours); each phase still imports topk.py and the
+binding anew from the files as they are at that moment.
 
 Environment: OEAPATCH (the CLI), OEA_LIBRARY (liboea), both set by ctest.
 Prints one line per check and `N passed, M failed`; exit 1 on any failure.
@@ -35,6 +38,8 @@ from release_suite import (cache_dir, file_hash, phase, record_hash,  # noqa: E4
                            releases, run, say, tally)
 
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
+TOPK_MODULE = "sglang.srt.layers.moe.topk"
+FORWARD_BATCH = "sglang.srt.model_executor.forward_batch_info"
 # Stubs of compiled GPU-only packages, on PYTHONPATH in every phase of a release
 # whose import chain does not load without them (checked per release).
 STUBS = os.path.join(HERE, "stubs")
@@ -73,10 +78,9 @@ def one_release(version, cli, library, bench=False):
     try:
         def chain_stubs(env):
             """The stubs the import chain loads with `env` (None: it does not load)."""
-            rc, out, err = server.run(["-c", "import sys, sglang.srt.layers.moe.topk, "
-                                       "sglang.srt.model_executor.forward_batch_info; "
+            rc, out, err = server.run(["-c", "import sys, %s, %s; "
                                        "print('STUBS', *sorted(m for m in sys.modules if m in %r))"
-                                       % (tuple(STUB_REASONS),)], env)
+                                       % (TOPK_MODULE, FORWARD_BATCH, tuple(STUB_REASONS))], env)
             # The chain may log on stdout (vLLM's INFO lines): only the marked line counts.
             marked = [line.split()[1:] for line in out.splitlines() if line.startswith("STUBS")]
             return (marked[-1] if rc == 0 and marked else None), out + err
@@ -93,6 +97,13 @@ def one_release(version, cli, library, bench=False):
             base_env["PYTHONPATH"] = STUBS
         for name in stubs:
             print("STUB %s: %s: %s" % (version, name, STUB_REASONS[name]), flush=True)
+
+        # ForwardBatch's chain (not topk.py, which the patch changes, nor anything
+        # of ours) imported once into the server: every phase inherits it.
+        error = server.extend([FORWARD_BATCH], base_env.get("PYTHONPATH", ""),
+                              never=[TOPK_MODULE])
+        print("PRELOAD %s: %s" % (version, "%s in the phase server" % FORWARD_BATCH
+                                  if error is None else "none: " + error), flush=True)
 
         rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
         expected = record_hash(site, "sglang", TARGET)
