@@ -24,8 +24,11 @@ modules are left out of the checkout and vLLM goes on without them).
 Every phase that imports vLLM (release_check.py's phases, the imports with bad
 settings) is a forked child of one interpreter of the release's environment
 that has imported torch and transformers once (tests/e2e/phase_server.py):
-one interpreter start per release, each phase importing vLLM anew from the
-files as they are at that moment. `oeapatch --python` still starts the
+one interpreter start per release. The server also imports vllm.config's
+chain, which the patch never changes (refused, and the phases import it
+themselves, if it pulls in the routing file or anything of ours); each phase
+imports the routing file and the binding anew from the files as they are at
+that moment. `oeapatch --python` still starts the
 release's interpreter itself, as it does on a user's machine.
 """
 
@@ -47,6 +50,7 @@ TARGETS = [os.path.join("vllm", "model_executor", "layers", "fused_moe", "router
                         "base_router.py"),
            os.path.join("vllm", "model_executor", "layers", "fused_moe", "layer.py")]
 BINDING = "_oeapatch_vllm_oea.py"
+CONFIG = "vllm.config"
 
 def one_release(version, cli, library):
     started = time.monotonic()
@@ -74,7 +78,13 @@ def one_release(version, cli, library):
     # One interpreter start for the release: every phase below that imports
     # vLLM is a forked child of it (tests/e2e/phase_server.py).
     server = PhaseServer(python, env=base_env)
+    module = rel[:-3].replace(os.sep, ".")
     try:
+        # vLLM's config chain (not the routing file, which the patch changes, nor
+        # anything of ours) imported once into the server: every phase inherits it.
+        error = server.extend([CONFIG], never=[module])
+        print("PRELOAD %s: %s" % (version, "%s in the phase server" % CONFIG
+                                  if error is None else "none: " + error), flush=True)
         rc, out, err = run([cli, "revert", "-C", checkout], env=base_env)
         expected = record_hash(checkout, "vllm", rel)
         say(rc == 0 and expected is not None and file_hash(target) == expected,
@@ -114,7 +124,6 @@ def one_release(version, cli, library):
             run_phase("on", {"VLLM_OEA_K0": "3", "VLLM_OEA_STATS": "true",
                              "VLLM_OEA_RECORD": os.path.join(work, "routing")}, library)
             run_phase("shadow", {"VLLM_OEA_K0": "3", "VLLM_OEA_MODE": "shadow"})
-            module = rel[:-3].replace(os.sep, ".")
             for bad, name in (({"VLLM_OEA_K0": "abc"}, "VLLM_OEA_K0"),
                               ({"VLLM_OEA_K0": "3", "VLLM_OEA_MAX_TOKENS": "0"},
                                "VLLM_OEA_MAX_TOKENS")):
