@@ -2,28 +2,30 @@
 # The routing recorder ({{env_prefix}}RECORD; oeapatch's docs/recording.md is the
 # format, docs/runtime.md the walk-through). This part of the module names no
 # other part and no template value, so that tests and benchmarks run it on its
-# own: the core hands it everything (the path, the rank, the cap, the prefix).
+# own: the core hands it everything (liboea, the path, the rank, the cap, the
+# prefix).
 #
-# The forward never waits on it: record() copies the call's tensors (a
-# non-blocking device-to-host copy into pinned memory on CUDA, with an event
-# the writer waits on) and appends them to a bounded queue; a call that does
-# not fit is dropped and counted. A daemon thread encodes whole chunks and
-# appends each with one write, so a crash, a kill or a full disk can only cut
-# the chunk being written: the file stays readable up to there. A write error
-# or the size cap stops the recorder for good (the server keeps serving); the
-# reason is kept for the stats line.
+# The recorder is liboea's (native/include/oea_record.h): record() is one
+# ctypes call, which releases Python's lock while it copies the call's rows
+# into a bounded ring (on CUDA: non-blocking device-to-host copies on the
+# caller's stream into the pinned ring, and an event), and liboea's writer
+# thread encodes and appends whole chunks without ever taking Python's lock.
+# So neither the call nor the writer makes the forward wait on Python: a
+# call that does not fit is dropped and counted, a crash, a kill or a full
+# disk can only cut the chunk being written (the file stays readable up to
+# there), and a write error or the size cap stops the recorder for good (the
+# server keeps serving) with the reason kept for the stats line.
 
-import collections as _collections
 import json as _json
 import os as _os
-import struct as _struct
-import threading as _threading
 
 RECORDING_FORMAT = "oeapatch-routing"
 RECORDING_VERSION = "1"
-_REC_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "int32": "I32",
-               "int64": "I64"}
-_SCORINGS = ("softmax", "sigmoid")
+# the dtype codes of oea.h (OEA_DTYPE_*), by torch dtype name
+_REC_CODES = {"float32": 0, "bfloat16": 1, "float16": 2, "int32": 3, "int64": 4}
+_REC_ENTRY_POINTS = ("oea_rec_open", "oea_rec_layer", "oea_rec_call", "oea_rec_figures_get",
+                     "oea_rec_close")
+_REC_FIGURES = ("calls", "recorded", "dropped", "graph_missed", "written", "chunks")
 
 
 def recording_path(path, rank, pid):
@@ -34,200 +36,167 @@ def recording_path(path, rank, pid):
     return _os.path.join(folder, "%s-rank%d-%d.safetensors" % (stem, rank, pid))
 
 
-def encode_chunk(meta, layers, calls, tensors):
-    """One self-contained safetensors file: meta (str -> str) plus the format
-    fields, layers ({layer: settings}), calls ([{seq, layer, k0}]) and
-    tensors [(name, dtype, shape, bytes)] laid out in that order."""
-    header = {}
-    md = {"format": RECORDING_FORMAT, "version": RECORDING_VERSION}
-    md.update(meta)
-    md["layers"] = _json.dumps({str(k): v for k, v in layers.items()}, separators=(",", ":"))
-    md["calls"] = _json.dumps(calls, separators=(",", ":"))
-    header["__metadata__"] = md
-    at = 0
-    for name, dtype, shape, data in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + len(data)]}
-        at += len(data)
-    text = _json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-(len(text) + 8) % 8)  # the data starts 8-aligned, as safetensors writes it
-    return b"".join([_struct.pack("<Q", len(text)), text] + [t[3] for t in tensors])
-
-
 class Recorder:
-    """One process's recording. `layer settings` are the dict docs/recording.md
-    describes (experts, top_k, shared, scoring, renormalize, groups,
-    topk_group, min_batch); the bias is a host float32 tensor or None."""
+    """One process's recording, written by liboea (`lib`: its ctypes handle or
+    path). `settings` of a layer are the dict docs/recording.md describes
+    (experts, top_k, shared, scoring, renormalize, groups, topk_group,
+    min_batch); the bias is bias_bytes() of the layer's correction bias or
+    None. `opener(path)` returns the file's descriptor (tests hand /dev/full
+    or a pipe); ring_bytes is the queue's memory, chunk_bytes the calls'
+    bytes per chunk."""
 
-    def __init__(self, path, rank, cap_bytes, framework, prefix, max_queue=1024,
+    def __init__(self, path, rank, cap_bytes, framework, prefix, lib, ring_bytes=64 << 20,
                  chunk_bytes=4 << 20, opener=None):
+        import ctypes
+
         self.path = recording_path(path, rank, _os.getpid())
         self.rank = rank
-        self.cap = cap_bytes
-        self.meta = {"framework": framework, "prefix": prefix, "rank": str(rank)}
-        self.max_queue = max_queue
-        self.chunk_bytes = chunk_bytes
-        self.recorded = 0      # calls written to the file
-        self.dropped = 0       # calls not recorded: queue full, cap reached, writer stopped
-        self.graph_missed = 0  # calls made while a CUDA graph was being captured
-        self.written = 0       # bytes in the file
-        self.chunks = 0
-        self.stopped = None    # why the recorder stopped writing, or None
-        self._seq = 0
-        self._queue = _collections.deque()
-        self._cond = _threading.Condition()
-        self._opener = opener or (lambda p: _os.open(
-            p, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | _os.O_APPEND | _os.O_CLOEXEC, 0o640))
-        self._fd = None
-        self._closing = False
-        self._waiting = False
-        import ctypes
-        self._string_at = ctypes.string_at
-        self._thread = _threading.Thread(target=self._run, name="oeapatch-recorder", daemon=True)
-        self._thread.start()
+        if isinstance(lib, str):
+            lib = ctypes.CDLL(lib)
+        missing = [name for name in _REC_ENTRY_POINTS if not hasattr(lib, name)]
+        if missing:
+            raise RuntimeError("liboea lacks the recorder (%s): a liboea older than 3.1"
+                               % ", ".join(missing))
+        i32, i64, u64, ptr = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p
 
-    # ---- the forward's side: a few attribute reads, a copy, an append
-    def record(self, layer, settings, k0, logits, ids, bias, rows=None):
-        """Queues one call: logits [n, E] and ids [n, K] (any device), `rows`
-        the valid rows (an int, a 1-element tensor, or None: all n), `bias`
-        bias_bytes() of the layer's correction bias or None. Host tensors
-        are copied here as bytes (ids are rewritten after this call); CUDA
-        tensors by non-blocking copies the writer waits for."""
-        seq = self._seq
-        self._seq = seq + 1
-        if self.stopped is not None or len(self._queue) >= self.max_queue:
-            self.dropped += 1
-            return
-        event = None
-        if logits.is_cuda:
+        class Figures(ctypes.Structure):
+            _fields_ = [(name, u64) for name in _REC_FIGURES] + [("stopped", ctypes.c_char * 256)]
+
+        lib.oea_rec_open.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, i32, u64, u64,
+                                     u64]
+        lib.oea_rec_open.restype = ptr
+        lib.oea_rec_layer.argtypes = [ptr, i32, ctypes.c_char_p, ctypes.c_char_p, i32, i32, i32, i32]
+        lib.oea_rec_layer.restype = i32
+        lib.oea_rec_call.argtypes = [ptr, i32, i32, i32, i32, i32, ptr, i64, ptr, i64, i64, ptr,
+                                     i32, i32, ptr]
+        lib.oea_rec_call.restype = ctypes.c_int
+        lib.oea_rec_figures_get.argtypes = [ptr, ctypes.POINTER(Figures)]
+        lib.oea_rec_figures_get.restype = None
+        lib.oea_rec_close.argtypes = [ptr, i32, ctypes.POINTER(Figures)]
+        lib.oea_rec_close.restype = ctypes.c_int
+        self._lib, self._figures = lib, Figures()
+        self._call = lib.oea_rec_call
+        self._layers = {}    # layer number -> (handle, logits dtype, ids dtype, experts, columns)
+        self._refused = 0    # calls this side could not hand over (counted as dropped)
+        self._why = None     # why this side stopped (the file could not be opened)
+        self._stream = None  # the current CUDA stream of a device, as an int
+        self._handle = None
+        if not _REC_VALID:
             import torch
-            if torch.cuda.is_current_stream_capturing():
-                self.graph_missed += 1
-                return
-            logits = logits.to("cpu", non_blocking=True)
-            ids = ids.to("cpu", non_blocking=True)
-            if rows is not None and not isinstance(rows, int):
-                rows = rows.reshape(-1)[:1].to("cpu", non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-            data = (logits, ids)
-        elif logits.is_contiguous() and ids.is_contiguous():
-            # two memcpys into bytes: the cheapest copy Python has of a host tensor
-            data = (self._string_at(logits.data_ptr(), logits.numel() * logits.element_size()),
-                    self._string_at(ids.data_ptr(), ids.numel() * ids.element_size()))
-        else:
-            data = (logits.clone(), ids.clone())
-        self._queue.append((seq, layer, settings, k0, data, logits.dtype, ids.dtype,
-                            tuple(logits.shape), tuple(ids.shape), bias, rows, event))
-        if self._waiting:
-            with self._cond:
-                self._cond.notify()
-
-    # ---- the writer's side
-    def close(self, timeout=10.0):
-        """Writes what is queued and stops (the process's exit, or a test)."""
-        with self._cond:
-            self._closing = True
-            self._cond.notify()
-        self._thread.join(timeout)
-
-    def _stop(self, why):
-        if self.stopped is None:
-            self.stopped = why
-        self.dropped += len(self._queue)
-        self._queue.clear()
-
-    def _run(self):
-        pending = []
-        size = 0
-        while True:
-            idle = False
-            with self._cond:
-                if not self._queue and not self._closing:
-                    # a quiet server still gets its calls onto disk within a second
-                    self._waiting = True
-                    idle = not self._cond.wait(1.0)
-                    self._waiting = False
-                closing = self._closing
-            while self._queue and size < self.chunk_bytes:
-                item = self._queue.popleft()
-                try:
-                    call = self._take(item)
-                except Exception as exc:  # a tensor that cannot be read: counted, never raised
-                    self.dropped += 1
-                    self.stopped = self.stopped or "unreadable call: %s" % exc
-                    continue
-                pending.append(call)
-                size += len(call[4]) + len(call[5])
-            if pending and (size >= self.chunk_bytes or idle or closing):
-                self._flush(pending)
-                pending, size = [], 0
-            if closing and not self._queue and not pending:
-                if self._fd is not None:
-                    _os.close(self._fd)
-                    self._fd = None
-                return
-
-    def _take(self, item):
-        seq, layer, settings, k0, data, ldtype, idtype, lshape, ishape, bias, rows, event = item
-        if event is not None:
-            event.synchronize()
-        n = lshape[0]
-        if rows is not None:
-            n = max(0, min(n, int(rows) if isinstance(rows, int) else int(rows.item())))
-        ldt = _REC_DTYPES.get(str(ldtype).replace("torch.", ""))
-        idt = _REC_DTYPES.get(str(idtype).replace("torch.", ""))
-        if ldt not in ("F32", "BF16", "F16") or idt not in ("I32", "I64") or len(lshape) != 2 or \
-                len(ishape) != 2 or ishape[0] != lshape[0]:
-            raise ValueError("logits %s %s, ids %s %s" % (ldtype, lshape, idtype, ishape))
-        lb, ib = (x if isinstance(x, bytes) else _bytes_of(x.contiguous()) for x in data)
-        lrow, irow = len(lb) // max(1, lshape[0]), len(ib) // max(1, ishape[0])
-        return (seq, layer, settings, k0, lb[:n * lrow], ib[:n * irow], bias, ldt, idt,
-                (n, lshape[1]), (n, ishape[1]))
-
-    def _flush(self, calls):
-        layers, tensors, entries = {}, [], []
-        for seq, layer, settings, k0, lb, ib, bias, ldt, idt, lshape, ishape in calls:
-            if layer not in layers:
-                s = dict(settings)
-                if bias is not None:
-                    s["bias"] = "l%d.bias" % layer
-                    tensors.append((s["bias"], "F32", [len(bias) // 4], bias))
-                else:
-                    s["bias"] = None
-                layers[layer] = s
-            entries.append({"seq": seq, "layer": layer, "k0": k0})
-            tensors.append(("c%d.logits" % seq, ldt, lshape, lb))
-            tensors.append(("c%d.ids" % seq, idt, ishape, ib))
-        meta = dict(self.meta, chunk=str(self.chunks), dropped=str(self.dropped),
-                    graph_missed=str(self.graph_missed))
-        data = encode_chunk(meta, layers, entries, tensors)
-        if self.cap and self.written + len(data) > self.cap:
-            self.dropped += len(calls)
-            self._stop("the size cap of %d bytes is reached" % self.cap)
-            return
+            _REC_VALID.update({torch.int32: 3, torch.int64: 4})
         try:
-            if self._fd is None:
-                self._fd = self._opener(self.path)
-            done = 0
-            while done < len(data):  # one write normally; a short one is continued
-                done += _os.write(self._fd, data[done:])
+            fd = (opener or (lambda p: _os.open(p, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL |
+                                                _os.O_APPEND | _os.O_CLOEXEC, 0o640)))(self.path)
         except OSError as exc:
-            # A full disk or a folder that is not writable: the chunk may be cut,
-            # which the reader tolerates at the end of a file; nothing follows it.
-            self.dropped += len(calls)
-            self._stop("cannot write %s: %s" % (self.path, exc.strerror or exc))
+            self._why = "cannot write %s: %s" % (self.path, exc.strerror or exc)
             return
-        self.written += len(data)
-        self.recorded += len(calls)
-        self.chunks += 1
+        handle = lib.oea_rec_open(fd, framework.encode(), prefix.encode(), rank, ring_bytes,
+                                  chunk_bytes, cap_bytes)
+        if not handle:
+            raise OSError(ctypes.get_errno() or 12, "liboea's recorder did not start")
+        self._handle = handle
+
+    # ---- the forward's side: one ctypes call (Python's lock released inside)
+    def record(self, layer, settings, k0, logits, ids, bias, rows=None):
+        """Hands one call to liboea: logits [n, E] and ids [n, K] (host or
+        CUDA), `rows` the valid rows (an int, a 1-element int32/int64 tensor
+        on the tensors' device, or None: all n), `bias` bias_bytes() of the
+        layer's correction bias or None. Host rows are copied before it
+        returns (ids are rewritten after this call); CUDA rows by
+        non-blocking copies on the current stream. Returns liboea's answer:
+        0 queued, 1 dropped, 2 not recorded (a CUDA graph is being captured)."""
+        known = self._layers.get(layer)
+        if known is None or known[1] is not logits.dtype or known[2] is not ids.dtype:
+            known = self._layer(layer, settings, bias, logits, ids)
+            if known is None:
+                return 1
+        handle = self._handle
+        if handle is None:
+            self._refused += 1
+            return 1
+        if logits.stride(-1) != 1:
+            logits = logits.contiguous()
+        if ids.stride(-1) != 1:
+            ids = ids.contiguous()
+        n = logits.shape[0]
+        valid, where, code = -1, None, 0
+        if rows is not None:
+            if type(rows) is int:
+                valid = rows
+            elif rows.dtype in _REC_VALID and rows.is_cuda == logits.is_cuda:
+                where, code = rows.data_ptr(), _REC_VALID[rows.dtype]
+            else:
+                valid = int(rows.reshape(-1)[0])
+        if logits.is_cuda:
+            device = logits.device.index
+            stream = self._current_stream(device)
+        else:
+            device, stream = -1, None
+        return self._call(handle, known[0], k0, n, known[3], known[4], logits.data_ptr(),
+                          logits.stride(0), ids.data_ptr(), ids.stride(0), valid, where, code,
+                          device, stream)
+
+    def _current_stream(self, device):
+        get = self._stream
+        if get is None:
+            import torch
+            raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+            get = self._stream = raw or (lambda index: torch.cuda.current_stream(index).cuda_stream)
+        return get(device)
+
+    def _layer(self, layer, settings, bias, logits, ids):
+        """Declares the layer to liboea at its first call; None (the call
+        dropped, counted) where liboea refuses it or its dtypes change."""
+        known = self._layers.get(layer)
+        ldt = _REC_CODES.get(str(logits.dtype).replace("torch.", ""))
+        idt = _REC_CODES.get(str(ids.dtype).replace("torch.", ""))
+        if known is not None or self._handle is None or logits.dim() != 2 or ids.dim() != 2 or \
+                ldt is None or idt is None or (bias is not None and len(bias) != 4 * logits.shape[1]):
+            # one number, one configuration (replay holds a layer to it)
+            self._refused += 1
+            return None
+        entry = dict(settings, bias=None if bias is None else "l%d.bias" % layer)
+        experts, columns = logits.shape[1], ids.shape[1]
+        handle = self._lib.oea_rec_layer(self._handle, layer,
+                                         _json.dumps(entry, separators=(",", ":")).encode(),
+                                         bias, experts, columns, ldt, idt)
+        if handle < 0:
+            self._refused += 1
+            return None
+        known = self._layers[layer] = (handle, logits.dtype, ids.dtype, experts, columns)
+        return known
+
+    # ---- what it has done
+    def figures(self):
+        """calls, recorded, dropped, graph_missed, written, chunks, stopped (None: it has not)."""
+        if self._handle is not None:
+            self._lib.oea_rec_figures_get(self._handle, self._figures)
+        f = self._figures
+        out = {name: getattr(f, name) for name in _REC_FIGURES}
+        out["dropped"] += self._refused
+        out["stopped"] = self._why or f.stopped.decode("utf-8", "replace") or None
+        return out
+
+    recorded = property(lambda self: self.figures()["recorded"])
+    dropped = property(lambda self: self.figures()["dropped"])
+    graph_missed = property(lambda self: self.figures()["graph_missed"])
+    written = property(lambda self: self.figures()["written"])
+    chunks = property(lambda self: self.figures()["chunks"])
+    stopped = property(lambda self: self.figures()["stopped"])
+
+    def close(self, timeout=10.0):
+        """Writes what is queued and stops (the process's exit, or a test);
+        a writer stuck longer than `timeout` is left behind (exiting anyway)."""
+        handle = self._handle
+        if handle is None:
+            return
+        self._handle = None
+        if self._lib.oea_rec_close(handle, int(timeout * 1000), self._figures) == 0:
+            return
+        self._why = self._why or "the writer did not finish within %g s" % timeout
 
 
-def _bytes_of(t):
-    """A host tensor's bytes (bf16 has no numpy dtype: viewed as int16)."""
-    import torch
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
-    return t.numpy().tobytes()
+_REC_VALID = {}  # torch dtype -> OEA_DTYPE_* of a valid-rows tensor (filled at first use)
 
 
 def bias_bytes(bias):

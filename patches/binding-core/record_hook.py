@@ -2,10 +2,10 @@
 # (patches/binding-core/record_hook.py) what ties the recorder above
 # (oea_record.py) to route(): with {{env_prefix}}RECORD set, every decode call
 # that passes the adapter's gates is recorded (docs/recording.md), with OEA on,
-# in shadow mode, or with {{env_prefix}}K0=0 (recording only: no liboea, the
-# routing left as it is). What a call records is fixed per plan (_rec_plan:
+# in shadow mode, or with {{env_prefix}}K0=0 (recording only: liboea is loaded
+# for its recorder, the routing is left as it is). What a call records is fixed per plan (_rec_plan:
 # the layer's number, its settings, the bias's bytes), so that a call adds
-# one record() to route(): a few attribute reads, a copy, an append.
+# one record() to route(): a few attribute reads and one ctypes call into liboea.
 #
 # Under CUDA graphs only eager calls run Python: a graph's replays are not
 # recorded. Calls made while a graph is captured are counted by the recorder
@@ -33,7 +33,9 @@ def _record_start():
 
 def _recorder():
     """The process's Recorder, made at the first call (None: not recording,
-    or it could not be made, which was said once)."""
+    or it could not be made, which was said once). The recorder is liboea's:
+    with {{env_prefix}}K0=0 (recording only) liboea is loaded for it, by the
+    same rules as for routing."""
     rec = _rec["recorder"]
     if rec is False:
         rec = None
@@ -41,8 +43,14 @@ def _recorder():
             dist = getattr(_torch, "distributed", None)
             rank = dist.get_rank() if dist is not None and dist.is_available() and \
                 dist.is_initialized() else 0
+            if _lib is not None:
+                lib = _lib
+            elif LIBRARY:
+                lib = load_library(LIBRARY)
+            else:
+                raise OSError("no library path recorded and {{env_prefix}}LIBRARY is not set")
             rec = Recorder(RECORD, rank, RECORD_CAP << 20, "{{framework}}".lower(),
-                           "{{env_prefix}}")
+                           "{{env_prefix}}", lib)
             import atexit
 
             atexit.register(rec.close)
@@ -118,9 +126,8 @@ def _record(plan, router_logits, topk_ids, num_token_non_padded, k0):
     if rec is None:
         return
     number, settings, bias = plan.rec
-    captured = rec.graph_missed
-    rec.record(number, settings, k0, router_logits, topk_ids, bias, rows=num_token_non_padded)
-    if k0 and rec.graph_missed == captured:
+    if rec.record(number, settings, k0, router_logits, topk_ids, bias,
+                  rows=num_token_non_padded) != 2 and k0:
         _rec["eager"] += 1  # a liboea call that runs now (not one captured into a graph)
 
 
@@ -134,8 +141,10 @@ def recording():
     if rec is False:
         return {"file": None, "recorded": 0, "dropped": 0, "graph_missed": 0, "written": 0,
                 "stopped": None}
-    return {"file": rec.path, "recorded": rec.recorded, "dropped": rec.dropped,
-            "graph_missed": rec.graph_missed, "written": rec.written, "stopped": rec.stopped}
+    figures = rec.figures()
+    return {"file": rec.path, "recorded": figures["recorded"], "dropped": figures["dropped"],
+            "graph_missed": figures["graph_missed"], "written": figures["written"],
+            "stopped": figures["stopped"]}
 
 
 def _graph_unseen(devices):

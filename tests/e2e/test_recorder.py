@@ -9,13 +9,15 @@
   layers with padding rows, bf16 and fp32 logits, int32 and int64 ids, a
   bias with sigmoid and groups, and a fused shared column.
 - Faults: a full disk (/dev/full: ENOSPC on every write), a folder nobody
-  may create files in, the size cap, a full queue (a writer held in its
-  open), a writer killed with SIGKILL mid-recording: record() never raises
-  nor waits, what was not recorded is counted, and what is on disk replays.
+  may create files in, the size cap, a full queue (a writer blocked on a
+  pipe nobody reads), a writer killed with SIGKILL mid-recording: record()
+  never raises nor waits, what was not recorded is counted, and what is on
+  disk replays.
 
-The recorder is the module's own code, run on its own (it names no other
-part of the binding); the forward's side is exercised with torch CPU
-tensors (the CUDA path's copies need a GPU).
+The recorder is the module's own code and liboea's (native/src/oea_record.c),
+run on their own (the module's part names no other part of the binding);
+the forward's side is exercised with torch CPU tensors (the CUDA path's
+copies need a GPU).
 """
 import ctypes
 import json
@@ -124,7 +126,7 @@ def exact():
     with tempfile.TemporaryDirectory() as d:
         live = Live(LIB[0])
         rec = REC["Recorder"](os.path.join(d, "routing.safetensors"), 3, 0, "sglang", "SGLANG_OEA_",
-                              chunk_bytes=1 << 15)
+                              LIB[0], chunk_bytes=1 << 15)
         biases = {}
         for layer, logits, ids, bias, valid in traffic(150):
             if layer not in biases:
@@ -153,8 +155,8 @@ def small_run(rec, calls=20):
 @case("a full disk stops the recorder, counted; record() goes on")
 def full_disk():
     with tempfile.TemporaryDirectory() as d:
-        rec = REC["Recorder"](os.path.join(d, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", chunk_bytes=1,
-                              opener=lambda p: os.open("/dev/full", os.O_WRONLY | os.O_APPEND))
+        rec = REC["Recorder"](os.path.join(d, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", LIB[0],
+                              chunk_bytes=1, opener=lambda p: os.open("/dev/full", os.O_WRONLY | os.O_APPEND))
         small_run(rec)
         rec.close()
         check(rec.stopped and "No space left" in rec.stopped, str(rec.stopped))
@@ -170,7 +172,8 @@ def readonly_folder():
         else:
             folder = os.path.join(d, "ro")
             os.mkdir(folder, 0o555)
-        rec = REC["Recorder"](os.path.join(folder, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", chunk_bytes=1)
+        rec = REC["Recorder"](os.path.join(folder, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", LIB[0],
+                              chunk_bytes=1)
         small_run(rec)
         rec.close()
         check(rec.stopped and "cannot write" in rec.stopped, str(rec.stopped))
@@ -181,7 +184,7 @@ def readonly_folder():
 @case("the size cap: the file stays under it and replays; the rest is counted")
 def cap():
     with tempfile.TemporaryDirectory() as d:
-        rec = REC["Recorder"](os.path.join(d, "r.safetensors"), 0, 40000, "vllm", "VLLM_OEA_", chunk_bytes=1)
+        rec = REC["Recorder"](os.path.join(d, "r.safetensors"), 0, 40000, "vllm", "VLLM_OEA_", LIB[0], chunk_bytes=1)
         small_run(rec, 60)
         rec.close()
         size = os.path.getsize(rec.path)
@@ -199,23 +202,34 @@ def cap():
 @case("a full queue drops and counts; record() never waits for the writer")
 def full_queue():
     with tempfile.TemporaryDirectory() as d:
-        release = threading.Event()
-
-        def held_open(path):
-            release.wait()
-            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o640)
-
-        rec = REC["Recorder"](os.path.join(d, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", max_queue=4,
-                              chunk_bytes=1, opener=held_open)
-        small_run(rec, 100)  # returns although the writer is held: the forward never waits
+        # The file is a pipe nobody reads yet: the writer blocks in its first
+        # write once the pipe's buffer is full, and the 1 MiB ring fills behind it.
+        read_end, write_end = os.pipe()
+        rec = REC["Recorder"](os.path.join(d, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", LIB[0],
+                              ring_bytes=1 << 20, chunk_bytes=1, opener=lambda p: write_end)
+        small_run(rec, 1200)  # returns although the writer is held: the forward never waits
         dropped_while_held = rec.dropped
-        release.set()
+        out = os.path.join(d, "drained.safetensors")
+
+        def drain():
+            with open(out, "wb") as f:
+                while True:
+                    data = os.read(read_end, 1 << 16)
+                    if not data:
+                        break
+                    f.write(data)
+
+        reader = threading.Thread(target=drain)
+        reader.start()
         rec.close()
-        check(dropped_while_held >= 100 - 1 - 4 - 1, "only %d dropped" % dropped_while_held)
-        check(rec.recorded + rec.dropped == 100, "%d + %d" % (rec.recorded, rec.dropped))
-        rc, doc, err = replay(rec.path)
+        reader.join()
+        os.close(read_end)
+        check(dropped_while_held > 0, "nothing dropped with the writer held")
+        check(rec.recorded + rec.dropped == 1200 and rec.dropped == dropped_while_held,
+              "%d + %d (%d while held)" % (rec.recorded, rec.dropped, dropped_while_held))
+        rc, doc, err = replay(out)
         check(rc == 0 and doc["calls"] == rec.recorded, err)
-        check(doc["files"][0]["dropped"] >= dropped_while_held - 1, str(doc["files"][0]))
+        check(doc["files"][0]["dropped"] >= 1, str(doc["files"][0]))
         return "%d recorded, %d dropped" % (rec.recorded, rec.dropped)
 
 
@@ -223,7 +237,7 @@ KILLED = r"""
 import os, signal, sys, torch
 ns = {"__name__": "oea_record"}
 exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), ns)
-rec = ns["Recorder"](sys.argv[2], 0, 0, "sglang", "SGLANG_OEA_", chunk_bytes=1 << 12)
+rec = ns["Recorder"](sys.argv[2], 0, 0, "sglang", "SGLANG_OEA_", sys.argv[3], chunk_bytes=1 << 12)
 s = dict(experts=128, top_k=8, shared=0, scoring="softmax", renormalize=True, groups=0, topk_group=0,
          min_batch=1)
 g = torch.Generator().manual_seed(3)
@@ -238,7 +252,7 @@ for i in range(100000):
 @case("a writer killed with SIGKILL leaves a file that replays")
 def killed():
     with tempfile.TemporaryDirectory() as d:
-        p = subprocess.run([sys.executable, "-c", KILLED, RECORDER, os.path.join(d, "k.safetensors")],
+        p = subprocess.run([sys.executable, "-c", KILLED, RECORDER, os.path.join(d, "k.safetensors"), LIB[0]],
                            capture_output=True, text=True)
         check(p.returncode == -signal.SIGKILL, "exit %s: %s" % (p.returncode, p.stderr[-400:]))
         files = os.listdir(d)
