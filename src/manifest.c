@@ -57,6 +57,7 @@ typedef struct load_ctx {
 	char manifest[PATH_MAX + 16];
 	int failed;
 	int source_line; /* the line of the last [binding] source entry: the next line continues it */
+	int symbols_line; /* the same for [library] symbols */
 } load_ctx;
 
 static char *trimdup(const char *s)
@@ -473,8 +474,17 @@ static int on_library(load_ctx *c, const char *section, const char *name, const 
 	oeap_patchdef *def = c->def;
 	long long n;
 	if (strcmp(name, "symbols") == 0) {
+		/* the list may go on over indented lines, as [binding] source does */
+		int continued = c->symbols_line && c->symbols_line == lineno - 1 && def->library_symbols;
+		c->symbols_line = lineno;
+		oeap_buf all = OEAP_BUF_INIT;
+		int oom = 0;
+		for (size_t i = 0; continued && def->library_symbols[i]; i++)
+			oom |= oeap_buf_printf(&all, "%s ", def->library_symbols[i]);
+		oom |= oeap_buf_puts(&all, value);
 		oeap_def_words_free(def->library_symbols);
-		def->library_symbols = split_words(value);
+		def->library_symbols = oom ? NULL : split_words(all.data ? all.data : "");
+		oeap_buf_free(&all);
 		for (size_t i = 0; def->library_symbols && def->library_symbols[i]; i++)
 			if (!oeap_def_is_identifier(def->library_symbols[i]))
 				return bad(c, lineno, section, name, "expected C function names separated by blanks");
