@@ -4,9 +4,10 @@
 minutes).
 
     /usr/bin/python3 bench/replay_bench.py [--size MIB] [--build DIR] [--keep FILE]
+                                           [--against REV] [--record-only]
 
 Writes a synthetic recording of about MIB MiB (default 128; --size 1024 for
-the goal's 1 GiB) with the binding's own encoder: a Qwen3-30B-A3B-shaped
+the goal's 1 GiB) with tests/fuzz/recording_seeds.py's encoder: a Qwen3-30B-A3B-shaped
 layer stack (128 experts, top-8, bf16 logits, int32 ids, 48 layers), decode
 batches of 1..64 rows, skewed routing (expert popularity ~ 1/rank, as real
 traffic is). Then replays it pinned to one core (taskset, when there is one)
@@ -14,10 +15,14 @@ with --k0 1-7 and --batch 1,2,4,8,16,32,64,128 and prints: rows routed, wall
 time, the replay's rows/s and the reference's (the time inside
 oea_route_host, measured by the replay itself), and the time a 1 GiB
 recording would take at this rate. First it times the recorder's side of
-the forward: Recorder.record() on CPU tensors of a batch of 32 (a copy and a
-queue append; the writer thread runs beside it), median of many calls, 48
-layers a step with 2 ms between steps (the writer drains meanwhile). A
-measure, not a test.
+the forward: Recorder.record() on CPU tensors of a batch of 32 (one ctypes
+call into liboea's recorder: a copy into its ring; liboea's writer thread
+runs beside it), median of many calls, 48 layers a step with 2 ms between
+steps (the writer drains meanwhile); with --against REV, that revision's
+recorder too, in the same run (REV's oea_record.py: the Python recorder
+before it moved into liboea). A measure, not a test.
+
+    /usr/bin/python3 bench/replay_bench.py --record-only --against main
 """
 import argparse
 import json
@@ -32,10 +37,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def encoder():
-    ns = {"__name__": "oea_record"}
-    path = os.path.join(ROOT, "patches", "binding-core", "oea_record.py")
-    exec(compile(open(path, encoding="utf-8").read(), path, "exec"), ns)
-    return ns["encode_chunk"]
+    sys.path.insert(0, os.path.join(ROOT, "tests", "fuzz"))
+    from recording_seeds import encode_chunk
+    return encode_chunk
 
 
 def write_recording(path, mib, experts=128, top_k=8, layers=48, seed=33):
@@ -69,16 +73,34 @@ def write_recording(path, mib, experts=128, top_k=8, layers=48, seed=33):
     return written, rows, seq
 
 
-def time_record(calls=20000):
-    """Median microseconds of Recorder.record() for a 32 x 128 bf16 batch (CPU tensors)."""
-    import torch
-    ns = {"__name__": "oea_record"}
+def recorder_module(revision=None):
+    """oea_record.py's namespace: this tree's, or the one of a git revision
+    (--against: the recorder before it moved into liboea, timed in the same run)."""
     path = os.path.join(ROOT, "patches", "binding-core", "oea_record.py")
-    exec(compile(open(path, encoding="utf-8").read(), path, "exec"), ns)
+    if revision:
+        text = subprocess.run(["git", "-C", ROOT, "show", "%s:patches/binding-core/oea_record.py"
+                               % revision], capture_output=True, text=True, check=True).stdout
+    else:
+        text = open(path, encoding="utf-8").read()
+    ns = {"__name__": "oea_record"}
+    exec(compile(text, path, "exec"), ns)
+    return ns
+
+
+def time_record(library, revision=None, calls=20000):
+    """Median and p99 microseconds of Recorder.record() for a 32 x 128 bf16
+    batch (CPU tensors), 48 layers a step with 2 ms between steps (the writer
+    drains meanwhile), and the calls dropped. revision: time that revision's
+    Python recorder instead (its own queue and writer thread)."""
+    import torch
+    ns = recorder_module(revision)
     work = tempfile.mkdtemp(prefix="oea-record-bench-")
     try:
-        rec = ns["Recorder"](os.path.join(work, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_",
-                             max_queue=1 << 20)
+        path = os.path.join(work, "r.safetensors")
+        if revision:
+            rec = ns["Recorder"](path, 0, 0, "sglang", "SGLANG_OEA_", max_queue=1 << 20)
+        else:
+            rec = ns["Recorder"](path, 0, 0, "sglang", "SGLANG_OEA_", library)
         s = {"experts": 128, "top_k": 8, "shared": 0, "scoring": "softmax", "renormalize": True,
              "groups": 0, "topk_group": 0, "min_batch": 1}
         logits = torch.randn(32, 128).to(torch.bfloat16)
@@ -102,11 +124,26 @@ def main():
     ap.add_argument("--size", type=int, default=128, help="MiB of recording (default 128)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--keep", help="write the recording here and keep it")
+    ap.add_argument("--against", metavar="REV",
+                    help="also time the recorder of git revision REV (before liboea's), alternating")
+    ap.add_argument("--record-only", action="store_true", help="time record() and stop")
     a = ap.parse_args()
     cli = os.path.join(a.build, "src", "oeapatch")
-    med, p99, dropped = time_record()
-    print("Recorder.record(), 32 x 128 bf16 CPU tensors: median %.1f us, p99 %.1f us per call "
-          "(%d of 20000 dropped)" % (med, p99, dropped))
+    library = os.path.realpath(os.path.join(a.build, "native", "liboea.so"))
+    ways = [("liboea's recorder", None)] + ([("%s's recorder" % a.against, a.against)]
+                                            if a.against else [])
+    runs = {name: [] for name, _ in ways}
+    for _ in range(3):  # alternating, so that the machine's load falls on both alike
+        for name, revision in ways:
+            runs[name].append(time_record(library, revision))
+    for name, got in runs.items():
+        med = sorted(r[0] for r in got)[1]
+        p99 = sorted(r[1] for r in got)[1]
+        print("Recorder.record(), %s, 32 x 128 bf16 CPU tensors: median %.2f us, p99 %.1f us per "
+              "call (medians of 3 runs; %s of 20000 dropped)"
+              % (name, med, p99, "/".join(str(r[2]) for r in got)))
+    if a.record_only:
+        return 0
     work = tempfile.mkdtemp(prefix="oea-replay-bench-")
     try:
         path = a.keep or os.path.join(work, "bench.safetensors")

@@ -69,21 +69,33 @@ OEA_API int32_t oea_rec_layer(oea_rec *rec, int32_t number, const char *settings
                               const float *bias, int32_t experts, int32_t columns,
                               int32_t logits_dtype, int32_t ids_dtype);
 
-/* Queues one call of layer `layer` routed with k0: n rows of logits
- * [n, experts] and ids [n, columns] (the layer's widths and dtypes; unit
- * column stride, row strides in elements). The valid rows: *valid_ptr (an
- * int32 or int64 by valid_dtype, OEA_DTYPE_I32/I64) when valid_ptr is not
- * NULL, else valid_rows when >= 0, else all n; rows past them are not
- * recorded. device < 0: host memory, copied before the call returns;
- * device >= 0: that CUDA device's memory (valid_ptr too), copied on `stream`
- * (a cudaStream_t; NULL: the legacy default stream) without waiting.
- * Returns OEA_REC_QUEUED, OEA_REC_DROPPED, OEA_REC_CAPTURING or a negative
- * status (a layer handle, width or dtype that does not match: nothing read). */
-OEA_API int oea_rec_call(oea_rec *rec, int32_t layer, int32_t k0, int32_t n, int32_t experts,
-                         int32_t columns, const void *logits, int64_t logits_row_stride,
-                         const void *ids, int64_t ids_row_stride, int64_t valid_rows,
-                         const void *valid_ptr, int32_t valid_dtype, int32_t device,
-                         void *stream);
+/* One call, as oea_rec_call reads it. A caller keeps one per layer and
+ * writes only what changes per call (ctypes converts each argument of a
+ * call at a cost; a prepared block costs one pointer). */
+typedef struct oea_rec_args {
+	int32_t layer;        /* oea_rec_layer's handle */
+	int32_t k0;           /* the k0 the call was routed with (0: not routed) */
+	int32_t n;            /* rows, padding included */
+	int32_t experts;      /* the logits' width: the layer's */
+	int32_t columns;      /* the ids' width: the layer's */
+	int32_t valid_dtype;  /* OEA_DTYPE_I32 or _I64: of *valid_ptr */
+	int32_t device;       /* < 0: host memory; else the CUDA device of every pointer */
+	int32_t reserved;     /* 0 */
+	int64_t logits_row_stride, ids_row_stride; /* in elements; columns are contiguous */
+	int64_t valid_rows;   /* the valid rows when valid_ptr is NULL; < 0: all n */
+	const void *logits, *ids;
+	const void *valid_ptr; /* the valid rows' count (on `device`), or NULL */
+	void *stream;          /* the cudaStream_t to copy on (NULL: the legacy default stream) */
+} oea_rec_args;
+
+/* Queues one call: n rows of logits [n, experts] and ids [n, columns] (the
+ * layer's widths and dtypes); rows past the valid ones are not recorded.
+ * Host memory is copied before the call returns; CUDA memory by
+ * device-to-host copies on `stream` into the (pinned) ring, without
+ * waiting. Returns OEA_REC_QUEUED, OEA_REC_DROPPED, OEA_REC_CAPTURING, or a
+ * negative oea_status (a layer handle, width, stride or dtype that does not
+ * match: nothing read). */
+OEA_API int oea_rec_call(oea_rec *rec, const oea_rec_args *a);
 
 /* The figures so far (a consistent snapshot). */
 OEA_API void oea_rec_figures_get(oea_rec *rec, oea_rec_figures *out);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,9 @@
 #define ENTRIES 4096u     /* calls queued at most (a power of two) */
 #define MAX_LAYERS 4096   /* layer configurations per recorder */
 #define IDLE_FLUSH_S 1    /* a quiet server's calls reach the disk within a second */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL: faults stay lazy */
+#endif
 
 struct rec_layer {
 	int32_t number, experts, columns, logits_dtype, ids_dtype;
@@ -108,6 +112,13 @@ static const char *dtype_name(int32_t dtype)
 }
 
 static uint64_t align8(uint64_t n) { return (n + 7u) & ~(uint64_t)7u; }
+
+/* A chunk is due (mutex held): a chunk's worth of bytes queued, or half the
+ * entries (small calls: 1-row batches fill the entries before the bytes). */
+static int due(const oea_rec *rec)
+{
+	return rec->head - rec->tail >= rec->chunk_bytes || rec->ehead - rec->etail >= ENTRIES / 2;
+}
 
 /* ---- growable buffers (the writer's; a failed growth stops the recorder) */
 
@@ -198,7 +209,11 @@ oea_rec *oea_rec_open(int fd, const char *framework, const char *prefix, int32_t
 	/* at most half the ring per chunk, so the callers keep room while one is written */
 	rec->chunk_bytes = chunk_bytes ? (chunk_bytes < rec->ring_bytes / 2 ? chunk_bytes : rec->ring_bytes / 2) : 1;
 	rec->cap_bytes = cap_bytes;
-	rec->ring = malloc(rec->ring_bytes);
+	/* anonymous memory the writer pre-faults (below): the first lap round the
+	 * ring would otherwise take a page fault every 4 KiB in the caller */
+	rec->ring = mmap(NULL, rec->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rec->ring == MAP_FAILED)
+		rec->ring = NULL;
 	char *fw = escaped(framework), *px = escaped(prefix);
 	size_t mlen = 0, mcap = 0;
 	if (rec->ring && fw && px)
@@ -225,7 +240,8 @@ oea_rec *oea_rec_open(int fd, const char *framework, const char *prefix, int32_t
 	return rec;
 fail:
 	if (rec) {
-		free(rec->ring);
+		if (rec->ring)
+			munmap(rec->ring, rec->ring_bytes);
 		free(rec->meta);
 		free(rec);
 	}
@@ -312,19 +328,24 @@ static void copy_rows(uint8_t *dst, const uint8_t *src, size_t row, size_t strid
 			memcpy(dst + row * (size_t)r, src + stride * (size_t)r, row);
 }
 
-int oea_rec_call(oea_rec *rec, int32_t layer, int32_t k0, int32_t n, int32_t experts,
-                 int32_t columns, const void *logits, int64_t logits_row_stride, const void *ids,
-                 int64_t ids_row_stride, int64_t valid_rows, const void *valid_ptr,
-                 int32_t valid_dtype, int32_t device, void *stream)
+int oea_rec_call(oea_rec *rec, const oea_rec_args *a)
 {
-	if (!rec)
+	if (!rec || !a)
 		return -OEA_ERR_NULL_ARGUMENT;
+	int32_t layer = a->layer, k0 = a->k0, n = a->n, experts = a->experts, columns = a->columns;
+	int32_t valid_dtype = a->valid_dtype, device = a->device;
+	const void *logits = a->logits, *ids = a->ids, *valid_ptr = a->valid_ptr;
+	int64_t logits_row_stride = a->logits_row_stride, ids_row_stride = a->ids_row_stride;
+	int64_t valid_rows = a->valid_rows;
+	void *stream = a->stream;
 	if (n < 0 || n > OEA_MAX_ROWS)
 		return -OEA_ERR_SHAPE;
 	if (n > 0 && (!logits || !ids))
 		return -OEA_ERR_NULL_ARGUMENT;
 	if (valid_ptr && valid_dtype != OEA_DTYPE_I32 && valid_dtype != OEA_DTYPE_I64)
 		return -OEA_ERR_DTYPE;
+	if (a->reserved)
+		return -OEA_ERR_INVALID_ARGUMENT;
 	pthread_mutex_lock(&rec->mu);
 	const struct rec_layer *l = layer >= 0 && layer < rec->nlayers ? rec->layers[layer] : NULL;
 	int rc = OEA_REC_DROPPED;
@@ -394,7 +415,7 @@ int oea_rec_call(oea_rec *rec, int32_t layer, int32_t k0, int32_t n, int32_t exp
 	                                        valid_dtype, device >= 0};
 	rec->head = at + (bytes ? bytes : 8);
 	rec->ehead++;
-	if (rec->waiting && rec->head - rec->tail >= rec->chunk_bytes)
+	if (rec->waiting && due(rec))
 		pthread_cond_signal(&rec->work);
 	rc = OEA_REC_QUEUED;
 	goto out;
@@ -546,9 +567,12 @@ static int write_chunk(oea_rec *rec, uint64_t from, uint64_t count, uint64_t chu
 static void *writer(void *arg)
 {
 	oea_rec *rec = arg;
+	/* Page tables for the whole ring, off the forward's thread; it changes no
+	 * byte, so callers may already be writing into the ring meanwhile. */
+	madvise(rec->ring, rec->ring_bytes, MADV_POPULATE_WRITE);
 	pthread_mutex_lock(&rec->mu);
 	for (;;) {
-		while (!rec->closing && rec->head - rec->tail < rec->chunk_bytes) {
+		while (!rec->closing && !due(rec)) {
 			struct timespec t;
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			t.tv_sec += IDLE_FLUSH_S;
@@ -637,7 +661,7 @@ int oea_rec_close(oea_rec *rec, int32_t timeout_ms, oea_rec_figures *last)
 	pthread_cond_destroy(&rec->work);
 	pthread_cond_destroy(&rec->done);
 	pthread_mutex_destroy(&rec->mu);
-	free(rec->ring);
+	munmap(rec->ring, rec->ring_bytes);
 	free(rec->meta);
 	free(rec->hdr);
 	free(rec->calls);

@@ -62,21 +62,29 @@ class Recorder:
         class Figures(ctypes.Structure):
             _fields_ = [(name, u64) for name in _REC_FIGURES] + [("stopped", ctypes.c_char * 256)]
 
+        class Args(ctypes.Structure):  # oea_rec_args
+            _fields_ = [(name, i32) for name in ("layer", "k0", "n", "experts", "columns",
+                                                 "valid_dtype", "device", "reserved")] + \
+                [(name, i64) for name in ("logits_row_stride", "ids_row_stride", "valid_rows")] + \
+                [(name, ptr) for name in ("logits", "ids", "valid_ptr", "stream")]
+
         lib.oea_rec_open.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, i32, u64, u64,
                                      u64]
         lib.oea_rec_open.restype = ptr
         lib.oea_rec_layer.argtypes = [ptr, i32, ctypes.c_char_p, ctypes.c_char_p, i32, i32, i32, i32]
         lib.oea_rec_layer.restype = i32
-        lib.oea_rec_call.argtypes = [ptr, i32, i32, i32, i32, i32, ptr, i64, ptr, i64, i64, ptr,
-                                     i32, i32, ptr]
+        lib.oea_rec_call.argtypes = [ptr, ptr]
         lib.oea_rec_call.restype = ctypes.c_int
         lib.oea_rec_figures_get.argtypes = [ptr, ctypes.POINTER(Figures)]
         lib.oea_rec_figures_get.restype = None
         lib.oea_rec_close.argtypes = [ptr, i32, ctypes.POINTER(Figures)]
         lib.oea_rec_close.restype = ctypes.c_int
-        self._lib, self._figures = lib, Figures()
+        self._lib, self._figures, self._args = lib, Figures(), Args
         self._call = lib.oea_rec_call
-        self._layers = {}    # layer number -> (handle, logits dtype, ids dtype, experts, columns)
+        self._addressof = ctypes.addressof
+        # layer number -> [its oea_rec_args, logits dtype, ids dtype, the block's address,
+        # strides or valid_ptr written (restored at the next plain call)]
+        self._layers = {}
         self._refused = 0    # calls this side could not hand over (counted as dropped)
         self._why = None     # why this side stopped (the file could not be opened)
         self._stream = None  # the current CUDA stream of a device, as an int
@@ -114,27 +122,35 @@ class Recorder:
         if handle is None:
             self._refused += 1
             return 1
-        if logits.stride(-1) != 1:
-            logits = logits.contiguous()
-        if ids.stride(-1) != 1:
-            ids = ids.contiguous()
-        n = logits.shape[0]
-        valid, where, code = -1, None, 0
-        if rows is not None:
-            if type(rows) is int:
-                valid = rows
-            elif rows.dtype in _REC_VALID and rows.is_cuda == logits.is_cuda:
-                where, code = rows.data_ptr(), _REC_VALID[rows.dtype]
-            else:
-                valid = int(rows.reshape(-1)[0])
-        if logits.is_cuda:
-            device = logits.device.index
-            stream = self._current_stream(device)
+        args = known[0]
+        if known[4]:  # the last call wrote strides or a valid-rows pointer: back to plain
+            args.logits_row_stride, args.ids_row_stride = args.experts, args.columns
+            args.valid_ptr = None
+            known[4] = False
+        if not (logits.is_contiguous() and ids.is_contiguous()):
+            if logits.stride(-1) != 1:
+                logits = logits.contiguous()
+            if ids.stride(-1) != 1:
+                ids = ids.contiguous()
+            args.logits_row_stride, args.ids_row_stride = logits.stride(0), ids.stride(0)
+            known[4] = True
+        args.n = logits.shape[0]
+        args.k0 = k0
+        args.logits = logits.data_ptr()
+        args.ids = ids.data_ptr()
+        if rows is None:
+            args.valid_rows = -1
+        elif type(rows) is int:
+            args.valid_rows = rows
+        elif rows.dtype in _REC_VALID and rows.is_cuda == logits.is_cuda:
+            args.valid_ptr, args.valid_dtype = rows.data_ptr(), _REC_VALID[rows.dtype]
+            known[4] = True
         else:
-            device, stream = -1, None
-        return self._call(handle, known[0], k0, n, known[3], known[4], logits.data_ptr(),
-                          logits.stride(0), ids.data_ptr(), ids.stride(0), valid, where, code,
-                          device, stream)
+            args.valid_rows = int(rows.reshape(-1)[0])
+        if logits.is_cuda:
+            args.device = device = logits.device.index
+            args.stream = self._current_stream(device)
+        return self._call(handle, known[3])
 
     def _current_stream(self, device):
         get = self._stream
@@ -163,7 +179,9 @@ class Recorder:
         if handle < 0:
             self._refused += 1
             return None
-        known = self._layers[layer] = (handle, logits.dtype, ids.dtype, experts, columns)
+        args = self._args(layer=handle, experts=experts, columns=columns, device=-1,
+                          logits_row_stride=experts, ids_row_stride=columns, valid_rows=-1)
+        known = self._layers[layer] = [args, logits.dtype, ids.dtype, self._addressof(args), False]
         return known
 
     # ---- what it has done

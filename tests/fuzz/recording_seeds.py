@@ -1,26 +1,38 @@
 """Writes the seed recordings of fuzz_recording into DIR (nothing generated is
-committed): chunks as the binding's writer lays them out (its own encoder,
-patches/binding-core/oea_record.py's encode_chunk), one per shape the reader
-knows: F32/BF16/F16 logits, I32/I64 ids, a bias, groups, shared columns,
-several chunks, a cut tail and invalid ids.
+committed): chunks laid out as docs/recording.md specifies (encode_chunk
+below, which bench/replay_bench.py also writes its synthetic recordings
+with; the server's recorder is liboea's, native/src/oea_record.c), one per
+shape the reader knows: F32/BF16/F16 logits, I32/I64 ids, a bias, groups,
+shared columns, several chunks, a cut tail and invalid ids. Plain Python: the
+seeds and their bad variants (invalid ids) need no torch and no liboea.
 
     python3 tests/fuzz/recording_seeds.py DIR
 """
 
+import json
 import os
 import random
 import struct
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
-
-def encoder():
-    ns = {}
-    path = os.path.join(HERE, "..", "..", "patches", "binding-core", "oea_record.py")
-    with open(path, encoding="utf-8") as f:
-        exec(compile(f.read(), path, "exec"), ns)
-    return ns["encode_chunk"]
+def encode_chunk(meta, layers, calls, tensors):
+    """One self-contained safetensors chunk (docs/recording.md, format 1):
+    meta (str -> str) plus the format fields, layers ({layer: settings}),
+    calls ([{seq, layer, k0}]) and tensors [(name, dtype, shape, bytes)]
+    laid out in that order."""
+    md = {"format": "oeapatch-routing", "version": "1"}
+    md.update(meta)
+    md["layers"] = json.dumps({str(k): v for k, v in layers.items()}, separators=(",", ":"))
+    md["calls"] = json.dumps(calls, separators=(",", ":"))
+    header = {"__metadata__": md}
+    at = 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + len(data)]}
+        at += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(len(text) + 8) % 8)  # the data starts 8-aligned, as safetensors writes it
+    return b"".join([struct.pack("<Q", len(text)), text] + [t[3] for t in tensors])
 
 
 def call_tensors(rng, seq, rows, experts, top_k, ldt, idt, bad_ids=False):
@@ -61,7 +73,7 @@ def chunk(encode, rng, seq0, calls, experts=16, top_k=4, shared=0, ldt="F32", id
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    encode = encoder()
+    encode = encode_chunk
     rng = random.Random(33)
     seeds = {
         "f32": chunk(encode, rng, 0, 3),
