@@ -16,8 +16,12 @@ machine can report):
                 printed after (a dropped call costs less than a recorded one);
                 the next way waits until the writer's queue is empty, so that
                 its thread does not run into the others' timings
+    record REV  with a third argument REV: the same with the recorder of git
+                revision REV (its oea_record.py and record_hook.py in place of
+                this tree's: before the recorder moved into liboea, main's
+                Python queue and writer thread), so old and new meet one load
 
-    bench/binding_modes.py [BUILD_DIR] [ROUNDS]
+    bench/binding_modes.py [BUILD_DIR] [ROUNDS] [REV]
 
 The module is the SGLang binding rendered as tests/e2e/test_binding.py renders
 it (BUILD_DIR's CLI and liboea), imported three times; torch on one thread;
@@ -31,7 +35,9 @@ out), and the bare liboea call (the floor) in both.
 """
 
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,31 +54,67 @@ MODES = (("stats off", {}), ("stats on", {"SGLANG_OEA_STATS": "1"}),
 CALLS = 3000
 
 
-def drain(recorder):
+def drain(module):
     """Waits until the recorder's writer has taken every queued call."""
-    queue = recorder._recorder()._queue
-    while queue:
+    rec = module._recorder()
+    if hasattr(rec, "_queue"):  # a revision's Python recorder
+        while rec._queue:
+            time.sleep(0.01)
+        return
+    while True:  # liboea's: every call handed over is written or dropped
+        f = rec.figures()
+        if f["recorded"] + f["dropped"] + f["graph_missed"] >= f["calls"]:
+            return
         time.sleep(0.01)
+
+
+def render_against(library, revision):
+    """The module with REV's recorder files in place of this tree's."""
+    raw = tb.raw_template
+
+    def older():
+        text = raw()
+        for name in ("oea_record.py", "record_hook.py"):
+            with open(os.path.join(ROOT, "patches", "binding-core", name), "rb") as f:
+                mine = f.read()
+            theirs = subprocess.run(["git", "-C", ROOT, "show", "%s:patches/binding-core/%s"
+                                     % (revision, name)], capture_output=True, check=True).stdout
+            if mine not in text:
+                raise SystemExit("binding_modes: %s is not in the template as a whole" % name)
+            text = text.replace(mine, theirs)
+        return text
+
+    tb.raw_template = older
+    try:
+        return tb.render(library)
+    finally:
+        tb.raw_template = raw
 
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 9
+    revision = sys.argv[3] if len(sys.argv) > 3 else None
     os.environ.setdefault("OEAPATCH", os.path.join(build, "src", "oeapatch"))
     library = os.path.realpath(os.path.join(build, "native", "liboea.so"))
     torch.set_num_threads(1)
     folder = tempfile.mkdtemp(prefix="oea-bench-")
     path = tb.write_module(folder, tb.render(library))
+    ways = [(name, env, path) for name, env in MODES]
+    if revision:
+        os.mkdir(os.path.join(folder, "against"))
+        ways.append(("record " + revision, MODES[-1][1], tb.write_module(
+            os.path.join(folder, "against"), render_against(library, revision))))
     modules = []
-    for i, (name, env) in enumerate(MODES):
+    for i, (name, env, module) in enumerate(ways):
         if "SGLANG_OEA_RECORD_CAP" in env:
-            env = dict(env, SGLANG_OEA_RECORD=os.path.join(folder, "routing"))
+            env = dict(env, SGLANG_OEA_RECORD=os.path.join(folder, "routing-%d" % i))
         env = dict(env, SGLANG_OEA_K0="3", SGLANG_OEA_MIN_BATCH="1",
                    SGLANG_OEA_STATS_INTERVAL="100000")
-        modules.append((name, tb.load(path, "oea_bench_%d" % i, env)))
+        modules.append((name, tb.load(module, "oea_bench_%d" % i, env)))
     print("torch %s, python %s, load %.1f" % (torch.__version__, sys.version.split()[0],
                                              os.getloadavg()[0]))
-    recorder = dict(modules)["record"]
+    recorders = modules[len(MODES) - 1:]
     for rows in (1, 16, 256):
         gen = torch.Generator().manual_seed(rows)
         logits = torch.randn(rows, 128, generator=gen) * 2
@@ -99,8 +141,8 @@ def main():
                             (time.thread_time_ns() - start[1]) / CALLS / 1000.0)
 
                 times[name].append(run(tb.Batch("DECODE")))
-                if mod is recorder:
-                    drain(recorder)
+                if name.startswith("record"):
+                    drain(mod)
             start = time.perf_counter_ns(), time.thread_time_ns()
             for _ in range(CALLS):
                 fn(address)
@@ -110,14 +152,15 @@ def main():
             med = {name: statistics.median(v[c] for v in runs) for name, runs in times.items()}
             print("%3d tokens, %s: " % (rows, clock) + "; ".join(
                 "%s %.2f us (%.2fx)" % (name, v, v / med["stats off"]) for name, v in med.items()))
-        figures = recorder.recording()
-        print("    recorder so far: %d calls recorded, %d dropped (queue full or cap: cheaper), "
-              "%.0f MiB%s" % (figures["recorded"], figures["dropped"], figures["written"] / 2**20,
-                              ", stopped: " + figures["stopped"] if figures["stopped"] else ""))
-    recorder._recorder().close()
-    for name in os.listdir(folder):
-        os.unlink(os.path.join(folder, name))
-    os.rmdir(folder)
+        for name, mod in recorders:
+            figures = mod.recording()
+            print("    %s so far: %d calls recorded, %d dropped (queue full or cap: cheaper), "
+                  "%.0f MiB%s" % (name, figures["recorded"], figures["dropped"],
+                                  figures["written"] / 2**20,
+                                  ", stopped: " + figures["stopped"] if figures["stopped"] else ""))
+    for _, mod in recorders:
+        mod._recorder().close()
+    shutil.rmtree(folder)
 
 
 if __name__ == "__main__":
