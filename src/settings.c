@@ -566,6 +566,7 @@ static int apply_switch(const oeap_patchdef *def, oeap_settings_result *res)
 	int sw = res->switch_index;
 	int switch_bad = sw >= 0 && res->refused[sw];
 	res->on = sw < 0 || switch_bad || res->values[sw] != 0;
+	res->output_ignored = -1;
 	if (!res->on)
 		for (size_t k = 0; k < res->nproblems; k++) {
 			res->problems[k].error = 0;
@@ -573,6 +574,9 @@ static int apply_switch(const oeap_patchdef *def, oeap_settings_result *res)
 		}
 	if (res->defaults_only)
 		for (size_t i = 0; i < def->nsettings; i++) {
+			/* a recording asked for and not made: said (startup.c), never silent */
+			if (def->settings[i].type == OEAP_SETTING_OUTPUT && res->given[i] && res->output_ignored < 0)
+				res->output_ignored = (int)i;
 			res->given[i] = 0;
 			free(res->strings[i]);
 			res->strings[i] = NULL;
@@ -750,6 +754,7 @@ int oeap_settings_check(const oeap_patchdef *def, const oeap_env *env, oeap_sett
 	size_t n = def->nsettings;
 	memset(res, 0, sizeof(*res));
 	res->switch_index = -1;
+	res->output_ignored = -1;
 	res->nsettings = n;
 	res->values = calloc(n ? n : 1, sizeof(*res->values));
 	res->strings = calloc(n ? n : 1, sizeof(*res->strings));

@@ -75,6 +75,8 @@ typedef struct oeap_settings_result {
 	int on;               /* the switch setting is on (no switch: always) */
 	int switch_index;     /* index in def->settings, -1 when the definition has none */
 	int defaults_only;    /* off with a bad value: the binding ignores every setting */
+	int output_ignored;   /* with defaults_only: the output setting (the recorder's file) that
+	                         was given and is ignored with the rest (its index), else -1 */
 	long long *values;    /* effective int/bool values, per def->settings (meaningless where refused) */
 	char **strings;       /* effective string/path values (NULL: the default, e.g. recorded) */
 	int *given;           /* 1 when the environment set a valid value */

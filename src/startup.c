@@ -57,7 +57,7 @@ void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result 
 	out->variable = sw ? sw->name : NULL;
 	int o = output_in_effect(def, res);
 	if (!res->on && o >= 0) {
-		/* recording only: the binding loads torch, not liboea, and changes nothing */
+		/* recording only: the binding loads torch and liboea (its recorder) and changes nothing */
 		out->kind = OEAP_START_OFF;
 		snprintf(out->reason, sizeof(out->reason), "%s %s: OEA is off, the routing is left as it is",
 		         sw->name, res->given[res->switch_index] ? "is 0" : "is unset");
@@ -71,8 +71,10 @@ void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result 
 		if (res->defaults_only)
 			snprintf(out->reason, sizeof(out->reason),
 			         "%s is %s or unset: OEA is off, the binding loads nothing and ignores the bad values "
-			         "(it warns and runs on the defaults)",
-			         sw->name, v ? v : "0");
+			         "(it warns and runs on the defaults)%s%s%s",
+			         sw->name, v ? v : "0", res->output_ignored >= 0 ? "; " : "",
+			         res->output_ignored >= 0 ? def->settings[res->output_ignored].name : "",
+			         res->output_ignored >= 0 ? " is ignored with them: nothing is recorded" : "");
 		else if (res->given[res->switch_index])
 			snprintf(out->reason, sizeof(out->reason), "%s=%s: OEA is off, the binding loads nothing", sw->name,
 			         v ? v : "0");

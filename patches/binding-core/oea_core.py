@@ -240,7 +240,11 @@ def _settings_at_import():
         # switch asked for, or itself bad: the import stops.
         if not _switch_off(os.environ):
             raise
-        logger.warning("oeapatch: OEA is off and %s (ignored)", exc)
+        # the recorder's file goes with the rest: said, never silently not recorded
+        outputs = [e["name"] for e in SETTINGS_TABLE
+                   if e["type"] == "output" and _raw(os.environ, e["name"])]
+        logger.warning("oeapatch: OEA is off and %s (ignored)%s", exc, "".join(
+            "; %s is ignored with it: nothing is recorded" % name for name in outputs))
         return parse_settings({})
 
 

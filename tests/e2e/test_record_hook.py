@@ -10,9 +10,12 @@ between that must not be recorded, in fresh interpreters:
     live sums (stats()) field for field; the stats line and recording() say
     how many calls were recorded; a prefill is not among them;
   - MODE=shadow: the same, the framework's routing kept;
-  - K0=0 (recording only, no liboea loaded): the outputs are the unpatched
-    file's, every call is recorded with k0 0, and its replay at k0 3 gives
-    the same sums as the K0=3 run's live ones (the same traffic).
+  - K0=0 (recording only: liboea loaded for its recorder, nothing routed):
+    the outputs are the unpatched file's, every call is recorded with k0 0,
+    and its replay at k0 3 gives the same sums as the K0=3 run's live ones
+    (the same traffic);
+  - K0=0 with a bad value elsewhere: the binding runs on the defaults and
+    says that RECORD is ignored with the rest (no file), as verify does.
 Needs $OEAPATCH (the CLI).
 """
 
@@ -157,6 +160,17 @@ def main():
                   "k0 0 changes nothing")
             return "replayed at k0 3: T %d -> %d" % (got["t_before"], got["t_after"])
 
+        @case("K0=0 and a bad value elsewhere: RECORD ignored with it, and said (no file)")
+        def t_record_ignored():
+            folder = os.path.join(tmp, "ignored")
+            os.mkdir(folder)
+            res, log = run(repo, os.path.join(tmp, "ignored.pt"), SGLANG_OEA_K0="0",
+                           SGLANG_OEA_MIN_BATCH="abc", SGLANG_OEA_RECORD=os.path.join(folder, "routing"))
+            check("SGLANG_OEA_MIN_BATCH='abc'" in log and
+                  "SGLANG_OEA_RECORD is ignored with it: nothing is recorded" in log,
+                  "the warning does not say the recording is off: %s" % log[-600:])
+            check(os.listdir(folder) == [] and "recording" not in res, str(os.listdir(folder)))
+
         @case("K0 bands: each call routed with the k0 of its rows' band, off bands left alone")
         def t_bands():
             bands = "1-9:0,10-20:2,21-:3"
@@ -182,7 +196,7 @@ def main():
             return "%d calls at k0 2 or 3, %d batches in the off band unchanged" % (
                 live["calls"], off)
 
-        for fn in (t_on, t_shadow, t_record_only, t_bands):
+        for fn in (t_on, t_shadow, t_record_only, t_record_ignored, t_bands):
             fn()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

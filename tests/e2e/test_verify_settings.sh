@@ -219,6 +219,7 @@ expect "a cap of 0 fails" 1 EV SGLANG_OEA_K0=3 SGLANG_OEA_RECORD="$WORK/rec/rout
 expect "K0 off: a bad cap is a warning, and the binding then records nothing (it runs on the defaults)" 0 \
 	EV SGLANG_OEA_RECORD="$WORK/rec/routing" SGLANG_OEA_RECORD_CAP=1GB
 has "said: record is the default, none" "record=(none recorded) record_cap=256 (defaults"
+has "and that nothing is recorded, as the binding warns" "SGLANG_OEA_RECORD is ignored with them: nothing is recorded"
 # A folder the service user cannot write: root passes access(), so as root the
 # check runs as nobody (setpriv), in a root-owned 0755 folder nobody can enter.
 mkdir -p "$WORK/ro" && chmod 0755 "$WORK/ro" "$WORK"
