@@ -135,7 +135,10 @@ void oeap_replay_print_text(FILE *f, const oeap_recording *rec, const oeap_repla
 	if (r->has_bands) {
 		char b[256];
 		bands_text(&r->bands, b, sizeof(b));
-		fprintf(f, "\nK0*: the recorded calls with k0 by their rows from --bands %s (off: routed unchanged)\n", b);
+		fprintf(f,
+		        "\nK0*: the recorded calls with k0 by their rows from --bands %s (off: routed unchanged, yet counted\n"
+		        "     in this row's calls and T sums, which a server's statistics leave out: compare on bands that are on)\n",
+		        b);
 	}
 	fprintf(f, "\ncut = 1 - T after / T before (sums); kept: the share of a re-routed row's routing weight its new "
 	           "experts carry (p5: 5%% of rows keep less); changed: routed slots changed per re-routed row.\n");

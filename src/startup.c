@@ -6,6 +6,8 @@
 
 #include "startup.h"
 
+static int output_in_effect(const oeap_patchdef *def, const oeap_settings_result *res);
+
 const char *oeap_start_kind_name(oeap_start_kind kind)
 {
 	return kind == OEAP_START_ON ? "on" : kind == OEAP_START_STOPS ? "stops" : "off";
@@ -15,6 +17,11 @@ const char *oeap_start_kind_name(oeap_start_kind kind)
 static int stops_import(const oeap_patchdef *def, const oeap_setting_problem *p)
 {
 	return p->refused && p->error && !(def->library_env && strcmp(p->name, def->library_env) == 0);
+}
+
+int oeap_start_output(const oeap_patchdef *def, const oeap_settings_result *res)
+{
+	return output_in_effect(def, res);
 }
 
 /* The output setting in effect (the recorder's file), or -1: with one, the binding records even with OEA off. */

@@ -43,4 +43,9 @@ const char *oeap_start_kind_name(oeap_start_kind kind);
  */
 void oeap_start_outcome_of(const oeap_patchdef *def, const oeap_settings_result *res, oeap_start_outcome *out);
 
+/* The output setting in effect (the recorder's file: its index), or -1. With one
+ * the binding records, OEA on or off, and its recorder is liboea's: the library
+ * is loaded even with the switch off. */
+int oeap_start_output(const oeap_patchdef *def, const oeap_settings_result *res);
+
 #endif

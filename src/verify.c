@@ -166,10 +166,18 @@ static void library_off(const oeap_patchdef *def, oeap_verify_result *r)
 	if (!r->settings_checked || s->on || s->switch_index < 0 || s->defaults_only || !s->given[s->switch_index])
 		return;
 	const char *sw = def->settings[s->switch_index].name;
+	int output = oeap_start_output(def, s);
 	int ok = 1;
 	for (size_t i = 0; i < r->rep.n; i++) {
 		oeap_check *c = &r->rep.checks[i];
-		if (!c->ok && !strcmp(c->name, "library")) {
+		if (!c->ok && !strcmp(c->name, "library") && output >= 0) {
+			/* recording only: the recorder is liboea's, so the library is loaded after all */
+			size_t n = strlen(c->detail);
+			snprintf(c->detail + n, sizeof(c->detail) - n,
+			         "; %s is off, but %s is set and the recorder is liboea's: the server starts without OEA "
+			         "and records nothing",
+			         sw, def->settings[output].name);
+		} else if (!c->ok && !strcmp(c->name, "library")) {
 			size_t n = strlen(c->detail);
 			snprintf(c->detail + n, sizeof(c->detail) - n,
 			         "; %s is off, so the server starts without OEA and loads no library; with it on, the start "

@@ -107,6 +107,11 @@ has "naming the missing file" "$WORK/old-lib/liboea.so.2.0.9"
 expect "with SGLANG_OEA_K0=0 set: verify holds" 0 env SGLANG_OEA_K0=0 "$OEAPATCH" -C "$C2" verify
 has "a library warning" "WARN library"
 has "saying OEA is off and what happens with it on" "SGLANG_OEA_K0 is off, so the server starts without OEA and loads no library; with it on, the start fails"
+# ... but recording (RECORD set): the recorder is liboea's, so the library is loaded after all
+mkdir -p "$WORK/rec"
+expect "with SGLANG_OEA_K0=0 and RECORD set: verify fails" 1 env SGLANG_OEA_K0=0 SGLANG_OEA_RECORD="$WORK/rec/routing" \
+	"$OEAPATCH" -C "$C2" verify
+has "the failed library check says nothing is recorded" "SGLANG_OEA_K0 is off, but SGLANG_OEA_RECORD is set and the recorder is liboea's: the server starts without OEA and records nothing"
 printf 'SGLANG_OEA_K0=0\n' >"$WORK/off.env"
 expect "the same from an EnvironmentFile" 0 "$OEAPATCH" -C "$C2" verify --env-file "$WORK/off.env"
 expect "with SGLANG_OEA_K0=2: it fails" 1 env SGLANG_OEA_K0=2 "$OEAPATCH" -C "$C2" verify
