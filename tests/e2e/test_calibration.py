@@ -52,7 +52,8 @@ def recording(experts, top_k):
     exec(compile(open(path, encoding="utf-8").read(), path, "exec"), ns)
     import torch
     g = torch.Generator().manual_seed(5)
-    rec = ns["Recorder"](os.path.join(WORK, "r%d.safetensors" % experts), 0, 0, "sglang", "SGLANG_OEA_")
+    rec = ns["Recorder"](os.path.join(WORK, "r%d.safetensors" % experts), 0, 0, "sglang", "SGLANG_OEA_",
+                         LIB[0])  # liboea writes the recording (its recorder: oea_rec_*)
     s = dict(experts=experts, top_k=top_k, shared=0, scoring="softmax", renormalize=True, groups=0,
              topk_group=0, min_batch=1)
     for _ in range(60):
