@@ -101,7 +101,7 @@ static int limits_hold(const oea_problem *p)
 	return p->struct_size >= OEA_PROBLEM_SIZE_V1 &&
 	       (p->struct_size < OEA_PROBLEM_SIZE_V2 || p->reserved_abi2 == 0) &&
 	       (p->struct_size < sizeof(oea_problem) || (uintptr_t)p->totals % 8 == 0) &&
-	       (p->flags & ~OEA_FLAG_REJECT_NONFINITE) == 0 &&
+	       (p->flags & ~(OEA_FLAG_REJECT_NONFINITE | OEA_FLAG_COUNT_ONLY)) == 0 &&
 	       (p->renormalize == 0 || p->renormalize == 1) && p->n >= 0 && p->n <= OEA_MAX_ROWS &&
 	       p->num_experts >= 1 && p->num_experts <= OEA_MAX_EXPERTS && p->top_k >= 1 &&
 	       p->top_k <= OEA_MAX_TOPK && p->num_shared >= 0 && p->num_shared < p->top_k && p->k0 >= 1 &&
@@ -258,7 +258,9 @@ static void fuzz_route(input *in)
 	p.logits_dtype = b[11] % 7 == 6 ? 4 : b[11] % 3;
 	p.ids_dtype = b[12] % 7 == 6 ? 1 : 3 + b[12] % 2;
 	p.weights_dtype = b[13] % 11 == 10 ? 1 : OEA_DTYPE_F32;
-	p.flags = b[14] % 13 == 12 ? 2 : (b[14] & 0x40 ? OEA_FLAG_REJECT_NONFINITE : 0);
+	/* 4: a flag bit no liboea knows (refused); COUNT_ONLY: checked against the writing call. */
+	p.flags = b[14] % 13 == 12 ? 4u
+	          : (b[14] % 13 == 11 ? OEA_FLAG_COUNT_ONLY : 0u) | (b[14] & 0x40 ? OEA_FLAG_REJECT_NONFINITE : 0u);
 	uint8_t extra = b[15];
 	p.logits_row_stride = p.num_experts + (extra & 3) - ((extra & 0xf0) == 0xf0);
 	p.ids_row_stride = p.top_k + ((extra >> 2) & 3);
@@ -350,6 +352,23 @@ static void fuzz_route(input *in)
 		CHECK(memcmp(ids, ids0, ibytes) == 0 && memcmp(w, w0, wbytes) == 0, "refused call (%d) wrote", st);
 		CHECK(!p.stats || stats.t_before == 0xa5a5a5a5u, "refused call (%d) wrote stats", st);
 		CHECK(totals.calls == 0 && totals.rerouted_rows == 0, "refused call (%d) added to totals", st);
+		goto done;
+	}
+	if (p.flags & OEA_FLAG_COUNT_ONLY) {
+		/* Reads ids and weights only; its stats and totals are the writing call's, bit for bit. */
+		CHECK(memcmp(ids, ids0, ibytes) == 0 && memcmp(w, w0, wbytes) == 0, "a count-only call wrote");
+		oea_problem q = p;
+		oea_stats stats_w;
+		oea_totals totals_w;
+		memset(&stats_w, 0xa5, sizeof(stats_w));
+		memset(&totals_w, 0, sizeof(totals_w));
+		q.flags &= ~OEA_FLAG_COUNT_ONLY;
+		q.stats = p.stats ? &stats_w : NULL;
+		q.totals = p.totals ? &totals_w : NULL;
+		CHECK(oea_route_host(&q) == OEA_OK, "the writing call of a count-only call's problem failed");
+		CHECK(!p.stats || memcmp(&stats, &stats_w, sizeof(stats)) == 0, "count-only stats differ from the writing call's");
+		CHECK(!p.totals || memcmp(&totals, &totals_w, sizeof(totals)) == 0,
+		      "count-only totals differ from the writing call's");
 		goto done;
 	}
 
