@@ -38,7 +38,15 @@ set -euo pipefail
 nvcc=${1:-}
 say() { echo "wheel-cuda-aarch64: $*" >&2; }
 [ -n "$nvcc" ] && [ -x "$nvcc" ] || { say "usage: wheel-cuda-aarch64.sh NVCC (got '$nvcc', not an executable)"; exit 2; }
-nvcc=$(realpath "$nvcc")
+# The nvcc to copy is the toolkit's own program, not NVCC itself when NVCC
+# is a wrapper (a script such as `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
+# in /usr/local/bin, as some images install): a copied wrapper runs the
+# real nvcc from the real toolkit, which has no targets/aarch64-linux, and
+# every aarch64 compile fails on a missing cuda_runtime.h. nvcc names its own
+# folder in its dry run (_HERE_), whatever called it.
+here_dir=$("$nvcc" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -1)
+[ -n "$here_dir" ] && [ -x "$here_dir/nvcc" ] || { say "$nvcc --dryrun names no toolkit folder (_HERE_): is it nvcc?"; exit 2; }
+nvcc=$(realpath "$here_dir/nvcc")
 here=$(cd "$(dirname "$0")/.." && pwd)
 pins=$here/scripts/deps-pins.txt
 PY=${OEAPATCH_SYSTEM_PYTHON:-/usr/bin/python3}
@@ -112,5 +120,13 @@ for d in nvvm lib; do
 	[ -e "$top/$d" ] && ln -s "$top/$d" "$root.partial/$d"
 done
 rm -rf "$root.partial/wheel"
+# The copy must take its toolkit from where it lies (where the aarch64
+# runtime is), or this folder is no cross toolkit at all.
+got_here=$("$root.partial/bin/nvcc" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -1)
+if [ "$got_here" != "$root.partial/bin" ]; then
+	say "the copy of $nvcc takes its toolkit from '$got_here', not from $root.partial/bin"
+	rm -rf "$root.partial"
+	exit 2
+fi
 cache_dir_done "$root"
 echo "$root/bin/nvcc"
