@@ -17,6 +17,14 @@
  * is not recorded (counted: graph_missed). A write error or the size cap
  * stops the recorder for good, with the reason kept.
  *
+ * Forks: a child process inherits a recorder without its writer thread. In
+ * the child, oea_rec_call drops every call (OEA_REC_DROPPED, not counted),
+ * oea_rec_layer refuses (OEA_ERR_INVALID_ARGUMENT), oea_rec_figures_get
+ * gives the figures as they were at the fork, and oea_rec_close frees the
+ * child's copy at once (returns 0); nothing waits on the parent's lock or
+ * writer, and the parent's file gets nothing from the child. A child that
+ * records opens its own recorder (its own file).
+ *
  * Ownership: oea_rec_open takes the file descriptor (closed by
  * oea_rec_close, also when open fails); the recorder copies everything it is
  * handed (settings, bias, the calls' rows) before returning.

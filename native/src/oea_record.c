@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ struct oea_rec {
 	int pinned; /* 1: ring page-locked; -1: pinning failed */
 	uint64_t file_bytes; /* the writer's: bytes in the file (fig.written is its copy) */
 	int waiting, closing, finished;
+	unsigned generation; /* fork_generation when opened (see inherited()) */
 	uint64_t seq;
 	oea_rec_figures fig;
 	char *meta; /* the metadata's fixed part: "framework":"..",.."rank":".." */
@@ -193,6 +195,27 @@ static void stop_locked(oea_rec *rec, const char *fmt, ...)
 	}
 }
 
+/* Forks. A child process inherits every recorder as memory only: not its
+ * writer thread, and its mutex in whatever state the parent's threads left it
+ * (held by the writer at the fork: held for ever). Locking it or waiting for
+ * the writer there would hang the child, and calls queued there would never
+ * be written (nor should they be: the file is the parent's). So a child's
+ * calls on an inherited recorder are dropped without the lock, its figures
+ * are the copy's, and closing it frees the copy (the parent's file and writer
+ * are untouched). A process that forks bumps fork_generation in the child
+ * (pthread_atfork, which glibc also removes when liboea is unloaded); a
+ * recorder whose generation differs was inherited. */
+static atomic_uint fork_generation;
+static pthread_once_t fork_watch = PTHREAD_ONCE_INIT;
+
+static void forked_child(void) { atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed); }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forked_child); }
+
+static int inherited(const oea_rec *rec)
+{
+	return rec->generation != atomic_load_explicit(&fork_generation, memory_order_relaxed);
+}
+
 oea_rec *oea_rec_open(int fd, const char *framework, const char *prefix, int32_t rank,
                       uint64_t ring_bytes, uint64_t chunk_bytes, uint64_t cap_bytes)
 {
@@ -204,6 +227,8 @@ oea_rec *oea_rec_open(int fd, const char *framework, const char *prefix, int32_t
 	rec = calloc(1, sizeof *rec);
 	if (!rec)
 		goto fail;
+	pthread_once(&fork_watch, watch_forks);
+	rec->generation = atomic_load_explicit(&fork_generation, memory_order_relaxed);
 	rec->fd = fd;
 	rec->ring_bytes = align8(ring_bytes);
 	/* at most half the ring per chunk, so the callers keep room while one is written */
@@ -256,6 +281,8 @@ int32_t oea_rec_layer(oea_rec *rec, int32_t number, const char *settings_json, c
 {
 	if (!rec || !settings_json)
 		return -OEA_ERR_NULL_ARGUMENT;
+	if (inherited(rec))
+		return -OEA_ERR_INVALID_ARGUMENT;
 	if (experts < 1 || experts > OEA_MAX_EXPERTS || columns < 1 || columns > OEA_MAX_TOPK)
 		return -OEA_ERR_SHAPE;
 	if (logits_dtype < OEA_DTYPE_F32 || logits_dtype > OEA_DTYPE_F16 ||
@@ -346,6 +373,8 @@ int oea_rec_call(oea_rec *rec, const oea_rec_args *a)
 		return -OEA_ERR_DTYPE;
 	if (a->reserved)
 		return -OEA_ERR_INVALID_ARGUMENT;
+	if (inherited(rec))
+		return OEA_REC_DROPPED; /* not counted: the figures are the parent's */
 	pthread_mutex_lock(&rec->mu);
 	const struct rec_layer *l = layer >= 0 && layer < rec->nlayers ? rec->layers[layer] : NULL;
 	int rc = OEA_REC_DROPPED;
@@ -429,6 +458,10 @@ out:
 
 void oea_rec_figures_get(oea_rec *rec, oea_rec_figures *out)
 {
+	if (inherited(rec)) {
+		*out = rec->fig; /* the copy: nothing in this process changes it */
+		return;
+	}
 	pthread_mutex_lock(&rec->mu);
 	*out = rec->fig;
 	pthread_mutex_unlock(&rec->mu);
@@ -625,10 +658,37 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+/* The recorder's memory (layers, ring, buffers, itself): close's last step. */
+static void free_memory(oea_rec *rec)
+{
+	for (int32_t i = 0; i < rec->nlayers; i++) {
+		if (!rec->layers[i])
+			continue; /* a child's copy forked inside oea_rec_layer */
+		free(rec->layers[i]->settings);
+		free(rec->layers[i]->bias);
+		free(rec->layers[i]);
+	}
+	munmap(rec->ring, rec->ring_bytes);
+	free(rec->meta);
+	free(rec->hdr);
+	free(rec->calls);
+	free(rec->lays);
+	free(rec->data);
+	free(rec);
+}
+
 int oea_rec_close(oea_rec *rec, int32_t timeout_ms, oea_rec_figures *last)
 {
 	if (!rec)
 		return 0;
+	if (inherited(rec)) {
+		/* the child's copy: its descriptor and memory; no lock, no writer, no CUDA */
+		if (last)
+			*last = rec->fig;
+		close(rec->fd);
+		free_memory(rec);
+		return 0;
+	}
 	pthread_mutex_lock(&rec->mu);
 	rec->closing = 1;
 	pthread_cond_signal(&rec->work);
@@ -653,20 +713,9 @@ int oea_rec_close(oea_rec *rec, int32_t timeout_ms, oea_rec_figures *last)
 		oea_rec_cuda_unpin(rec->ring);
 	for (unsigned i = 0; i < ENTRIES; i++)
 		oea_rec_cuda_event_free(rec->events[i]);
-	for (int32_t i = 0; i < rec->nlayers; i++) {
-		free(rec->layers[i]->settings);
-		free(rec->layers[i]->bias);
-		free(rec->layers[i]);
-	}
 	pthread_cond_destroy(&rec->work);
 	pthread_cond_destroy(&rec->done);
 	pthread_mutex_destroy(&rec->mu);
-	munmap(rec->ring, rec->ring_bytes);
-	free(rec->meta);
-	free(rec->hdr);
-	free(rec->calls);
-	free(rec->lays);
-	free(rec->data);
-	free(rec);
+	free_memory(rec);
 	return 0;
 }

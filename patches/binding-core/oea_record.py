@@ -18,6 +18,7 @@
 
 import json as _json
 import os as _os
+import weakref as _weakref
 
 RECORDING_FORMAT = "oeapatch-routing"
 RECORDING_VERSION = "1"
@@ -103,6 +104,18 @@ class Recorder:
         if not handle:
             raise OSError(ctypes.get_errno() or 12, "liboea's recorder did not start")
         self._handle = handle
+        # A forked child inherits this object but not liboea's writer: it lets
+        # go of the handle there (liboea frees the child's copy without
+        # touching the parent's lock or file) and records nothing more.
+        me = _weakref.ref(self)
+        _os.register_at_fork(after_in_child=lambda: me() is not None and me()._forked())
+
+    def _forked(self):
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._lib.oea_rec_close(handle, 0, self._figures)
+            self._why = self._why or ("inherited by a forked process (pid %d), which does not "
+                                      "write %s" % (_os.getpid(), self.path))
 
     # ---- the forward's side: one ctypes call (Python's lock released inside)
     def record(self, layer, settings, k0, logits, ids, bias, rows=None):

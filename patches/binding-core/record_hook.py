@@ -25,10 +25,19 @@ def _record_start():
         return
     ENABLED = True
     _rec["recorder"] = False  # asked for, not made yet
+    os.register_at_fork(after_in_child=_rec_forked)
     logger.info("oeapatch: recording the routing inputs of the decode calls to %s (each "
                 "process: %s, at most %d MiB)%s", RECORD,
                 recording_path(RECORD, 0, os.getpid()).replace("-rank0-", "-rank<R>-"),
                 RECORD_CAP, "" if K0 > 0 else "; OEA is off ({{env_prefix}}K0=0): recording only")
+
+
+def _rec_forked():
+    """In a forked child (a worker forked by the framework after a first
+    call): the parent's recorder is not this process's (its Recorder let go of
+    it), so the child's first call makes its own, to its own file."""
+    _rec["recorder"] = False
+    _rec["eager"] = 0
 
 
 def _recorder():

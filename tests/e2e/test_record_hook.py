@@ -80,12 +80,33 @@ if mod is not None and mod.ENABLED:
 torch.save(res, out_path)
 '''
 
+# A framework that forks workers after the first calls (vLLM's fork start
+# method, a test harness): the parent records 10 decode steps, forks, and
+# both record 10 more; the child must record to its own file (its pid), and
+# neither may wait on the other's writer.
+FORKED = CHILD.split("outs = []")[0] + r'''
+import os
+mod = sys.modules.get(m.__name__.rsplit(".", 1)[0] + "._oeapatch_sglang_oea")
+for step in range(10):
+    model_forward(Batch(True), 8, 0)
+pid = os.fork()
+for step in range(10):
+    model_forward(Batch(True), 8, 0)
+rec = mod._recorder()
+if pid == 0:
+    ok = rec is not None and rec.close() is None and rec.recorded == 20 and rec.stopped is None
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+rec.close()
+torch.save({"child": pid, "child_status": status, "recording": mod.recording()}, out_path)
+'''
 
-def run(repo, out_path, **env_extra):
+
+def run(repo, out_path, script=CHILD, **env_extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_OEA_")}
     env.update(PYTHONPATH=os.path.join(repo, "python"), PYTHONDONTWRITEBYTECODE="1")
     env.update(env_extra)
-    p = subprocess.run([sys.executable, "-B", "-c", CHILD, out_path], env=env,
+    p = subprocess.run([sys.executable, "-B", "-c", script, out_path], env=env,
                        capture_output=True, text=True, timeout=300)
     check(p.returncode == 0, "the decode loop failed: %s" % p.stderr.strip()[-1500:])
     import torch
@@ -196,7 +217,28 @@ def main():
             return "%d calls at k0 2 or 3, %d batches in the off band unchanged" % (
                 live["calls"], off)
 
-        for fn in (t_on, t_shadow, t_record_only, t_record_ignored, t_bands):
+        @case("a fork after the first calls: the child records to its own file, the parent "
+              "goes on with its own")
+        def t_forked():
+            folder = os.path.join(tmp, "forked")
+            os.mkdir(folder)
+            res, log = run(repo, os.path.join(tmp, "forked.pt"), FORKED, SGLANG_OEA_K0="3",
+                           SGLANG_OEA_RECORD=os.path.join(folder, "routing"))
+            check(res["child_status"] == 0, "the child's own recorder: wait status %d (3: it "
+                  "did not record its 20 calls to a file of its own)" % res["child_status"])
+            files = sorted(glob.glob(os.path.join(folder, "routing-rank0-*.safetensors")))
+            mine = [f for f in files if f.endswith("-%d.safetensors" % res["child"])]
+            check(len(files) == 2 and len(mine) == 1, "files %s (child pid %d)"
+                  % (files, res["child"]))
+            parent = [f for f in files if f not in mine][0]
+            got = {f: replay_totals(f, 3)[0]["calls"] for f in files}
+            # 2 layers a step: the parent's 20 steps, the child's 10 after the fork
+            check(got[parent] == 40 and got[mine[0]] == 20 and
+                  res["recording"]["recorded"] == 40, "replayed %s, parent's recording() %s"
+                  % (got, res["recording"]))
+            return "parent 40 calls, child 20, each in its own file"
+
+        for fn in (t_on, t_shadow, t_record_only, t_record_ignored, t_bands, t_forked):
             fn()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -233,6 +233,66 @@ def full_queue():
         return "%d recorded, %d dropped" % (rec.recorded, rec.dropped)
 
 
+@case("a fork: the child drops its calls on the inherited recorder without its lock or writer, "
+      "and records to its own file; the parent's file is its own")
+def forked():
+    import torch
+    with tempfile.TemporaryDirectory() as d:
+        rec = REC["Recorder"](os.path.join(d, "r.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", LIB[0],
+                              chunk_bytes=1)
+        small_run(rec, 20)
+        # liboea's own guard, with no Python hook in between: a recorder this
+        # side will not let go of in the child (its handle kept out of sight)
+        raw = REC["Recorder"](os.path.join(d, "raw.safetensors"), 0, 0, "sglang", "SGLANG_OEA_", LIB[0])
+        small_run(raw, 2)
+        lib, handle, block = raw._lib, raw._handle, raw._layers[5][3]
+        raw._handle = None
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: every failure written to the pipe, then a plain exit
+            os.close(err_r)
+            problems = []
+            try:
+                got = lib.oea_rec_call(handle, block)
+                if got != 1:
+                    problems.append("liboea queued a call on the inherited recorder (%d)" % got)
+                figures = type(raw._figures)()
+                lib.oea_rec_figures_get(handle, ctypes.byref(figures))
+                if figures.calls != 2:
+                    problems.append("the inherited figures count %d calls, not the fork's 2"
+                                    % figures.calls)
+                if lib.oea_rec_close(handle, 0, None) != 0:
+                    problems.append("closing the inherited recorder did not free it at once")
+                if rec.record(5, LAYERS[5], 0, torch.zeros(4, 64), torch.zeros(4, 8, dtype=torch.int32),
+                              None) != 1 or "inherited by a forked process" not in (rec.stopped or ""):
+                    problems.append("the Recorder kept the parent's handle: %s" % rec.stopped)
+                mine = REC["Recorder"](os.path.join(d, "child.safetensors"), 0, 0, "sglang",
+                                       "SGLANG_OEA_", LIB[0], chunk_bytes=1)
+                small_run(mine, 10)
+                mine.close()
+                if mine.recorded != 10:
+                    problems.append("the child's own recorder recorded %d of 10" % mine.recorded)
+            except BaseException as exc:  # noqa: BLE001 (the child must exit, whatever happened)
+                problems.append(repr(exc))
+            os.write(err_w, "; ".join(problems).encode())
+            os._exit(1 if problems else 0)
+        os.close(err_w)
+        with os.fdopen(err_r, "rb") as f:  # until the child exits (or dies: EOF either way)
+            said = f.read().decode()
+        _, status = os.waitpid(pid, 0)
+        check(status == 0 and not said, "child (wait status %d): %s" % (status, said))
+        small_run(rec, 20)
+        rec.close()
+        raw._handle = handle
+        raw.close()
+        got = (replay(rec.path)[1]["calls"], replay(raw.path)[1]["calls"])
+        child = os.path.join(d, "child-rank0-%d.safetensors" % pid)
+        check(rec.recorded == 40 and got == (40, 2), "parent recorded %d; replayed %s"
+              % (rec.recorded, got))
+        check(os.path.exists(child) and replay(child)[1]["calls"] == 10, str(os.listdir(d)))
+        return "parent 40 + 2 calls, child 10 in its own file; the inherited call dropped"
+
+
 KILLED = r"""
 import os, signal, sys, torch
 ns = {"__name__": "oea_record"}
@@ -268,7 +328,7 @@ def main():
     LIB[0] = args.library
     if tl.no_torch():
         return 77
-    for t in (exact, full_disk, readonly_folder, cap, full_queue, killed):
+    for t in (exact, full_disk, readonly_folder, cap, full_queue, forked, killed):
         t()
     return tl.summary()
 
