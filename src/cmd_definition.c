@@ -56,11 +56,14 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 	json_t *settings = json_array(), *sw = json_null();
 	for (size_t i = 0; i < d->nsettings; i++) {
 		const oeap_setting_def *s = &d->settings[i];
+		json_t *values = s->values ? paths(s->values) : json_null();
+		/* forced_by: "OTHER=VALUE", the choice that turns this bool on whatever it says */
 		json_array_append_new(
-		    settings, json_pack("{s:o,s:o,s:s,s:o,s:b}", "name", oeap_json_str(s->name), "key", oeap_json_str(s->key),
-		                        "type", oeap_setting_type_name(s->type), "default",
+		    settings, json_pack("{s:o,s:o,s:s,s:o,s:b,s:o,s:o}", "name", oeap_json_str(s->name), "key",
+		                        oeap_json_str(s->key), "type", oeap_setting_type_name(s->type), "default",
 		                        s->default_value ? oeap_json_str(s->default_value) : json_null(), "switch",
-		                        s->is_switch));
+		                        s->is_switch, "values", values, "forced_by",
+		                        s->forced_by ? oeap_json_str(s->forced_by) : json_null()));
 		if (s->is_switch) {
 			json_decref(sw);
 			sw = oeap_json_str(s->name);
@@ -90,10 +93,16 @@ static void print_text(const oeap_cli *cli, const void *opts, const void *result
 	for (size_t i = 0; d->installed_targets && d->installed_targets[i]; i++)
 		printf("%s %s\n", i ? "          " : "installed:", d->installed_targets[i]);
 	printf("binding:   %s.py beside the target\n", d->binding_module);
-	for (size_t i = 0; i < d->nsettings; i++)
-		printf("%s %s=%s%s\n", i ? "          " : "settings: ", d->settings[i].name,
-		       d->settings[i].default_value ? d->settings[i].default_value : "(recorded at apply)",
-		       d->settings[i].is_switch ? " (the switch: zero/false is off)" : "");
+	for (size_t i = 0; i < d->nsettings; i++) {
+		const oeap_setting_def *s = &d->settings[i];
+		printf("%s %s=%s", i ? "          " : "settings: ", s->name,
+		       s->default_value ? s->default_value : "(recorded at apply)");
+		for (size_t v = 0; s->values && s->values[v]; v++)
+			printf("%s%s", v ? "|" : " (one of ", s->values[v]);
+		printf("%s%s", s->values ? ")" : "", s->is_switch ? " (the switch: zero/false is off)" : "");
+		printf("%s%s%s\n", s->forced_by ? " (true whenever " : "", s->forced_by ? s->forced_by : "",
+		       s->forced_by ? ")" : "");
+	}
 }
 
 static void result_free(void *result)

@@ -282,10 +282,23 @@ def main():
                                env=environment_without_settings(), capture_output=True, text=True,
                                timeout=60)
             check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr[-500:]))
-            got = [(s["name"], s["type"]) for s in json.loads(p.stdout)["settings"]]
+            doc = json.loads(p.stdout)["settings"]
+            got = [(s["name"], s["type"]) for s in doc]
             check(got == [(n, t) for n, t, _ in settings], "definition %s\npatch.ini  %s"
                   % (got, settings))
-            return "%d settings" % len(got)
+            # a choice's values and a bool's forced_by, as patch.ini says them
+            ini = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+            with open(os.path.join(DEFINITION, "patch.ini"), encoding="utf-8") as f:
+                ini.read_file(f)
+            for s in doc:
+                section = ini["setting:" + s["name"]]
+                values = section.get("values")
+                check(s["values"] == (values.split() if values else None) and
+                      s["forced_by"] == section.get("forced_by"),
+                      "%s: values %r, forced_by %r; patch.ini: %r, %r" % (
+                          s["name"], s["values"], s["forced_by"], values, section.get("forced_by")))
+            forced = ["%s by %s" % (s["name"], s["forced_by"]) for s in doc if s["forced_by"]]
+            return "%d settings; %s" % (len(got), ", ".join(forced) or "none forced")
 
         import_light()
         same_names()
