@@ -336,6 +336,25 @@ void oeap_cli_print_module_summary(const oeap_module_summary *sum, FILE *f)
 	        sum->lines, sum->sha256);
 }
 
+json_t *oeap_cli_json_write_head(const oeap_cli *cli, int check, int diff)
+{
+	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
+	json_object_set_new(j, "mode", json_string(check ? "check" : diff ? "diff" : "write"));
+	oeap_cli_json_target(cli, j);
+	return j;
+}
+
+void oeap_cli_json_write_tail(json_t *j, int check, int diff, const oeap_buf *diff_text,
+                              const oeap_module_summary *module, const oeap_pyc_list *bytecode)
+{
+	if (diff) {
+		json_object_set_new(j, "diff", oeap_json_strn(diff_text->data ? diff_text->data : "", diff_text->len));
+		json_object_set_new(j, "module_change", oeap_cli_module_summary_json(module));
+	}
+	else
+		json_object_set_new(j, check ? "bytecode_to_remove" : "bytecode_removed", oeap_pyc_list_json(bytecode));
+}
+
 json_t *oeap_cli_module_summary_json(const oeap_module_summary *sum)
 {
 	if (sum->change == OEAP_MODULE_UNCHANGED)

@@ -11,6 +11,7 @@
 #include "cli_types.h"
 #include "error.h"
 #include "patchdef.h"
+#include "pycache.h"
 #include "report.h"
 
 /*
@@ -97,6 +98,13 @@ void oeap_cli_print_module_summary(const oeap_module_summary *sum, FILE *f);
 
 /* The summary as JSON ("module_change": null when the module does not change). */
 json_t *oeap_cli_module_summary_json(const oeap_module_summary *sum);
+
+/* apply's and revert's --json around their own members: the head (oeap_cli_json_head,
+ * "mode": check, diff or write, and the target's members), then the tail (with --diff the diff
+ * and the module summary, else the bytecode removed, or to remove with --check). */
+json_t *oeap_cli_json_write_head(const oeap_cli *cli, int check, int diff);
+void oeap_cli_json_write_tail(json_t *j, int check, int diff, const oeap_buf *diff_text,
+                              const oeap_module_summary *module, const oeap_pyc_list *bytecode);
 
 /* The target's path relative to the checkout, for messages and diffs. */
 const char *oeap_cli_target_rel(const oeap_cli *cli);

@@ -368,9 +368,7 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 {
 	const apply_opts *o = opts;
 	const apply_result *r = result;
-	json_t *j = oeap_cli_json_head(cli, OEAP_EXIT_OK);
-	json_object_set_new(j, "mode", json_string(o->check ? "check" : o->diff ? "diff" : "write"));
-	oeap_cli_json_target(cli, j);
+	json_t *j = oeap_cli_json_write_head(cli, o->check, o->diff);
 	json_object_set_new(j, "patch", oeap_json_patch(cli->def));
 	json_object_set_new(j, "before", json_string(oeap_file_state_name(r->out.before)));
 	json_object_set_new(j, "changed", json_boolean(r->out.changed));
@@ -386,12 +384,7 @@ static void print_json(const oeap_cli *cli, const void *opts, const void *result
 	if (r->bp.refused) /* --diff only: otherwise apply failed */
 		json_object_set_new(bind, "overwrite_refused", json_true());
 	json_object_set_new(j, "binding", bind);
-	if (o->diff) {
-		json_object_set_new(j, "diff", oeap_json_strn(r->diff.data ? r->diff.data : "", r->diff.len));
-		json_object_set_new(j, "module_change", oeap_cli_module_summary_json(&r->module));
-	}
-	else
-		json_object_set_new(j, o->check ? "bytecode_to_remove" : "bytecode_removed", oeap_pyc_list_json(&r->bytecode));
+	oeap_cli_json_write_tail(j, o->check, o->diff, &r->diff, &r->module, &r->bytecode);
 	oeap_json_emit(j);
 }
 
