@@ -83,7 +83,7 @@ class _Plan:
 
     __slots__ = ("skip", "problem", "num_shared", "routed", "scoring", "bias", "bias_source",
                  "checked", "renormalize", "launch", "owners", "index", "scratch", "fast",
-                 "dirty", "valid_set", "cuda_index", "widths", "rec", "k0_rows")
+                 "dirty", "valid_set", "cuda_index", "widths", "rec", "k0_rows", "ready", "plain")
 
     def __init__(self):
         self.skip = None
@@ -96,6 +96,12 @@ class _Plan:
         self.cuda_index = None
         self.rec = None  # what its calls record (record_hook.py), or None
         self.k0_rows = None  # K0 bands: the k0 of each row count (0: left alone), else None
+        # route()'s shortcuts, each fixed once it is True: `ready`, judged and
+        # nothing to do per call besides the launch (no skip, no bands, no
+        # recording: set by _check_weights); `plain`, a launch that is the
+        # ctypes call alone (CPU, one k0, no bias copy: set by _plan_for).
+        self.ready = False
+        self.plain = False
 
     def reset_strides(self):
         """The fields route()'s fast path relies on: contiguous rows of the
@@ -258,6 +264,7 @@ def _plan_for(key, router_logits, topk_ids, topk_weights, owners, top_k_v, fused
     if device.type == "cuda":
         plan.cuda_index = device.index if device.index is not None else \
             _torch.cuda.current_device()
+    plan.plain = plan.cuda_index is None and k0_rows is None and plan.bias_source is None
     logits_dtype = _LOGITS_DTYPES.get(router_logits.dtype)
     plan.fast = logits_dtype is not None and topk_weights.dtype == torch.float32
     plan.widths = (logits_dtype if logits_dtype is not None else _DTYPE_F32, num_experts,

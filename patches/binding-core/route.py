@@ -43,8 +43,12 @@ def _call(plan, ids):
         with _torch.cuda.device(index):
             status = fn(address, _current_stream(index))
     if status != OEA_OK:
-        raise RuntimeError("oeapatch: liboea failed (status %d): %s"
-                           % (status, _message(_lib, status)))
+        _raise_status(status)
+
+
+def _raise_status(status):
+    raise RuntimeError("oeapatch: liboea failed (status %d): %s"
+                       % (status, _message(_lib, status)))
 
 
 def _current_stream_fallback(index):
@@ -153,88 +157,127 @@ def check_ranks():
     return mine
 
 # ------------------------------------------------------------- the route skeleton
-# route() is the adapter's (its parameters are the call site's arguments); it
-# calls these in this order, so every framework counts and gates alike.
+# route() is the adapter's (its parameters are the call site's arguments). It
+# runs, so that every framework counts and gates alike: the compiling check and
+# _cold() until the ranks agree and liboea is loaded; its argument gates (a skip
+# counted with _skip_args); the layer's settings as one tuple; then _route(),
+# which does the rest with as few Python steps as a call allows (it runs once
+# per MoE layer per eager step: docs/performance.md, host overhead), or says
+# that the call's configuration has no plan yet (None): the adapter prepares
+# one (_new_plan under _plan_key) and hands it to _route() again.
 
 
-def _enter(topk_ids):
-    """route()'s first step once ENABLED: the rank check, then (compiling, n, counted),
-    or None when no liboea is loaded (non-strict). counted: the rows counted where the
-    call ends (_skip, _launched); None: stats off, or a trace (the custom op counts)."""
-    compiling = _is_compiling()
+def _cold(compiling):
+    """route()'s first step while the ranks' check is not over or no liboea
+    is loaded: the check, then True when the call has nothing to do (no
+    liboea, and not recording)."""
     if not _ranks_done and not compiling:
         check_ranks()
-    if _lib is None and _rec["recorder"] is None:
-        return None  # no liboea, and not recording
-    ids_shape = topk_ids.shape
-    n = ids_shape[0] if len(ids_shape) == 2 else 0
-    return compiling, n, (n if STATS and not compiling else None)
+    return _lib is None and _rec["recorder"] is None
 
 
-def _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
-    """The row-count and shape gate (shapes only, no tensor work): False when
-    the call is skipped (and counted)."""
-    if n < MIN_BATCH:
-        _skip("small_batch", counted)
-        return False
-    if n > MAX_TOKENS:
-        _skip("large_batch", counted)
-        return False
-    logits_shape, ids_shape = router_logits.shape, topk_ids.shape
-    if len(logits_shape) != 2 or logits_shape[0] != n or topk_weights.shape != ids_shape:
-        _warn_once("shape", "router_logits %s, topk_ids %s, topk_weights %s",
-                   tuple(logits_shape), tuple(ids_shape), tuple(topk_weights.shape))
-        _skip("shape", counted)
-        return False
-    return True
+def _skip_args(reason, topk_ids, compiling):
+    """A call the adapter's argument gates leave alone, counted with its rows
+    (statistics on, eager: a trace counts nothing, the custom op counts)."""
+    if STATS and not compiling:
+        shape = topk_ids.shape
+        _skip(reason, shape[0] if len(shape) == 2 else 0)
 
 
 def _plan_key(settings, router_logits, topk_ids, topk_weights):
     """The plan's key: the layer's settings as the adapter keys them, then what
-    the prepared block depends on in the tensors."""
+    the prepared block depends on in the tensors (_route's `facts`)."""
     return (settings, router_logits.shape[1], topk_ids.shape[1], router_logits.dtype,
             topk_ids.dtype, topk_weights.dtype, router_logits.device, topk_ids.device,
             topk_weights.device)
 
 
-def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
-                counted, compiling):
-    """After the plan: its skip, the weights check, the adapter's decode gate
-    (_verdict_eager, or the custom op's), the launch; returns (weights, ids).
-    num_token_non_padded: the valid rows (a host int, or a device tensor read by
-    liboea's min_valid_rows gate), or None: all n."""
-    if plan.skip is not None:
-        if plan.rec is not None and not compiling and _verdict_eager() is None:
-            _record(plan, router_logits, topk_ids, num_token_non_padded, 0)
-        _skip(plan.skip, counted)
-        return topk_weights, topk_ids
-    if not plan.checked and not _check_weights(plan, router_logits, topk_ids, topk_weights,
-                                               compiling):
-        _skip(plan.skip or "weights", counted)
-        return topk_weights, topk_ids
+# settings -> (facts, plan): the plan a layer's last call used, so that a call
+# compares its tensors' facts with one tuple instead of hashing them into a
+# key. Always a plan of _plans under (settings,) + facts: plans are never
+# replaced or dropped once made.
+_hot = {}
 
-    if compiling and _op is not None:
-        verdict = None  # the custom op decides each time it runs
-    elif compiling:
-        verdict = _verdict_compiled() if _verdict_compiled is not None else "no_mode"
+
+def _route(settings, router_logits, topk_weights, topk_ids, num_token_non_padded, compiling,
+           plan=None, used=None):
+    """Everything after the adapter's argument gates: the row-count and shape
+    gate, the plan (`plan`, else the one of `settings` and the tensors' facts;
+    None when there is none yet), its skip, the weights check, the adapter's
+    decode gate (_verdict_eager, or the custom op's), the K0 bands, the
+    recording and the launch. Returns (weights, ids), or None for a call whose
+    configuration has no plan yet (nothing counted: the adapter prepares it
+    and calls again with it). num_token_non_padded: the valid rows (a host int,
+    or a device tensor read by liboea's min_valid_rows gate), or None: all n;
+    `used`, a list the plan is appended to once the call has one. Each tensor
+    attribute is read once."""
+    ids_shape = topk_ids.shape
+    try:
+        n, width = ids_shape
+    except ValueError:  # not 2-D: no rows to route
+        n = width = 0
+    counted = n if STATS and not compiling else None
+    if n < MIN_BATCH:
+        _skip("small_batch", counted)
+        return topk_weights, topk_ids
+    if n > MAX_TOKENS:
+        _skip("large_batch", counted)
+        return topk_weights, topk_ids
+    logits_shape = router_logits.shape
+    if len(logits_shape) != 2 or logits_shape[0] != n or topk_weights.shape != ids_shape:
+        _warn_once("shape", "router_logits %s, topk_ids %s, topk_weights %s",
+                   tuple(logits_shape), tuple(ids_shape), tuple(topk_weights.shape))
+        _skip("shape", counted)
+        return topk_weights, topk_ids
+    if plan is None:
+        facts = (logits_shape[1], width, router_logits.dtype, topk_ids.dtype,
+                 topk_weights.dtype, router_logits.device, topk_ids.device, topk_weights.device)
+        hot = _hot.get(settings)
+        if hot is not None and hot[0] == facts:
+            plan = hot[1]
+        else:
+            plan = _plans.get((settings,) + facts)
+            if plan is None:
+                return None
+            _hot[settings] = (facts, plan)
+    if used is not None:
+        used.append(plan)
+
+    if not plan.ready:
+        # the plan's own skip, the weights not judged yet, K0 bands, recording
+        if plan.skip is not None:
+            if plan.rec is not None and not compiling and _verdict_eager() is None:
+                _record(plan, router_logits, topk_ids, num_token_non_padded, 0)
+            _skip(plan.skip, counted)
+            return topk_weights, topk_ids
+        if not plan.checked and not _check_weights(plan, router_logits, topk_ids,
+                                                   topk_weights, compiling):
+            _skip(plan.skip or "weights", counted)
+            return topk_weights, topk_ids
+    if compiling:
+        if _op is not None:
+            verdict = None  # the custom op decides each time it runs
+        else:
+            verdict = _verdict_compiled() if _verdict_compiled is not None else "no_mode"
     else:
         verdict = _verdict_eager()
     if verdict is not None:
         _skip(verdict, counted)
         return topk_weights, topk_ids
-    if plan.k0_rows is not None and not compiling:
-        # K0 bands: the k0 of the call's valid rows where the host has them,
-        # else of its rows (a CUDA graph's rows, padding included)
-        valid = num_token_non_padded
-        k0 = plan.k0_rows[max(0, min(n, valid)) if type(valid) is int else n]
-        if not k0:
-            if plan.rec is not None:
-                _record(plan, router_logits, topk_ids, num_token_non_padded, 0)
-            _skip("k0_band", counted)
-            return topk_weights, topk_ids
-        plan.problem.k0 = k0
-    if plan.rec is not None and not compiling:
-        _record(plan, router_logits, topk_ids, num_token_non_padded, plan.problem.k0)
+    if not plan.ready and not compiling:
+        if plan.k0_rows is not None:
+            # K0 bands: the k0 of the call's valid rows where the host has them,
+            # else of its rows (a CUDA graph's rows, padding included)
+            valid = num_token_non_padded
+            k0 = plan.k0_rows[max(0, min(n, valid)) if type(valid) is int else n]
+            if not k0:
+                if plan.rec is not None:
+                    _record(plan, router_logits, topk_ids, num_token_non_padded, 0)
+                _skip("k0_band", counted)
+                return topk_weights, topk_ids
+            plan.problem.k0 = k0
+        if plan.rec is not None:
+            _record(plan, router_logits, topk_ids, num_token_non_padded, plan.problem.k0)
 
     # ---- launch
     rows = n
@@ -269,33 +312,33 @@ def _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padde
         if cast_back is not None:
             weights = weights.to(cast_back)
         return weights, ids
-    # The fast path, shadow mode's too: its calls write nothing (the plan's
-    # OEA_FLAG_COUNT_ONLY), so the framework's tensors go back as they came.
-    _point(plan, router_logits, topk_ids, topk_weights, num_valid, rows)
-    if counted is not None:
-        _launched(counted)
-    return topk_weights, topk_ids
-
-
-def _point(plan, logits, ids, weights, num_valid, rows):
-    """The fast path's call: contiguous tensors of the plan's dtypes, whose row
-    strides are the widths the block was prepared with, so only the row count
-    and the pointers are written."""
+    # The fast path, shadow mode's too: contiguous tensors of the plan's dtypes,
+    # whose row strides are the widths the block was prepared with, so only the
+    # row count and the pointers are written; shadow's calls write nothing (the
+    # plan's OEA_FLAG_COUNT_ONLY), so the framework's tensors go back as they came.
     p = plan.problem
     if plan.dirty:
         plan.reset_strides()
     p.n = rows
-    p.logits = logits.data_ptr()
-    p.ids = ids.data_ptr()
-    p.weights = weights.data_ptr()
+    p.logits = router_logits.data_ptr()
+    p.ids = topk_ids.data_ptr()
+    p.weights = topk_weights.data_ptr()
     if num_valid is not None:
         p.num_valid_rows = num_valid.data_ptr()
         plan.valid_set = True
     elif plan.valid_set:
         p.num_valid_rows = None
         plan.valid_set = False
-    _call(plan, ids)
-
+    if plan.plain:
+        fn, address = plan.launch  # CPU, one k0, no bias copy: nothing more
+        status = fn(address)
+        if status != OEA_OK:
+            _raise_status(status)
+    else:
+        _call(plan, topk_ids)
+    if counted is not None:
+        _launched(counted)
+    return topk_weights, topk_ids
 
 
 def _check_weights(plan, router_logits, topk_ids, topk_weights, compiling):
@@ -307,6 +350,7 @@ def _check_weights(plan, router_logits, topk_ids, topk_weights, compiling):
     if ok is None:
         return False
     plan.checked = True
+    plan.ready = ok and plan.skip is None and plan.k0_rows is None and plan.rec is None
     if not ok:
         logger.warning("oeapatch: OEA skipped on a layer whose routing path returns "
                        "weights that are not %s scores times one factor per row "

@@ -8,9 +8,11 @@ CORE_SKIP_REASONS = ("small_batch", "large_batch", "shape", "k0_ge_topk", "weigh
 # Each call counted once, where it ends: its rows either went to liboea
 # ("launched") or were left alone (_skipped, by reason); rows is their sum,
 # worked out when read, so a line can never show rows that are in neither.
-_counts = {"calls": 0, "launched": 0}
+# [calls, rows launched]: a list, the cheapest count per call (route()'s path).
+_tally = [0, 0]
 _skipped = {}  # reason -> rows, the adapter's SKIP_REASONS in order (_start)
 _last_log = [0.0]
+_monotonic = time.monotonic
 _stats_buffers = {}
 
 # oea_totals (native/include/oea.h; docs/oea-semantics.md rule 10): the
@@ -92,8 +94,7 @@ def host_counts():
 def reset_stats():
     for acc in _stats_buffers.values():
         acc.zero_()
-    for key in _counts:
-        _counts[key] = 0
+    _tally[:] = [0, 0]
     for key in _skipped:
         _skipped[key] = 0
     # Exported counters only grow: after a reset, the next export adds the new
@@ -103,7 +104,7 @@ def reset_stats():
 
 def _snapshot(devices=True):
     """Host counts and device sums read together (one host sync per device)."""
-    counts, skipped = dict(_counts), dict(_skipped)
+    counts, skipped = {"calls": _tally[0], "launched": _tally[1]}, dict(_skipped)
     counts["rows"] = counts["launched"] + sum(skipped.values())
     return counts, skipped, stats() if devices else {}
 
@@ -135,7 +136,7 @@ def stats_line(snapshot=None):
 
 
 def _maybe_log_stats():
-    now = time.monotonic()
+    now = _monotonic()
     if now - _last_log[0] < STATS_INTERVAL:
         return
     _last_log[0] = now
@@ -153,7 +154,7 @@ def idle_stats():
     and returned), else None: route() writes it then. A model none of whose
     MoE layers reaches the call site would otherwise never say so; the
     adapters' _watch_layers start _idle_stats_loop for it."""
-    if _counts["calls"]:
+    if _tally[0]:
         return None
     snapshot = _snapshot(devices=False)
     line = stats_line(snapshot)
@@ -174,7 +175,7 @@ def _idle_tick():
 
 
 def _idle_stats_loop():
-    while not _counts["calls"]:
+    while not _tally[0]:
         time.sleep(STATS_INTERVAL)
         _idle_tick()
 
@@ -327,12 +328,15 @@ def _skip(reason, rows):
     (rows None: not counted, stats off or a trace)."""
     if rows is not None:
         _skipped[reason] += rows
-        _counts["calls"] += 1
+        _tally[0] += 1
         _maybe_log_stats()
 
 
 def _launched(rows):
-    """A call whose `rows` went to liboea: counted, then the line if it is due."""
-    _counts["launched"] += rows
-    _counts["calls"] += 1
-    _maybe_log_stats()
+    """A call whose `rows` went to liboea: counted, then the line if it is due
+    (the clock read here; the line's work only then)."""
+    tally = _tally
+    tally[0] += 1
+    tally[1] += rows
+    if _monotonic() - _last_log[0] >= STATS_INTERVAL:
+        _maybe_log_stats()

@@ -3,6 +3,8 @@
 # speculative verify) and its argument mapping (select_experts' parameters,
 # TopKConfig); the rest is the shared core above (patches/binding-core/).
 
+from enum import Enum as _Enum  # noqa: E402 (ForwardMode's base: _mode_verdict)
+
 TARGET_FILE = "topk.py"
 METRICS_PREFIX = "sglang:oea_"
 SKIP_REASONS = ("extend", "idle", "speculative", "no_mode", "dp_attention", "small_batch",
@@ -29,7 +31,7 @@ def _has_batch_name(code):
 
 def _find_forward_batch(frame, max_frames=_MAX_FRAMES, depth=None):
     """The nearest ForwardBatch from `frame` up, or None. With `depth` (the
-    frame's depth below _stack_batch's), the path to it is remembered (_batch_path)."""
+    frame's depth below _verdict_eager's), the path to it is remembered (_batch_path)."""
     global _batch_path
     holders = []
     d = depth or 0
@@ -66,17 +68,11 @@ def _mode_verdict(mode):
     return "extend"
 
 
-def _dp_gathered(batch):
-    """Whether this batch is one DP-attention rank's share of a step whose MoE
-    layers may route the tokens of every DP rank (gathered before the MoE):
-    SGLang then records every rank's token count on the batch."""
-    counts = getattr(batch, "global_num_tokens_cpu", None)
-    if counts is None:
-        counts = getattr(batch, "global_num_tokens", None)  # early releases (0.4.1)
-    try:
-        return counts is not None and len(counts) > 1
-    except TypeError:
-        return False
+# (member, its _mode_verdict) of the mode judged last. SGLang's ForwardMode is an
+# IntEnum: a member is a fixed object whose predicates compare it with other
+# members (about 0.3 us a call), so the verdict of the mode every layer of a
+# step meets is kept; any other kind of mode is asked each time.
+_last_mode = (_MISSING, None)
 
 
 def _batch_verdict(batch):
@@ -93,39 +89,62 @@ def _batch_verdict(batch):
     included): OEA runs only when it is false and this rank decodes or idles.
     Releases without that flag cannot tell, so OEA stays off under DP
     attention there ("dp_attention")."""
+    global _last_mode
     if batch is None:
         return "no_mode"
     mode = batch.forward_mode
-    if not _dp_gathered(batch):
-        return _mode_verdict(mode)
-    if not hasattr(batch, "is_extend_in_batch"):
-        return "dp_attention"
-    if batch.is_extend_in_batch:
-        return "extend"
-    if mode.is_decode() or mode.is_idle():
-        return None
-    return _mode_verdict(mode)
+    # DP attention's per-rank token counts, recorded on the batch when it is
+    # one DP-attention rank's share of a step whose MoE layers may route the
+    # tokens of every DP rank (gathered before the MoE): global_num_tokens_cpu,
+    # or in early releases (0.4.1) global_num_tokens; no release has both.
+    counts = getattr(batch, "global_num_tokens_cpu", _MISSING)
+    if counts is _MISSING:
+        counts = getattr(batch, "global_num_tokens", None)
+    if counts is not None:
+        try:
+            gathered = len(counts) > 1
+        except TypeError:
+            gathered = False
+        if gathered:
+            if not hasattr(batch, "is_extend_in_batch"):
+                return "dp_attention"
+            if batch.is_extend_in_batch:
+                return "extend"
+            if mode.is_decode() or mode.is_idle():
+                return None
+    last = _last_mode
+    if mode is last[0]:
+        return last[1]
+    verdict = _mode_verdict(mode)
+    if isinstance(mode, _Enum):
+        _last_mode = (mode, verdict)
+    return verdict
 
 
 # The path of the last walk that found a batch: (depth, code object of the frame
 # that held it, ((depth, code) of nearer frames that hold the name but held no
-# batch then)). Every MoE layer of a step comes through the same path, so the
-# next call looks at that one frame (sys._getframe(depth): one C call) instead of
-# walking; nearer holders are looked at again so that a batch appearing there
-# still wins, and a frame at that depth running other code means a walk.
+# batch then)), depths counted from _verdict_eager's frame. Every MoE layer of a
+# step comes through the same path, so the next call looks at that one frame
+# (sys._getframe(depth): one C call) instead of walking; nearer holders are
+# looked at again so that a batch appearing there still wins, and a frame at
+# that depth running other code means a walk.
 _batch_path = None
 _getframe = sys._getframe
+# The frames between _verdict_eager's and the call site's caller: 0 is
+# _verdict_eager, 1 the core's _route, 2 route(), 3 select_experts.
+_CALLER_DEPTH = 3
 
 
 def _walk(depth):
-    """_find_forward_batch from _getframe(depth) (counted from _stack_batch's
-    frame), remembering the path where a batch was found."""
+    """_find_forward_batch from _getframe(depth) (counted from _verdict_eager's
+    frame, its caller's), remembering the path where a batch was found."""
     return _find_forward_batch(_getframe(depth + 1), _MAX_FRAMES, depth)
 
 
-def _stack_batch():
-    """The forward batch of the caller's model forward, or None. Frame 0 is
-    this function, 1 _verdict_eager, 2 _route_rest, 3 route(), 4 select_experts."""
+def _verdict_eager():
+    """Eager calls: the verdict for the batch in scope, found on the stack.
+    Judged on each call (a few attribute reads): SGLang may change a batch's
+    fields between uses, so no verdict is kept for a batch object."""
     path = _batch_path
     if path is not None:
         depth, code, holders = path
@@ -138,18 +157,17 @@ def _stack_batch():
                 nearer = _getframe(d)
                 if nearer.f_code is not c or getattr(
                         nearer.f_locals.get("forward_batch"), "forward_mode", None) is not None:
-                    return _walk(4)
+                    return _batch_verdict(_walk(_CALLER_DEPTH))
             batch = frame.f_locals.get("forward_batch")
-            if getattr(batch, "forward_mode", None) is not None:
-                return batch
-    return _walk(4)
-
-
-def _verdict_eager():
-    """Eager calls: the verdict for the batch in scope, found on the stack.
-    Judged on each call (a few attribute reads): SGLang may change a batch's
-    fields between uses, so no verdict is kept for a batch object."""
-    return _batch_verdict(_stack_batch())
+            mode = getattr(batch, "forward_mode", None)
+            if mode is not None:
+                # _batch_verdict's common case inline: the mode judged last
+                # (one decode step after another), no DP attention's counts
+                last = _last_mode
+                if mode is last[0] and getattr(batch, "global_num_tokens_cpu", _MISSING) is None:
+                    return last[1]
+                return _batch_verdict(batch)
+    return _batch_verdict(_walk(_CALLER_DEPTH))
 
 
 def _verdict_deep():
@@ -198,29 +216,27 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
     counted as "error" and logged once (_failed); only StopServing reaches the
     model. This runs once per MoE layer per step, so its eager
     path is a few attribute reads (docs/performance.md, host overhead): shapes,
-    one tuple for the plan, one frame for the decode verdict (_stack_batch).
+    one tuple for the plan, one frame for the decode verdict (_verdict_eager).
     """
     if not ENABLED:
         return topk_weights, topk_ids
     try:
-        entered = _enter(topk_ids)
-        if entered is None:
+        compiling = _is_compiling()
+        if (not _ranks_done or _lib is None) and _cold(compiling):
             return topk_weights, topk_ids
-        compiling, n, counted = entered
         if not compiling:
             _reached.add(id(topk_config))  # for never_routed(): this layer reaches the call site
 
-        # ---- gate: arguments, then shapes (no tensor work)
+        # ---- gate: arguments (no tensor work)
         if expert_location_dispatch_info is not None:
-            _skip("eplb", counted)  # ids may be physical ids, which no longer index the logits
+            # ids may be physical ids, which no longer index the logits
+            _skip_args("eplb", topk_ids, compiling)
             return topk_weights, topk_ids
         custom = custom_routing_function
         if custom is _MISSING:
             custom = getattr(topk_config, "custom_routing_function", None)
         if custom is not None:
-            _skip("custom_routing", counted)
-            return topk_weights, topk_ids
-        if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
+            _skip_args("custom_routing", topk_ids, compiling)
             return topk_weights, topk_ids
 
         # The bias this call routes by: its own argument, else its config's. liboea
@@ -235,7 +251,7 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
             bias = getattr(topk_config, "correction_bias", None)
         if (bias is not None and bias.dim() > 1) or (
                 unknown and unknown.get("dynamic_expert_bias") is not None):
-            _skip("token_bias", counted)
+            _skip_args("token_bias", topk_ids, compiling)
             return topk_weights, topk_ids
         # SGLang 0.5.23 on: a fused router may also write the ids and bf16 weights
         # packed as (id << 16) | bf16_bits(weight) (StandardTopKOutputPacked), which
@@ -246,18 +262,15 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
                                         packed_topk.dtype != _int32):
             _warn_once("packed", "a packed top-k of shape %s, dtype %s beside topk_ids %s",
                        tuple(packed_topk.shape), packed_topk.dtype, tuple(topk_ids.shape))
-            _skip("packed", counted)
+            _skip_args("packed", topk_ids, compiling)
             return topk_weights, topk_ids
 
-        # ---- prepare: once per configuration (extend batches prepare too, so the
-        # decode graphs captured later find their layer ready). One key: the
-        # layer's settings, then what the prepared block depends on in the tensors.
-        # Everything a plan is prepared from that the call passes is in the key, in
-        # every era: the bias (the plan holds a pointer to it) and the arguments,
-        # which win over the config's fields; so a call that passes other ones
-        # never finds a plan made for the first. No id() of None (no bias): torch
-        # 2.5's dynamo cannot trace it (fullgraph failed in the releases of Dec
-        # 2024 - Jul 2025).
+        # ---- the layer's settings, the plan's key: everything a plan is prepared
+        # from that the call passes, in every era: the bias (the plan holds a
+        # pointer to it) and the arguments, which win over the config's fields;
+        # so a call that passes other ones never finds a plan made for the first.
+        # No id() of None (no bias): torch 2.5's dynamo cannot trace it (fullgraph
+        # failed in the releases of Dec 2024 - Jul 2025).
         bias_key = None if bias is None else id(bias)
         if topk_config is not None:
             settings = (id(topk_config), layer_id, top_k, renormalize, use_grouped_topk,
@@ -272,10 +285,15 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
                 num_fused_shared_experts = 1 if unknown["n_share_experts_fusion"] else 0
             settings = (top_k, renormalize, use_grouped_topk, num_expert_group, topk_group,
                         bias_key, scoring_func, num_fused_shared_experts)
-        key = _plan_key(settings, router_logits, topk_ids, topk_weights)
-        plan = _plans.get(key)
-        if plan is None:
-            plan = _new_plan(key, router_logits, topk_ids, topk_weights, (topk_config, bias),
+        # the plan the call reached, for the pack (a list only with one)
+        used = None if packed_topk is None or SHADOW else []
+        out = _route(settings, router_logits, topk_weights, topk_ids, num_token_non_padded,
+                     compiling, None, used)
+        if out is None:
+            # ---- prepare: once per configuration (extend batches prepare too, so
+            # the decode graphs captured later find their layer ready)
+            plan = _new_plan(_plan_key(settings, router_logits, topk_ids, topk_weights),
+                             router_logits, topk_ids, topk_weights, (topk_config, bias),
                              _layer(topk_config, top_k, renormalize, use_grouped_topk,
                                     num_expert_group, topk_group, bias, scoring_func,
                                     num_fused_shared_experts), layer_id)
@@ -284,11 +302,12 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
                 # modes): apply_routing_simulation overwrites the routing after the
                 # call site, so re-routing it would be counted and then discarded.
                 plan.skip = "simulator"
-        out = _route_rest(plan, router_logits, topk_weights, topk_ids, num_token_non_padded, n,
-                          counted, compiling)
-        if packed_topk is not None and plan.skip is None and (plan.checked or compiling) and \
-                not SHADOW:
-            _repack(packed_topk, out[0], out[1], num_token_non_padded)
+            out = _route(settings, router_logits, topk_weights, topk_ids,
+                         num_token_non_padded, compiling, plan, used)
+        if used:
+            plan = used[0]
+            if plan.skip is None and (plan.checked or compiling):
+                _repack(packed_topk, out[0], out[1], num_token_non_padded)
         return out
     except Exception as exc:  # never into the model: the framework's routing stays
         return _failed(exc, topk_weights, topk_ids)

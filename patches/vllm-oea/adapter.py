@@ -326,49 +326,47 @@ def route(router_logits, topk_weights, topk_ids, owner=None, top_k=_MISSING,
     if not ENABLED:
         return topk_weights, topk_ids
     try:
-        entered = _enter(topk_ids)
-        if entered is None:
+        compiling = _is_compiling()
+        if (not _ranks_done or _lib is None) and _cold(compiling):
             return topk_weights, topk_ids
-        compiling, n, counted = entered
-        if counted is not None:
+        if STATS and not compiling:
             layer = owner if owner is not None else _caller_layer()
             try:
                 _layers_seen.add(layer)
             except TypeError:  # None, or an object without weak references
                 pass
 
-        # ---- gate: the routing path, then shapes (no tensor work)
+        # ---- gate: the routing path (no tensor work)
         if owner is not None:
             reason = _owner_verdict(owner)
             if reason is not None:
-                _skip(reason, counted)
+                _skip_args(reason, topk_ids, compiling)
                 return topk_weights, topk_ids
         if _setting(custom_routing_function, owner, "custom_routing_function") is not None:
-            _skip("custom_routing", counted)
+            _skip_args("custom_routing", topk_ids, compiling)
             return topk_weights, topk_ids
         scale = _setting(routed_scaling_factor, owner, "routed_scaling_factor")
         if scale is not None and float(scale) != 1.0:
             # vLLM multiplies the weights by it inside the routing (grouped and
             # biased top-k); liboea's weights are the scores times one per-row
             # normaliser, without it.
-            _skip("scaled_weights", counted)
-            return topk_weights, topk_ids
-        if not _rows_gate(router_logits, topk_weights, topk_ids, n, counted):
+            _skip_args("scaled_weights", topk_ids, compiling)
             return topk_weights, topk_ids
         bias = _setting(e_score_correction_bias, owner, "e_score_correction_bias")
 
-        # ---- prepare: the layer's settings (an owner's fields are its own, so its
-        # id stands for them; the bias too, since a weight reload may replace it).
+        # ---- the layer's settings (an owner's fields are its own, so its id
+        # stands for them; the bias too, since a weight reload may replace it)
         settings = (None if owner is None else id(owner), top_k, renormalize, use_grouped_topk,
                     num_expert_group, topk_group, None if bias is None else id(bias), scoring_func,
                     num_fused_shared_experts)
-        key = _plan_key(settings, router_logits, topk_ids, topk_weights)
-        plan = _plans.get(key)
-        if plan is None:
-            plan = _new_plan(key, router_logits, topk_ids, topk_weights, (owner, bias),
+        out = _route(settings, router_logits, topk_weights, topk_ids, None, compiling)
+        if out is None:  # ---- prepare: once per configuration
+            plan = _new_plan(_plan_key(settings, router_logits, topk_ids, topk_weights),
+                             router_logits, topk_ids, topk_weights, (owner, bias),
                              _layer(owner, top_k, renormalize, use_grouped_topk, num_expert_group,
                                     topk_group, bias, scoring_func, num_fused_shared_experts))
-        return _route_rest(plan, router_logits, topk_weights, topk_ids, None, n, counted, compiling)
+            out = _route(settings, router_logits, topk_weights, topk_ids, None, compiling, plan)
+        return out
     except Exception as exc:  # never into the model: the framework's routing stays
         return _failed(exc, topk_weights, topk_ids)
 
@@ -478,7 +476,7 @@ def stats_line(snapshot=None):
     if missing:
         line += "; layers never reaching OEA: %d (%s)" % (len(missing), ", ".join(missing[:8]) +
                                                            (", ..." if len(missing) > 8 else ""))
-    elif _model_layers == {} and not _counts["calls"]:
+    elif _model_layers == {} and not _tally[0]:
         line += "; no FusedMoE layer in the model: its MoE blocks route without the call site"
     return line
 

@@ -758,15 +758,21 @@ def main():
         log = logging.getLogger(fm.__name__)
         log.addHandler(Keep())
         log.propagate = False
-        # liboea answering an error status (what the launch raises on), then a
+        # liboea answering an error status (what the launch raises on): its
+        # routing entry point swapped, before the layer's plan takes it; then a
         # shared column whose id is no expert (the shape of defect 1: a column
         # the layer's settings call routed, id E, out of the logits' range)
-        real_call = fm._call
+        real_lib = fm._lib
 
-        def failing(plan, ids):
-            raise RuntimeError("oeapatch: liboea failed (status 3): planted")
+        class Failing:
+            def __getattr__(self, name):
+                return getattr(real_lib, name)
 
-        fm._call = failing
+            @staticmethod
+            def oea_route_host(address):
+                return 3  # OEA_ERR_SHAPE
+
+        fm._lib = Failing()
         for _ in range(2):
             logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=64, k=8)
             i0, w0 = ids.clone(), weights.clone()
@@ -774,7 +780,7 @@ def main():
                           top_k=8, renormalize=True)
             check(w is weights and i is ids and torch.equal(ids, i0) and
                   torch.equal(weights, w0), "a failing launch changed the routing")
-        fm._call = real_call
+        fm._lib = real_lib
         logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=64, k=8, shared=1)
         i0, w0 = ids.clone(), weights.clone()
         w, i = decode(fm.route, router_logits=logits, topk_weights=weights, topk_ids=ids,
@@ -785,7 +791,8 @@ def main():
         check(counts["skipped"]["error"] == 48 and counts["launched"] == 0,
               "not counted as error: %s" % counts)
         errors = [m for m in warnings if "an error inside the binding" in m]
-        check(len(errors) == 2 and "planted" in errors[0], "logged %s" % warnings)
+        check(len(errors) == 2 and "liboea failed (status 3)" in errors[0],
+              "logged %s" % warnings)
         # a deliberate stop still stops: ranks that disagree
         try:
             fm._failed(fm.StopServing("ranks differ"), weights, ids)
