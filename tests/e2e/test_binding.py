@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import oea_testlib
 from oea_testlib import (HEADER, RESULTS, VERBOSE, Oracle, case, check, distinct,
@@ -1162,6 +1163,68 @@ def main():
         check(token_bias() == 49, "counts %s" % tm.host_counts())
         return "49 rows skipped as token_bias"
 
+    @case("route()'s eager path (issue 32, host cost): a routed decode call runs route(), "
+          "_route() and _verdict_eager() of the binding, each tensor method once per tensor")
+    def t_hot_path():
+        # The path's host cost (docs/performance.md, "host overhead") is the
+        # Python it runs: counted here, not timed. What each frame of the
+        # binding runs is recorded with sys.setprofile: the binding's own
+        # functions entered, and the builtins and tensor methods they call.
+        import enum
+
+        class ForwardMode(enum.IntEnum):  # as SGLang's: an IntEnum with predicates
+            EXTEND = 1
+            DECODE = 2
+            IDLE = 3
+
+            def is_decode(self):
+                return self == ForwardMode.DECODE
+
+            def is_idle(self):
+                return self == ForwardMode.IDLE
+
+        def step(fn, **kwargs):
+            # SGLang's ForwardBatch outside DP attention: no per-rank counts
+            forward_batch = Batch("DECODE", global_num_tokens_cpu=None)
+            forward_batch.forward_mode = ForwardMode.DECODE
+            return fn(**kwargs)
+
+        seen = []
+        for number, env in enumerate(({}, {"SGLANG_OEA_STATS": "1"},
+                                      {"SGLANG_OEA_MODE": "shadow"})):
+            hm = load(path, "oea_hot_%d" % number, dict(env, SGLANG_OEA_K0="3"))
+            logits, ids, weights, _ = make_inputs(torch, gen, n=16, E=64, k=8)
+            kw = dict(router_logits=logits, top_k=8, renormalize=True)
+            # the first call prepares the plan and judges the weights
+            step(hm.route, topk_weights=weights.clone(), topk_ids=ids.clone(), **kw)
+            w, i = weights.clone(), ids.clone()
+            hm._last_log[0] = time.monotonic()  # no statistics line due
+            funcs, methods = [], {}
+
+            def profile(frame, event, arg, hm=hm, funcs=funcs, methods=methods):
+                if frame.f_globals is not hm.__dict__:
+                    return
+                if event == "call" and frame.f_code.co_name != "_not_compiling":
+                    funcs.append(frame.f_code.co_name)  # (torch < 2.1's is_compiling)
+                elif event == "c_call":
+                    methods[arg.__name__] = methods.get(arg.__name__, 0) + 1
+
+            sys.setprofile(profile)
+            try:
+                out = step(hm.route, topk_weights=w, topk_ids=i, **kw)
+            finally:
+                sys.setprofile(None)
+            want = ["route", "_route", "_verdict_eager"] + (["_launched"] if hm.STATS else [])
+            check(funcs == want, "%s: the binding's functions run %s, expected %s"
+                  % (env, funcs, want))
+            check(methods.get("is_contiguous") == 3 and methods.get("data_ptr") == 3,
+                  "%s: tensor methods %s" % (env, methods))
+            check(hm.host_counts()["launched"] == (32 if hm.STATS else 0) and
+                  (hm.SHADOW or not torch.equal(out[1], ids)), "%s: not routed" % env)
+            seen.append("%s: %s" % (" ".join("%s=%s" % kv for kv in env.items()) or "defaults",
+                                    ", ".join(funcs)))
+        return "; ".join(seen)
+
     @case("stats: each call counted once; every line adds up, the call that logs it included")
     def t_stats_line():
         sm = load(path, "oea_stats_line", {"SGLANG_OEA_K0": "3", "SGLANG_OEA_STATS": "1",
@@ -1238,7 +1301,7 @@ def main():
     for fn in (t_inplace, t_min, t_min_valid, t_max, t_eplb, t_crf, t_misc, t_mode,
                t_weights, t_stats, t_shadow, t_op, t_bias_update, t_min_exact, t_dp_attention,
                t_packed, t_token_bias, t_stats_line, t_fallback, t_plan_dtype,
-               t_idle_only_with_a_model):
+               t_idle_only_with_a_model, t_hot_path):
         fn()
     return summary()
 
