@@ -27,7 +27,8 @@ The module is the SGLang binding rendered as tests/e2e/test_binding.py renders
 it (BUILD_DIR's CLI and liboea), imported three times; torch on one thread;
 Qwen3-30B-A3B's layer (128 experts, top-8) on CPU tensors; each plan prepared
 and judged on valid rows first, then every timed row is padding (ids -1) so
-that liboea finds no row and the time is the host's. Printed per token count:
+that liboea finds no row and the time is the host's; the timed calls' forward
+batch is test_binding's sglang_batch (an IntEnum mode, as SGLang's). Printed per token count:
 the median of ROUNDS runs of 3,000 calls and each mode's ratio to stats off,
 in wall-clock time and in the calling thread's CPU time (time.thread_time:
 on a shared machine, the time other processes run between the calls is left
@@ -140,7 +141,7 @@ def main():
                     return ((time.perf_counter_ns() - start[0]) / CALLS / 1000.0,
                             (time.thread_time_ns() - start[1]) / CALLS / 1000.0)
 
-                times[name].append(run(tb.Batch("DECODE")))
+                times[name].append(run(tb.sglang_batch("DECODE")))
                 if name.startswith("record"):
                     drain(mod)
             start = time.perf_counter_ns(), time.thread_time_ns()

@@ -17,6 +17,7 @@ import argparse
 import atexit
 import configparser
 import ctypes
+import enum
 import importlib.util
 import json
 import logging
@@ -177,6 +178,28 @@ class Batch:
         # DP attention's fields, under SGLang's names (global_num_tokens_cpu,
         # is_extend_in_batch), where a case gives them
         self.__dict__.update(fields)
+
+
+class ForwardMode(enum.IntEnum):
+    """SGLang's kind of mode (an IntEnum whose predicates compare members),
+    for what depends on it: the binding keeps the verdict of such a member."""
+    EXTEND = 1
+    DECODE = 2
+    IDLE = 3
+
+    def is_decode(self):
+        return self == ForwardMode.DECODE
+
+    def is_idle(self):
+        return self == ForwardMode.IDLE
+
+
+def sglang_batch(mode):
+    """A batch as SGLang's ForwardBatch is outside DP attention: an IntEnum
+    mode, no per-rank token counts."""
+    batch = Batch(mode, global_num_tokens_cpu=None)
+    batch.forward_mode = getattr(ForwardMode, mode)
+    return batch
 
 
 def in_forward(mode, fn, *args, batch_fields=None, **kwargs):
@@ -1170,23 +1193,8 @@ def main():
         # Python it runs: counted here, not timed. What each frame of the
         # binding runs is recorded with sys.setprofile: the binding's own
         # functions entered, and the builtins and tensor methods they call.
-        import enum
-
-        class ForwardMode(enum.IntEnum):  # as SGLang's: an IntEnum with predicates
-            EXTEND = 1
-            DECODE = 2
-            IDLE = 3
-
-            def is_decode(self):
-                return self == ForwardMode.DECODE
-
-            def is_idle(self):
-                return self == ForwardMode.IDLE
-
         def step(fn, **kwargs):
-            # SGLang's ForwardBatch outside DP attention: no per-rank counts
-            forward_batch = Batch("DECODE", global_num_tokens_cpu=None)
-            forward_batch.forward_mode = ForwardMode.DECODE
+            forward_batch = sglang_batch("DECODE")  # noqa: F841 (read by the binding)
             return fn(**kwargs)
 
         seen = []
