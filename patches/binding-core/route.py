@@ -232,14 +232,17 @@ def _route(settings, router_logits, topk_weights, topk_ids, num_token_non_padded
     if plan is None:
         facts = (logits_shape[1], width, router_logits.dtype, topk_ids.dtype,
                  topk_weights.dtype, router_logits.device, topk_ids.device, topk_weights.device)
-        hot = _hot.get(settings)
+        # (not while torch.compile traces: a global dict read there is guarded
+        # on, and one written is replayed after the graph; _plans is only read)
+        hot = None if compiling else _hot.get(settings)
         if hot is not None and hot[0] == facts:
             plan = hot[1]
         else:
             plan = _plans.get((settings,) + facts)
             if plan is None:
                 return None
-            _hot[settings] = (facts, plan)
+            if not compiling:
+                _hot[settings] = (facts, plan)
     if used is not None:
         used.append(plan)
 
