@@ -233,8 +233,9 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
             _skip_args("eplb", topk_ids, compiling)
             return topk_weights, topk_ids
         custom = custom_routing_function
-        if custom is _MISSING:
-            custom = getattr(topk_config, "custom_routing_function", None)
+        if custom is _MISSING:  # (no getattr on None: a failed lookup costs)
+            custom = None if topk_config is None else getattr(
+                topk_config, "custom_routing_function", None)
         if custom is not None:
             _skip_args("custom_routing", topk_ids, compiling)
             return topk_weights, topk_ids
@@ -248,7 +249,7 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
         # held to the same rule.
         bias = correction_bias
         if bias is _MISSING:
-            bias = getattr(topk_config, "correction_bias", None)
+            bias = None if topk_config is None else getattr(topk_config, "correction_bias", None)
         if (bias is not None and bias.dim() > 1) or (
                 unknown and unknown.get("dynamic_expert_bias") is not None):
             _skip_args("token_bias", topk_ids, compiling)
@@ -277,7 +278,8 @@ def route(router_logits, topk_weights, topk_ids, topk_config=None, top_k=_MISSIN
                         num_expert_group, topk_group, bias_key, scoring_func,
                         num_fused_shared_experts)
         else:
-            if num_fused_shared_experts is _MISSING and "n_share_experts_fusion" in unknown:
+            if num_fused_shared_experts is _MISSING and unknown and \
+                    "n_share_experts_fusion" in unknown:
                 # SGLang of about Apr - Jun 2025: n_share_experts_fusion counts the
                 # shared expert's replicas (DeepSeek-V3 defaults it to the TP size),
                 # and the routing overwrites ONE column (topk_ids[:, -1]) with one of
