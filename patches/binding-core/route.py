@@ -212,9 +212,9 @@ def _route(settings, router_logits, topk_weights, topk_ids, num_token_non_padded
     `used`, a list the plan is appended to once the call has one. Each tensor
     attribute is read once."""
     ids_shape = topk_ids.shape
-    try:
+    if len(ids_shape) == 2:
         n, width = ids_shape
-    except ValueError:  # not 2-D: no rows to route
+    else:  # no rows to route
         n = width = 0
     counted = n if STATS and not compiling else None
     if n < MIN_BATCH:
