@@ -57,14 +57,19 @@ import traceback
 # Third-party modules every release imports on the way to its routing code
 # and that cost most of an interpreter start (torch's compiler stack is imported
 # by the frameworks' torch.compile decorators, transformers by their configs).
+TORCH_IMPORTS = ("numpy", "torch", "torch._dynamo", "torch._inductor.compile_fx",
+                 "transformers", "transformers.models.llama.modeling_llama")
 # "module:function" also calls a function that caches a per-process answer:
-# inductor's choice of vector ISA starts three interpreters (`python -c
-# "import torch; cdll.LoadLibrary(...)"`, 1.7 s each) in every process that
-# compiles a kernel on the CPU, as SGLang's torch.compile'd grouped top-k does
-# in every phase; asked once here, the children inherit the answer.
-TORCH_STACK = ("numpy", "torch", "torch._dynamo", "torch._inductor.compile_fx",
-               "torch._inductor.cpu_vec_isa:pick_vec_isa",
-               "transformers", "transformers.models.llama.modeling_llama")
+# inductor's choice of vector ISA starts interpreters (`python -c "import
+# torch; cdll.LoadLibrary(...)"`, 1.7 s each; 4.6 s in all on torch 2.9.1) in
+# every process that compiles a kernel on the CPU, as SGLang's torch.compile'd
+# grouped top-k does in every phase; asked once here, the children inherit the
+# answer. A suite whose phases compile nothing with inductor (vLLM's run with
+# TORCHDYNAMO_DISABLE) preloads TORCH_IMPORTS alone: the question would be
+# asked for nothing in every release's server. Either way a phase that needs
+# the answer gets inductor's own (asked in the child when not inherited), so
+# the preload changes the time, never what a phase sees.
+TORCH_STACK = TORCH_IMPORTS + ("torch._inductor.cpu_vec_isa:pick_vec_isa",)
 NEVER_PRELOAD = ("prometheus_client",)
 
 

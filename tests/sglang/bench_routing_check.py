@@ -31,7 +31,9 @@ sys.path.insert(0, os.path.join(ROOT, "native", "bench"))
 
 
 if os.environ.get("OEAPATCH_BENCH_ROUTING_CHILD") != "1":
-    from release_suite import cache_dir, releases
+    from release_suite import cache_dir, releases, use_inductor_cache
+
+    use_inductor_cache()
 
     version = sys.argv[1] if len(sys.argv) > 1 else releases(os.path.join(HERE, "releases.txt"))[-1]
     # run_releases.py patches this environment in place (and revert takes the

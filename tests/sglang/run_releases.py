@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
 from phase_server import PhaseServer  # noqa: E402
 from release_suite import (cache_dir, file_hash, phase, record_hash,  # noqa: E402
-                           releases, run, say, tally)
+                           releases, run, say, tally, use_inductor_cache)
 
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 TOPK_MODULE = "sglang.srt.layers.moe.topk"
@@ -154,6 +154,7 @@ def main():
         print("FAIL setup: OEAPATCH and OEA_LIBRARY must be set (ctest sets them)")
         return 1
     wanted = sys.argv[1:] or releases(os.path.join(HERE, "releases.txt"))
+    use_inductor_cache()
     started = time.monotonic()
     # Environments are made first, four at a time (the shared torch once, under
     # its own lock); one_release then finds them ready.

@@ -55,7 +55,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 from oea_testlib import recording_calls  # noqa: E402
-from release_suite import cache_dir, file_hash, record_hash  # noqa: E402
+from release_suite import cache_dir, file_hash, record_hash, use_inductor_cache  # noqa: E402
 TARGET = os.path.join("sglang", "srt", "layers", "moe", "topk.py")
 STUBS = os.path.join(HERE, "stubs")
 # Different lengths, started together: one prefill batch, then decode batches of 4.
@@ -234,6 +234,7 @@ def main(version, phases):
     started = time.monotonic()
     cache = cache_dir()
     os.makedirs(cache, exist_ok=True)
+    use_inductor_cache()
     rc, out, err = run([os.path.join(HERE, "serve_env.sh"), version], timeout=3600)
     if rc != 0:
         if any(s in err for s in OFFLINE):

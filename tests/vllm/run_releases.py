@@ -42,7 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
-from phase_server import PhaseServer  # noqa: E402
+from phase_server import TORCH_IMPORTS, PhaseServer  # noqa: E402
 from release_suite import (cache_dir, file_hash, phase, record_hash,  # noqa: E402
                            releases, run, say, tally)
 
@@ -77,7 +77,9 @@ def one_release(version, cli, library):
 
     # One interpreter start for the release: every phase below that imports
     # vLLM is a forked child of it (tests/e2e/phase_server.py).
-    server = PhaseServer(python, env=base_env)
+    # release_check.py runs with TORCHDYNAMO_DISABLE (eager): no phase compiles
+    # with inductor, so the server does not ask inductor's vector-ISA question.
+    server = PhaseServer(python, preload=TORCH_IMPORTS, env=base_env)
     module = rel[:-3].replace(os.sep, ".")
     try:
         # vLLM's config chain (not the routing file, which the patch changes, nor
