@@ -8,6 +8,7 @@
 
 #include "oea.h"
 #include "oea_internal.h"
+#include "oea_row.h" /* oea_dtype_size */
 
 #ifndef OEA_VERSION_STRING
 #define OEA_VERSION_STRING "3.1.0"
@@ -79,13 +80,6 @@ static int oea_misaligned(const void *ptr, size_t align)
 	return ((uintptr_t)ptr & (align - 1)) != 0;
 }
 
-static size_t oea_elem_size(int dtype)
-{
-	return (dtype == OEA_DTYPE_BF16 || dtype == OEA_DTYPE_F16) ? 2
-	       : dtype == OEA_DTYPE_I64                           ? 8
-								   : 4;
-}
-
 /* The checks after the struct size, on a complete (current-ABI) struct. The
  * order is documented in docs/native-abi.md and is part of the ABI: callers
  * and tests rely on which error comes first. */
@@ -118,8 +112,8 @@ static int oea_problem_check_full(const oea_problem *p)
 		return OEA_ERR_STRIDE;
 	if (p->n > 0 && (!p->logits || !p->ids || !p->weights))
 		return OEA_ERR_NULL_ARGUMENT;
-	if (oea_misaligned(p->logits, oea_elem_size(p->logits_dtype)) ||
-	    oea_misaligned(p->ids, oea_elem_size(p->ids_dtype)) ||
+	if (oea_misaligned(p->logits, oea_dtype_size(p->logits_dtype)) ||
+	    oea_misaligned(p->ids, oea_dtype_size(p->ids_dtype)) ||
 	    oea_misaligned(p->weights, sizeof(float)) ||
 	    oea_misaligned(p->correction_bias, sizeof(float)) ||
 	    oea_misaligned(p->num_valid_rows, sizeof(int32_t)) ||

@@ -30,6 +30,7 @@
 #include "oea.h"
 #include "oea_record.h"
 #include "oea_record_cuda.h"
+#include "oea_row.h" /* oea_dtype_size */
 
 #define ENTRIES 4096u     /* calls queued at most (a power of two) */
 #define MAX_LAYERS 4096   /* layer configurations per recorder */
@@ -96,16 +97,6 @@ int oea_rec_cuda_wait(void *event) { (void)event; return -1; }
 void oea_rec_cuda_event_free(void *event) { (void)event; }
 const char *oea_rec_cuda_error(void) { return "liboea was not built with CUDA"; }
 #endif
-
-static size_t dtype_size(int32_t dtype)
-{
-	switch (dtype) {
-	case OEA_DTYPE_F32: case OEA_DTYPE_I32: return 4;
-	case OEA_DTYPE_BF16: case OEA_DTYPE_F16: return 2;
-	case OEA_DTYPE_I64: return 8;
-	default: return 0;
-	}
-}
 
 static const char *dtype_name(int32_t dtype)
 {
@@ -296,8 +287,8 @@ int32_t oea_rec_layer(oea_rec *rec, int32_t number, const char *settings_json, c
 	l->columns = columns;
 	l->logits_dtype = logits_dtype;
 	l->ids_dtype = ids_dtype;
-	l->logits_row = (size_t)experts * dtype_size(logits_dtype);
-	l->ids_row = (size_t)columns * dtype_size(ids_dtype);
+	l->logits_row = (size_t)experts * oea_dtype_size(logits_dtype);
+	l->ids_row = (size_t)columns * oea_dtype_size(ids_dtype);
 	l->settings = escaped(settings_json);
 	if (bias && (l->bias = malloc((size_t)experts * sizeof(float))))
 		memcpy(l->bias, bias, (size_t)experts * sizeof(float));
@@ -423,7 +414,7 @@ int oea_rec_call(oea_rec *rec, const oea_rec_args *a)
 		goto drop;
 	uint8_t *dst = rec->ring + at % rec->ring_bytes;
 	unsigned slot = (unsigned)(rec->ehead % ENTRIES);
-	size_t lsz = dtype_size(l->logits_dtype), isz = dtype_size(l->ids_dtype);
+	size_t lsz = oea_dtype_size(l->logits_dtype), isz = oea_dtype_size(l->ids_dtype);
 	if (device < 0) {
 		copy_rows(dst, logits, l->logits_row, (size_t)logits_row_stride * lsz, rows);
 		copy_rows(dst + lbytes, ids, l->ids_row, (size_t)ids_row_stride * isz, rows);
@@ -431,7 +422,7 @@ int oea_rec_call(oea_rec *rec, const oea_rec_args *a)
 		oea_rec_copy copies[3] = {
 			{dst, l->logits_row, logits, (size_t)logits_row_stride * lsz, l->logits_row, (size_t)rows},
 			{dst + lbytes, l->ids_row, ids, (size_t)ids_row_stride * isz, l->ids_row, (size_t)rows},
-			{dst + lbytes + ibytes, 8, valid_ptr, 8, dtype_size(valid_dtype), 1},
+			{dst + lbytes + ibytes, 8, valid_ptr, 8, oea_dtype_size(valid_dtype), 1},
 		};
 		if (rows <= 1) /* one row: its stride is not the copy's pitch */
 			copies[0].spitch = copies[0].width, copies[1].spitch = copies[1].width;
